@@ -1,0 +1,1 @@
+"""pytest plugin: options and fixtures of the conformance suite (filled in by the suite)."""

@@ -1,0 +1,96 @@
+"""What every ledger shipped here has in common, so each backend writes only its I/O.
+
+A backend computes a :class:`LedgerInfo` once at open (identity and safety checks) and
+implements ``_spend``/``_is_spent`` on validated id bytes. Validation happens here,
+before any I/O (C8), for sync and async alike.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from .ids import validate_request_id
+from .protocol import LedgerInfo
+
+
+class _Described:
+    _info: LedgerInfo
+
+    @property
+    def store_id(self) -> str | None:
+        """The store's identity (C6), or ``None`` when this ledger must never prove."""
+        return self._info.store_id
+
+    def describe(self) -> LedgerInfo:
+        return self._info
+
+    def __repr__(self) -> str:
+        info = self._info
+        return (
+            f"<{type(self).__name__} {info.location or info.backend} "
+            f"namespace={info.namespace!r} store_id={info.store_id!r}>"
+        )
+
+
+class LedgerBase(_Described):
+    """A sync ledger: validate, then hand the id bytes to the backend."""
+
+    def spend(self, request_id: str) -> bool:
+        """Record ``request_id``; ``True`` only if THIS call recorded it."""
+        return self._spend(validate_request_id(request_id))
+
+    def is_spent(self, request_id: str) -> bool:
+        """Whether ``request_id`` is recorded; never records, raises on failure."""
+        return self._is_spent(validate_request_id(request_id))
+
+    def _spend(self, request_id: bytes) -> bool:
+        raise NotImplementedError
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections this ledger opened (never ones it was given)."""
+
+    def __enter__(self) -> LedgerBase:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncLedgerBase(_Described):
+    """An async ledger: validate, then await the backend."""
+
+    async def spend(self, request_id: str) -> bool:
+        """Record ``request_id``; ``True`` only if THIS call recorded it."""
+        return await self._spend(validate_request_id(request_id))
+
+    async def is_spent(self, request_id: str) -> bool:
+        """Whether ``request_id`` is recorded; never records, raises on failure."""
+        return await self._is_spent(validate_request_id(request_id))
+
+    async def _spend(self, request_id: bytes) -> bool:
+        raise NotImplementedError
+
+    async def _is_spent(self, request_id: bytes) -> bool:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release connections this ledger opened (never ones it was given)."""
+
+    async def __aenter__(self) -> AsyncLedgerBase:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,53 @@
+"""The one error tree every ledger raises.
+
+A ledger fails closed (C4): anything it cannot prove is raised as a ``LedgerError``
+subclass, with the driver's own exception chained as ``__cause__``. A host catches
+``LedgerError`` and never has to know which driver sits underneath.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Root of every error a ledger raises on purpose."""
+
+
+class InvalidRequestId(LedgerError, ValueError):
+    """The request id is not a 1..1024-byte UTF-8 string (C8). Raised before any I/O."""
+
+
+class InvalidLedgerURL(LedgerError, ValueError):
+    """A ledger URL or option cannot be understood. The message never shows a password."""
+
+
+class UnknownScheme(InvalidLedgerURL):
+    """No backend is registered for the URL's scheme."""
+
+
+class MissingDriver(LedgerError, ImportError):
+    """The backend's optional driver is not installed (the message names the extra)."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The store could not be reached or refused the operation; nothing was proven."""
+
+
+class AmbiguousSpend(LedgerUnavailable):
+    """A spend's write may or may not have landed, and re-reading could not tell (C5).
+
+    The caller must treat the id as possibly spent: the tool does not run, and
+    ``is_spent`` (H2) decides later whether the pause is still answerable.
+    """
+
+
+class UnsafeStoreConfig(LedgerError):
+    """The store is configured so that it cannot keep the promise asked of it.
+
+    Raised when an operation would be unsafe (a spend on a read-only replica, or a
+    proof demanded from a store that can forget). A ledger that merely *cannot prove*
+    reports ``store_id = None`` with the reason instead of raising.
+    """
+
+
+class LedgerClosed(LedgerError):
+    """The ledger was closed; open a new one."""

@@ -1,0 +1,251 @@
+"""The host rules H1-H5, written once for sync and async ledgers.
+
+Each rule is a small generator that yields the ledger calls it needs and returns a
+verdict; :func:`_drive` runs it against a sync ledger and :func:`_drive_async` against
+an async one (or a sync one: the seed's ``boolean | Promise<boolean>``). So the rules
+cannot drift apart between the two shapes.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .ids import closed_proven_id, validate_request_id
+from .protocol import store_id_of
+
+Method = Literal["spend", "is_spent"]
+
+
+class RunVerdict(enum.Enum):
+    """H1: what the result of one ``spend`` allows."""
+
+    RUN = "run"
+    REFUSED = "refused"
+
+
+class LandedVerdict(enum.Enum):
+    """H2: after a ``spend`` raised, did it land?"""
+
+    NOT_LANDED = "not-landed"  # is_spent answered exactly False: the pause stays answerable
+    COUNTS_AS_SPENT = "counts-as-spent"  # anything else: stop offering the pause
+
+
+class ResolveVerdict(enum.Enum):
+    """What a host does with a person's answer to a paused request."""
+
+    RUN = "run"  # this answer spent the request: run the tool, once
+    ALREADY_SPENT = "already-spent"  # another answer spent it first
+    CLOSED_BY_HOST = "closed-by-host"  # H4: the host closed the pause with a proof
+    REFUSED_INVALID = "refused-invalid"  # the ledger answered something other than a bool
+    FAILED_NOT_LANDED = "failed-not-landed"  # spend raised and did not land: may be answered again
+    FAILED_COUNTS_AS_SPENT = "failed-counts-as-spent"  # spend raised and may have landed
+    LEDGER_CHANGED = "ledger-changed"  # H5: minted under another store: ask again
+
+
+class CloseVerdict(enum.Enum):
+    """H3: how a host closes a pause that no answer can reach any more."""
+
+    CLOSED_PROVEN = "closed-proven"  # the host's own spend won: the call never ran, and never will
+    POSSIBLY_RUN = "possibly-run"  # no proof: record the call as possibly run
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """A paused request and the ``store_id`` of the ledger it was asked under (H5)."""
+
+    request_id: str
+    store_id: str | None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    verdict: ResolveVerdict
+    error: BaseException | None = None
+
+    @property
+    def may_run(self) -> bool:
+        """True only for :attr:`ResolveVerdict.RUN` (H1)."""
+        return self.verdict is ResolveVerdict.RUN
+
+
+@dataclass(frozen=True)
+class Closure:
+    verdict: CloseVerdict
+    reason: str
+    error: BaseException | None = None
+    recorded: bool = False  # whether ``closed-proven:<id>`` is in the ledger (H4)
+
+    @property
+    def proven(self) -> bool:
+        return self.verdict is CloseVerdict.CLOSED_PROVEN
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: Method
+    request_id: str
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    value: object = None
+    error: BaseException | None = None
+    missing: bool = False  # the ledger has no such method
+
+
+_Steps = Generator[_Call, _Outcome, Any]
+
+
+def authorize(result: object) -> RunVerdict:
+    """H1: only a result that ``is True`` lets the call run (not ``1``, not truthy)."""
+    return RunVerdict.RUN if result is True else RunVerdict.REFUSED
+
+
+def mint(ledger: object, request_id: str) -> PendingRequest:
+    """Remember the ledger a request is asked under, for H5 when it is answered."""
+    return PendingRequest(request_id, store_id_of(ledger))
+
+
+def _landed_steps(request_id: str) -> _Steps:
+    out = yield _Call("is_spent", request_id)
+    if out.error is None and not out.missing and out.value is False:
+        return LandedVerdict.NOT_LANDED
+    return LandedVerdict.COUNTS_AS_SPENT
+
+
+def _resolve_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps:
+    validate_request_id(pending.request_id)  # a bad id is the caller's bug, not a verdict
+    if pending.store_id != current_store_id:
+        return Resolution(ResolveVerdict.LEDGER_CHANGED)
+    out = yield _Call("spend", pending.request_id)
+    if out.error is not None or out.missing:
+        landed = yield from _landed_steps(pending.request_id)
+        verdict = (
+            ResolveVerdict.FAILED_NOT_LANDED
+            if landed is LandedVerdict.NOT_LANDED
+            else ResolveVerdict.FAILED_COUNTS_AS_SPENT
+        )
+        return Resolution(verdict, out.error)
+    if out.value is True:
+        return Resolution(ResolveVerdict.RUN)
+    if out.value is not False:
+        return Resolution(ResolveVerdict.REFUSED_INVALID)
+    closed = yield _Call("is_spent", closed_proven_id(pending.request_id))
+    if closed.error is None and closed.value is True:
+        return Resolution(ResolveVerdict.CLOSED_BY_HOST)
+    return Resolution(ResolveVerdict.ALREADY_SPENT)
+
+
+def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps:
+    validate_request_id(pending.request_id)
+    if current_store_id is None:
+        return Closure(CloseVerdict.POSSIBLY_RUN, "the ledger has no store_id: it never proves")
+    if pending.store_id != current_store_id:
+        return Closure(CloseVerdict.POSSIBLY_RUN, "ledger-changed: minted under another store")
+    marker = closed_proven_id(pending.request_id)
+    prior = yield _Call("is_spent", marker)
+    if prior.error is None and prior.value is True:
+        return Closure(CloseVerdict.CLOSED_PROVEN, "an earlier close proved it", recorded=True)
+    out = yield _Call("spend", pending.request_id)
+    if out.error is not None or out.missing:
+        return Closure(CloseVerdict.POSSIBLY_RUN, "the closing spend failed", out.error)
+    if out.value is not True:
+        return Closure(CloseVerdict.POSSIBLY_RUN, "a decision reached the request first")
+    mark = yield _Call("spend", marker)
+    if mark.error is not None or mark.missing:
+        return Closure(
+            CloseVerdict.CLOSED_PROVEN, "proven, but the close was not recorded", mark.error
+        )
+    return Closure(CloseVerdict.CLOSED_PROVEN, "the host's spend won", recorded=True)
+
+
+class _AsyncLedgerInSyncRule(TypeError):
+    pass
+
+
+def _drive(steps: _Steps, ledger: object) -> Any:
+    """Run a rule against a sync ledger."""
+    try:
+        call = next(steps)
+        while True:
+            method = getattr(ledger, call.method, None)
+            if method is None:
+                outcome = _Outcome(missing=True)
+            else:
+                try:
+                    value = method(call.request_id)
+                    if inspect.isawaitable(value):
+                        if inspect.iscoroutine(value):
+                            value.close()
+                        raise _AsyncLedgerInSyncRule(
+                            f"{type(ledger).__name__}.{call.method} is async: "
+                            "use the *_async form of this rule"
+                        )
+                    outcome = _Outcome(value=value)
+                except _AsyncLedgerInSyncRule:
+                    raise
+                except Exception as exc:  # fail closed: a raise is an outcome, not a crash
+                    outcome = _Outcome(error=exc)
+            call = steps.send(outcome)
+    except StopIteration as done:
+        return done.value
+
+
+async def _drive_async(steps: _Steps, ledger: object) -> Any:
+    """Run a rule against an async ledger, or a sync one (results awaited when awaitable)."""
+    try:
+        call = next(steps)
+        while True:
+            method = getattr(ledger, call.method, None)
+            if method is None:
+                outcome = _Outcome(missing=True)
+            else:
+                try:
+                    value = method(call.request_id)
+                    if inspect.isawaitable(value):
+                        value = await value
+                    outcome = _Outcome(value=value)
+                except Exception as exc:
+                    outcome = _Outcome(error=exc)
+            call = steps.send(outcome)
+    except StopIteration as done:
+        return done.value
+
+
+def spend_landed(ledger: object, request_id: str) -> LandedVerdict:
+    """H2: after ``spend(request_id)`` raised, ask whether it landed."""
+    verdict: LandedVerdict = _drive(_landed_steps(request_id), ledger)
+    return verdict
+
+
+async def spend_landed_async(ledger: object, request_id: str) -> LandedVerdict:
+    verdict: LandedVerdict = await _drive_async(_landed_steps(request_id), ledger)
+    return verdict
+
+
+def resolve(ledger: object, pending: PendingRequest) -> Resolution:
+    """A person answered ``pending``: spend it and say what the host may do (H1, H2, H4, H5)."""
+    resolution: Resolution = _drive(_resolve_steps(pending, store_id_of(ledger)), ledger)
+    return resolution
+
+
+async def resolve_async(ledger: object, pending: PendingRequest) -> Resolution:
+    resolution: Resolution = await _drive_async(
+        _resolve_steps(pending, store_id_of(ledger)), ledger
+    )
+    return resolution
+
+
+def close_pause(ledger: object, pending: PendingRequest) -> Closure:
+    """Close a pause that no answer can reach, with a proof where one is possible (H3, H4)."""
+    closure: Closure = _drive(_close_steps(pending, store_id_of(ledger)), ledger)
+    return closure
+
+
+async def close_pause_async(ledger: object, pending: PendingRequest) -> Closure:
+    closure: Closure = await _drive_async(_close_steps(pending, store_id_of(ledger)), ledger)
+    return closure

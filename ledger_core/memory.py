@@ -1,0 +1,125 @@
+"""The in-process default ledger.
+
+"Once" holds across every agent in this process that shares it, and only there: a
+restart forgets it and another process never saw it. So it has no ``store_id`` and
+never proves (C6, H3).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from .base import AsyncLedgerBase, LedgerBase
+from .ids import DEFAULT_NAMESPACE, ledger_key, validate_namespace
+from .protocol import LedgerInfo
+from .urls import LedgerURL, check_options
+
+_REASON = "in-process memory: forgotten on restart and invisible to other processes"
+
+
+class MemoryStore:
+    """A set of spent keys behind a lock; many ledgers may share one."""
+
+    def __init__(self) -> None:
+        self._keys: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    def add(self, key: bytes) -> bool:
+        with self._lock:
+            if key in self._keys:
+                return False
+            self._keys.add(key)
+            return True
+
+    def __contains__(self, key: bytes) -> bool:
+        with self._lock:
+            return key in self._keys
+
+
+_named_stores: dict[str, MemoryStore] = {}
+_named_lock = threading.Lock()
+
+
+def named_store(name: str) -> MemoryStore:
+    """The process-wide store called ``name`` (``""`` is the default ledger's)."""
+    with _named_lock:
+        return _named_stores.setdefault(name, MemoryStore())
+
+
+def _info(name: str, namespace: str) -> LedgerInfo:
+    return LedgerInfo(
+        backend="memory",
+        store_id=None,
+        reason=_REASON,
+        location=f"memory://{name}",
+        namespace=namespace,
+    )
+
+
+class MemoryLedger(LedgerBase):
+    """A thread-safe in-process ledger (``store_id = None``)."""
+
+    def __init__(
+        self, store: MemoryStore | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> None:
+        self._store = store if store is not None else MemoryStore()
+        self._namespace = validate_namespace(namespace)
+        self._info = _info("", self._namespace)
+
+    def _spend(self, request_id: bytes) -> bool:
+        return self._store.add(ledger_key(self._namespace, request_id))
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        return ledger_key(self._namespace, request_id) in self._store
+
+
+class AsyncMemoryLedger(AsyncLedgerBase):
+    """The async face of :class:`MemoryLedger`; no I/O, so it never yields."""
+
+    def __init__(
+        self, store: MemoryStore | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> None:
+        self._sync = MemoryLedger(store, namespace=namespace)
+        self._info = self._sync.describe()
+
+    async def _spend(self, request_id: bytes) -> bool:
+        return self._sync._spend(request_id)
+
+    async def _is_spent(self, request_id: bytes) -> bool:
+        return self._sync._is_spent(request_id)
+
+
+_default: MemoryLedger | None = None
+
+
+def default_ledger() -> MemoryLedger:
+    """The ledger every host in this process shares when it names none."""
+    global _default
+    with _named_lock:
+        if _default is None:
+            _default = MemoryLedger(MemoryStore())
+        return _default
+
+
+def _store_for(url: LedgerURL) -> MemoryStore:
+    name = url.parts.netloc + url.parts.path
+    if not name:
+        return default_ledger()._store
+    return named_store(name)
+
+
+class _MemoryBackend:
+    """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
+
+    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> MemoryLedger:
+        check_options(url, options, {"namespace"})
+        return MemoryLedger(_store_for(url), namespace=options["namespace"])
+
+    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncMemoryLedger:
+        check_options(url, options, {"namespace"})
+        return AsyncMemoryLedger(_store_for(url), namespace=options["namespace"])
+
+
+BACKEND = _MemoryBackend()

@@ -1,0 +1,74 @@
+"""The two shapes a ledger may take, and what a host may ask of either.
+
+Only ``spend`` is required. ``is_spent`` and ``store_id`` are optional, exactly as in
+the reference interface: a ledger without ``store_id`` never proves (H3), and one
+without ``is_spent`` makes every failed spend count as spent (H2).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class DecisionLedger(Protocol):
+    """A ledger whose ``spend`` answers directly."""
+
+    def spend(self, request_id: str) -> bool:
+        """Record ``request_id``; ``True`` only if THIS call recorded it (C1, C4)."""
+        ...
+
+
+@runtime_checkable
+class AsyncDecisionLedger(Protocol):
+    """A ledger whose ``spend`` is a coroutine; same semantics (C9)."""
+
+    async def spend(self, request_id: str) -> bool:
+        """Record ``request_id``; ``True`` only if THIS call recorded it (C1, C4)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LedgerInfo:
+    """What a ledger is and whether it can prove, for people and for the suite.
+
+    ``reason`` says why ``store_id`` is ``None`` (C6): a store that can forget, or a
+    ledger that only lives in one process, must never be used as a proof.
+    """
+
+    backend: str
+    store_id: str | None
+    reason: str | None = None
+    location: str = ""
+    namespace: str = ""
+    identity: str = ""
+
+    @property
+    def can_prove(self) -> bool:
+        return self.store_id is not None
+
+
+def store_id_of(ledger: object) -> str | None:
+    """The ledger's ``store_id`` (absent counts as ``None``); a non-str value is ``None``."""
+    value = getattr(ledger, "store_id", None)
+    return value if isinstance(value, str) else None
+
+
+def describe(ledger: object) -> LedgerInfo:
+    """The ledger's own ``describe()`` when it has one, else what the protocol shows."""
+    own = getattr(ledger, "describe", None)
+    if callable(own):
+        info = own()
+        if isinstance(info, LedgerInfo):
+            return info
+    store_id = store_id_of(ledger)
+    reason = None if store_id is not None else "the ledger has no store_id attribute"
+    return LedgerInfo(backend=type(ledger).__name__, store_id=store_id, reason=reason)
+
+
+def is_async_ledger(ledger: object) -> bool:
+    """Whether ``spend`` is a coroutine function (a host must then await it)."""
+    spend = getattr(ledger, "spend", None)
+    return inspect.iscoroutinefunction(spend)

@@ -1,0 +1,106 @@
+"""Open a ledger from a URL, through a registry of schemes.
+
+Schemes come from the entry-point group ``decision_ledger.backends`` (built-in ones
+included, so a third party's scheme is a peer of ours) and from
+:func:`register_backend` at run time, which wins. A backend is imported only when its
+scheme is opened, so a missing optional driver costs nothing until it is used.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from .errors import InvalidLedgerURL, MissingDriver, UnknownScheme
+from .ids import DEFAULT_NAMESPACE, validate_namespace
+from .protocol import AsyncDecisionLedger, DecisionLedger
+from .urls import LedgerURL
+
+ENTRY_POINT_GROUP = "decision_ledger.backends"
+
+
+class Backend(Protocol):
+    """What an entry point names: opens sync and async ledgers from a parsed URL.
+
+    ``options`` merges the URL's query string with keyword options (keywords win) and
+    always holds a validated ``namespace``.
+    """
+
+    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> DecisionLedger: ...
+
+    async def open_async(
+        self, url: LedgerURL, options: Mapping[str, Any]
+    ) -> AsyncDecisionLedger: ...
+
+
+_registered: dict[str, Backend] = {}
+_lock = threading.Lock()
+
+
+def register_backend(scheme: str, backend: Backend) -> None:
+    """Register ``backend`` for ``scheme`` in this process (overrides entry points)."""
+    with _lock:
+        _registered[scheme.lower()] = backend
+
+
+def available_schemes() -> list[str]:
+    """Every scheme this process can open: registered ones and entry points."""
+    names = {ep.name.lower() for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    with _lock:
+        names.update(_registered)
+    return sorted(names)
+
+
+def backend_for(scheme: str) -> Backend:
+    with _lock:
+        found = _registered.get(scheme)
+    if found is not None:
+        return found
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name.lower() == scheme:
+            try:
+                loaded: Backend = ep.load()
+            except MissingDriver:
+                raise
+            except ImportError as exc:
+                raise MissingDriver(
+                    f"the backend for {scheme}:// could not be imported ({exc}); "
+                    "install its extra, e.g. pip install 'decision-ledger[all]'"
+                ) from exc
+            return loaded
+    raise UnknownScheme(
+        f"no ledger backend for scheme {scheme!r} (available: {', '.join(available_schemes())})"
+    )
+
+
+def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, LedgerURL, dict[str, Any]]:
+    parsed = LedgerURL.parse(url)
+    merged: dict[str, Any] = {**parsed.query, **options}
+    merged["namespace"] = validate_namespace(merged.get("namespace", DEFAULT_NAMESPACE))
+    return backend_for(parsed.scheme), parsed, merged
+
+
+def open_ledger(url: str, **options: Any) -> DecisionLedger:
+    """Open a sync ledger, e.g. ``open_ledger("sqlite:///ledger.db", namespace="prod")``."""
+    backend, parsed, merged = _prepare(url, options)
+    return backend.open(parsed, merged)
+
+
+async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
+    """Open an async ledger: connected, its ``store_id`` known, when this returns."""
+    backend, parsed, merged = _prepare(url, options)
+    return await backend.open_async(parsed, merged)
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "InvalidLedgerURL",
+    "available_schemes",
+    "backend_for",
+    "open_async_ledger",
+    "open_ledger",
+    "register_backend",
+]

@@ -1,0 +1,55 @@
+"""What every server harness shares: free ports, the skip policy, binaries on PATH.
+
+A backend's server is found in this order: a URL from the environment, a local binary
+started on a free port in a temporary directory, testcontainers when a Docker engine
+answers; otherwise the backend is skipped with the reason. Under ``CI=true`` (or
+``LEDGER_STRICT=1``) any skip fails the run (see ``tests/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+
+
+def strict() -> bool:
+    return os.environ.get("CI", "").lower() == "true" or os.environ.get("LEDGER_STRICT") == "1"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def binary(name: str) -> str | None:
+    """``name`` on PATH (or in the usual Debian server directories)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in ("/usr/lib/postgresql",):
+        if os.path.isdir(root):
+            for version in sorted(os.listdir(root), reverse=True):
+                candidate = os.path.join(root, version, "bin", name)
+                if os.access(candidate, os.X_OK):
+                    return candidate
+    return None
+
+
+def docker_available() -> bool:
+    """Whether a Docker engine answers (the client alone is not enough)."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
