@@ -25,7 +25,9 @@ class _Described:
         return self._info
 
     def __repr__(self) -> str:
-        info = self._info
+        info: LedgerInfo | None = getattr(self, "_info", None)
+        if info is None:  # still opening
+            return f"<{type(self).__name__} (opening)>"
         return (
             f"<{type(self).__name__} {info.location or info.backend} "
             f"namespace={info.namespace!r} store_id={info.store_id!r}>"

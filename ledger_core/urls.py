@@ -55,7 +55,7 @@ class LedgerURL:
     parts: SplitResult = field(repr=False)
     scheme: str
     redacted: str
-    query: Mapping[str, str]
+    query: Mapping[str, str] = field(repr=False)
 
     @classmethod
     def parse(cls, url: str) -> LedgerURL:
@@ -88,6 +88,9 @@ class LedgerURL:
 
     def __str__(self) -> str:
         return self.redacted
+
+    def __repr__(self) -> str:
+        return f"LedgerURL({self.redacted!r})"
 
 
 def check_options(url: LedgerURL, options: Mapping[str, Any], known: Collection[str]) -> None:

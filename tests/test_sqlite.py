@@ -1,0 +1,188 @@
+"""The embedded default: durable, shared by processes, one statement per spend."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger_core import (
+    InvalidRequestId,
+    LedgerClosed,
+    LedgerUnavailable,
+    open_async_ledger,
+    open_ledger,
+)
+from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
+
+PROCESSES = 6
+IDS = 200
+
+
+def test_spend_once_and_read(tmp_path: Path) -> None:
+    with SQLiteLedger(tmp_path / "l.db") as ledger:
+        assert ledger.is_spent("a") is False
+        assert ledger.spend("a") is True
+        assert ledger.spend("a") is False
+        assert ledger.is_spent("a") is True
+        assert ledger.is_spent("b") is False
+
+
+def test_spends_survive_new_instances(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    with SQLiteLedger(path) as first:
+        first.spend("kept")
+        store_id = first.store_id
+    with SQLiteLedger(path) as second:
+        assert second.is_spent("kept") is True
+        assert second.spend("kept") is False
+        assert second.store_id == store_id
+
+
+def test_store_id_is_born_in_the_file(tmp_path: Path) -> None:
+    a = SQLiteLedger(tmp_path / "a.db")
+    b = SQLiteLedger(tmp_path / "b.db")
+    a_other = SQLiteLedger(tmp_path / "a.db", namespace="other")
+    ids = {a.store_id, b.store_id, a_other.store_id}
+    assert None not in ids
+    assert len(ids) == 3
+    (tmp_path / "moved").mkdir()
+    for ledger in (a, b, a_other):
+        ledger.close()
+    (tmp_path / "a.db").rename(tmp_path / "moved" / "a.db")
+    assert SQLiteLedger(tmp_path / "moved" / "a.db").store_id == a.store_id
+
+
+def test_namespaces_are_independent(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    a = open_ledger(f"sqlite:///{path}?namespace=a")
+    b = open_ledger(f"sqlite:///{path}", namespace="b")
+    assert a.spend("x")
+    assert b.spend("x")
+    assert not a.spend("x")
+
+
+@pytest.mark.parametrize(
+    "request_id", ["'; DROP TABLE decision_ledger; --", "nul\x00", "%", "_", "\\", "é" * 512]
+)
+def test_ids_are_data(tmp_path: Path, request_id: str) -> None:
+    with SQLiteLedger(tmp_path / "l.db") as ledger:
+        assert ledger.spend(request_id) is True
+        assert ledger.spend(request_id) is False
+        assert ledger.is_spent(request_id[:-1] or "z") is False
+
+
+def test_invalid_ids_record_nothing(tmp_path: Path) -> None:
+    with SQLiteLedger(tmp_path / "l.db") as ledger:
+        for bad in ("", "x" * 1025, "\ud800"):
+            with pytest.raises(InvalidRequestId):
+                ledger.spend(bad)
+    rows = sqlite3.connect(tmp_path / "l.db").execute("SELECT count(*) FROM decision_ledger")
+    assert rows.fetchone() == (0,)
+
+
+def test_unusable_files_raise_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(LedgerUnavailable):
+        SQLiteLedger(tmp_path / "missing-dir" / "l.db")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(LedgerUnavailable):
+        SQLiteLedger(junk)
+    with pytest.raises(LedgerUnavailable, match="forgets"):
+        SQLiteLedger(":memory:")
+
+
+def test_closed_ledger_refuses(tmp_path: Path) -> None:
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ledger.close()
+    with pytest.raises(LedgerClosed):
+        ledger.spend("a")
+
+
+def test_threads_race_one_winner(tmp_path: Path) -> None:
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    threads, rounds = 32, 20
+    barrier = threading.Barrier(threads)
+    wins: list[list[bool]] = [[] for _ in range(rounds)]
+
+    def worker() -> None:
+        for r in range(rounds):
+            barrier.wait()
+            wins[r].append(ledger.spend(f"id-{r}"))
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert [w.count(True) for w in wins] == [1] * rounds
+    assert all(len(w) == threads for w in wins)
+
+
+def _race(path: str, barrier: Any, out: Any) -> None:
+    ledger = SQLiteLedger(path)  # every process opens (and first-opens) the store itself
+    barrier.wait()
+    out.put([ledger.spend(f"id-{i}") for i in range(IDS)])
+    ledger.close()
+
+
+def test_processes_race_one_winner_and_one_identity(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(PROCESSES)
+    out: Any = ctx.Queue()
+    path = str(tmp_path / "l.db")
+    procs = [ctx.Process(target=_race, args=(path, barrier, out)) for _ in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    winners = [sum(r[i] for r in results) for i in range(IDS)]
+    assert winners == [1] * IDS
+    identities = sqlite3.connect(path).execute("SELECT count(*) FROM decision_ledger_meta")
+    assert identities.fetchone() == (1,)
+
+
+def test_async_ledger_same_semantics(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+
+    async def main() -> None:
+        ledger = await open_async_ledger(f"sqlite:///{path}")
+        assert isinstance(ledger, AsyncSQLiteLedger)
+        results = await asyncio.gather(*(ledger.spend("same") for _ in range(64)))
+        assert results.count(True) == 1
+        assert all(type(r) is bool for r in results)
+        assert await ledger.is_spent("same") is True
+        await ledger.aclose()
+
+    asyncio.run(main())
+    with SQLiteLedger(path) as sync:
+        assert sync.spend("same") is False
+
+
+def test_async_ledger_does_not_block_the_loop(tmp_path: Path) -> None:
+    """A writer holding the lock must not freeze the loop: other tasks keep running."""
+    path = tmp_path / "l.db"
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    async def main() -> None:
+        ledger = await AsyncSQLiteLedger.open(path, busy_timeout=5)
+        blocker.execute("BEGIN IMMEDIATE")
+        spend = asyncio.ensure_future(ledger.spend("waits"))
+        ticks = 0
+        while not spend.done() and ticks < 3:
+            await asyncio.sleep(0)  # the loop is free while the spend waits on the lock
+            ticks += 1
+        assert ticks == 3
+        assert not spend.done()
+        await asyncio.to_thread(blocker.execute, "COMMIT")
+        assert await spend is True
+        await ledger.aclose()
+
+    asyncio.run(main())
