@@ -9,9 +9,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import AmbiguousSpend, LedgerClosed, LedgerUnavailable
@@ -79,7 +77,8 @@ class SQLiteLedger(LedgerBase):
         return conn
 
     def _open_store(self) -> str:
-        with self._connection() as conn:
+        conn = self._acquire()
+        try:
             try:
                 mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
@@ -98,25 +97,27 @@ class SQLiteLedger(LedgerBase):
                 raise LedgerUnavailable(
                     f"cannot set up SQLite ledger {self._path!r}: {exc}"
                 ) from exc
+        finally:
+            self._idle.put(conn)
         return str(row[0])
 
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
+    def _acquire(self) -> sqlite3.Connection:
+        """An idle pooled connection, or a new one: one per concurrent caller, no more.
+
+        (A plain get/put rather than a context manager: this is the hot path.)
+        """
         if self._closed:
             raise LedgerClosed(f"{self!r} is closed")
         try:
-            conn = self._idle.get_nowait()
+            return self._idle.get_nowait()
         except queue.Empty:
-            conn = self._connect()
-        try:
-            yield conn
-        finally:
-            self._idle.put(conn)
+            return self._connect()
 
     def _spend(self, request_id: bytes) -> bool:
         token = new_token()
         key = (self._namespace, request_id)
-        with self._connection() as conn:
+        conn = self._acquire()
+        try:
             try:
                 cursor = conn.execute(schema.SPEND, (*key, token, time.time()))
                 return cursor.rowcount == 1
@@ -129,17 +130,21 @@ class SQLiteLedger(LedgerBase):
                 raise AmbiguousSpend(
                     f"spend failed ({failure}) and its outcome could not be read ({exc})"
                 ) from failure
+        finally:
+            self._idle.put(conn)
         outcome = attempt_outcome(None if row is None else bytes(row[0]), token)
         if outcome is None:
             raise LedgerUnavailable(f"spend did not land: {failure}") from failure
         return outcome
 
     def _is_spent(self, request_id: bytes) -> bool:
-        with self._connection() as conn:
-            try:
-                row = conn.execute(schema.IS_SPENT, (self._namespace, request_id)).fetchone()
-            except sqlite3.Error as exc:
-                raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
+        conn = self._acquire()
+        try:
+            row = conn.execute(schema.IS_SPENT, (self._namespace, request_id)).fetchone()
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
+        finally:
+            self._idle.put(conn)
         return row is not None
 
     def close(self) -> None:

@@ -1,0 +1,77 @@
+"""The CLI's exit codes and one-line errors (0 ok, 1 refused, 2 usage, 3 unavailable)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger_core.cli import main
+
+SECRET = "hunter2-secret"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.strip(), err.strip()
+
+
+def test_spend_then_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/l.db"
+    assert run(capsys, "is-spent", url, "req") == (1, "not spent", "")
+    assert run(capsys, "spend", url, "req") == (0, "spent", "")
+    assert run(capsys, "spend", url, "req") == (1, "already spent", "")
+    assert run(capsys, "is-spent", url, "req") == (0, "spent", "")
+    assert run(capsys, "spend", url, "--namespace", "other", "req") == (0, "spent", "")
+
+
+def test_store_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "store-id", f"sqlite:///{tmp_path}/l.db")
+    assert code == 0
+    assert out.startswith("sqlite:")
+    code, out, err = run(capsys, "store-id", "memory://")
+    assert (code, out) == (1, "none")
+    assert "forgotten on restart" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (("spend", "sqlite:///{tmp}/l.db", ""), 2, "InvalidRequestId: request id is empty"),
+        (("spend", "nosuch://x", "a"), 2, "UnknownScheme"),
+        (("spend", f"sqlite://u:{SECRET}@host/x.db", "a"), 2, "no host"),
+        (("spend", "sqlite:///{tmp}/missing/l.db", "a"), 3, "LedgerUnavailable"),
+        (("store-id", "sqlite:///{tmp}/l.db?x=1"), 2, "unknown option"),
+    ],
+)
+def test_errors_are_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: tuple[str, ...],
+    code: int,
+    message: str,
+) -> None:
+    got, out, err = run(capsys, *(a.replace("{tmp}", str(tmp_path)) for a in argv))
+    assert got == code
+    assert message in err
+    assert len(err.splitlines()) == 1
+    assert SECRET not in err + out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["spend"])
+    assert exited.value.code == 2
+
+
+def test_installed_entry_point_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_core.cli", "spend", f"sqlite:///{tmp_path}/l.db", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "spent")
