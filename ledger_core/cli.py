@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from .errors import (
     InvalidLedgerURL,
@@ -28,43 +29,35 @@ from .urls import redact_url
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 
 
-def _open(args: argparse.Namespace) -> DecisionLedger:
+@contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[DecisionLedger]:
     options = {"namespace": args.namespace} if args.namespace else {}
-    return open_ledger(args.url, **options)
-
-
-def _close(ledger: object) -> None:
-    close = getattr(ledger, "close", None)
-    if callable(close):
-        close()
+    ledger = open_ledger(args.url, **options)
+    try:
+        yield ledger
+    finally:
+        close = getattr(ledger, "close", None)
+        if callable(close):
+            close()
 
 
 def _spend(args: argparse.Namespace) -> int:
-    ledger = _open(args)
-    try:
+    with _opened(args) as ledger:
         spent = ledger.spend(args.request_id)
-    finally:
-        _close(ledger)
     print("spent" if spent is True else "already spent")
     return OK if spent is True else REFUSED
 
 
 def _is_spent(args: argparse.Namespace) -> int:
-    ledger = _open(args)
-    try:
+    with _opened(args) as ledger:
         spent = ledger.is_spent(args.request_id)  # type: ignore[attr-defined]
-    finally:
-        _close(ledger)
     print("spent" if spent is True else "not spent")
     return OK if spent is True else REFUSED
 
 
 def _store_id(args: argparse.Namespace) -> int:
-    ledger = _open(args)
-    try:
+    with _opened(args) as ledger:
         info = describe(ledger)
-    finally:
-        _close(ledger)
     if info.store_id is None:
         print("none")
         print(f"no store id: {info.reason}", file=sys.stderr)
@@ -92,11 +85,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
-    ledger = _open(args)
-    try:
+    with _opened(args) as ledger:
         info = describe(ledger)
-    finally:
-        _close(ledger)
     print(f"ready: {info.location or redact_url(args.url)} store_id={info.store_id}")
     return OK
 
