@@ -40,6 +40,7 @@ from .ids import (
     validate_request_id,
 )
 from .memory import AsyncMemoryLedger, MemoryLedger, MemoryStore, default_ledger
+from .migrate import MigrationError, MigrationReport, ScannableLedger, lineage_id, migrate
 from .protocol import (
     AsyncDecisionLedger,
     DecisionLedger,
@@ -81,11 +82,14 @@ __all__ = [
     "LedgerUnavailable",
     "MemoryLedger",
     "MemoryStore",
+    "MigrationError",
+    "MigrationReport",
     "MissingDriver",
     "PendingRequest",
     "Resolution",
     "ResolveVerdict",
     "RunVerdict",
+    "ScannableLedger",
     "UnknownScheme",
     "UnsafeStoreConfig",
     "authorize",
@@ -97,6 +101,8 @@ __all__ = [
     "describe",
     "is_async_ledger",
     "ledger_key",
+    "lineage_id",
+    "migrate",
     "mint",
     "open_async_ledger",
     "open_ledger",

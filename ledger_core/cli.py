@@ -22,6 +22,7 @@ from .errors import (
     MissingDriver,
     UnsafeStoreConfig,
 )
+from .migrate import migrate
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger
 from .urls import redact_url
@@ -36,9 +37,14 @@ def _opened(args: argparse.Namespace) -> Iterator[DecisionLedger]:
     try:
         yield ledger
     finally:
-        close = getattr(ledger, "close", None)
-        if callable(close):
-            close()
+        _close(ledger)
+
+
+def _close(ledger: object) -> None:
+    """Close what we opened; a ledger without close() holds nothing to release."""
+    close = getattr(ledger, "close", None)
+    if callable(close):
+        close()
 
 
 def _spend(args: argparse.Namespace) -> int:
@@ -91,6 +97,25 @@ def _setup(args: argparse.Namespace) -> int:
     return OK
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    source = open_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
+    target_options = {"namespace": args.target_namespace} if args.target_namespace else {}
+    try:
+        target = open_ledger(args.target, **target_options)
+        try:
+            report = migrate(source, target)
+        finally:
+            _close(target)
+    finally:
+        _close(source)
+    print(
+        f"copied {report.copied}, already present {report.already_present}, "
+        f"verified {report.verified}; lineage {report.lineage_id or '(source has no store id)'}"
+    )
+    print(f"new store id: {report.target_store_id}")
+    return OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="decision-ledger",
@@ -117,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     with_url(
         "setup", "create the ledger's tables or keys (idempotent) and print its identity", _setup
     )
+
+    move = with_url(
+        "migrate", "copy every spent id into a new store, verify, record lineage", _migrate
+    )
+    move.add_argument("target", help="the new store's URL")
+    move.add_argument("--target-namespace", help="namespace in the new store")
 
     check = sub.add_parser("check", help="run the conformance suite against a ledger")
     check.add_argument("url", nargs="?", help="ledger URL")

@@ -8,7 +8,7 @@ never proves (C6, H3).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .base import AsyncLedgerBase, LedgerBase
@@ -36,6 +36,10 @@ class MemoryStore:
     def __contains__(self, key: bytes) -> bool:
         with self._lock:
             return key in self._keys
+
+    def snapshot(self) -> list[bytes]:
+        with self._lock:
+            return sorted(self._keys)
 
 
 _named_stores: dict[str, MemoryStore] = {}
@@ -73,6 +77,13 @@ class MemoryLedger(LedgerBase):
 
     def _is_spent(self, request_id: bytes) -> bool:
         return ledger_key(self._namespace, request_id) in self._store
+
+    def spent_ids(self) -> Iterator[str]:
+        """Every id spent in this namespace (for ``migrate``)."""
+        prefix = ledger_key(self._namespace, b"")
+        for key in self._store.snapshot():
+            if key.startswith(prefix):
+                yield key[len(prefix) :].decode("utf-8")
 
 
 class AsyncMemoryLedger(AsyncLedgerBase):

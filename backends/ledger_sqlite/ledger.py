@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
@@ -146,6 +147,23 @@ class SQLiteLedger(LedgerBase):
         finally:
             self._idle.put(conn)
         return row is not None
+
+    def spent_ids(self, page: int = 1000) -> Iterator[str]:
+        """Every id spent in this namespace, in byte order (for ``migrate``)."""
+        after = b""
+        while True:
+            conn = self._acquire()
+            try:
+                rows = conn.execute(schema.SCAN_PAGE, (self._namespace, after, page)).fetchall()
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"scan failed: {exc}") from exc
+            finally:
+                self._idle.put(conn)
+            for (raw,) in rows:
+                yield bytes(raw).decode("utf-8")
+            if len(rows) < page:
+                return
+            after = bytes(rows[-1][0])
 
     def close(self) -> None:
         with self._lock:

@@ -30,3 +30,9 @@ SPEND = (
 )
 IS_SPENT = "SELECT 1 FROM decision_ledger WHERE namespace = ? AND request_id = ?"
 READ_TOKEN = "SELECT token FROM decision_ledger WHERE namespace = ? AND request_id = ?"
+
+# Keyset pages, so a long scan never holds one read transaction open.
+SCAN_PAGE = (
+    "SELECT request_id FROM decision_ledger WHERE namespace = ? AND request_id > ? "
+    "ORDER BY request_id LIMIT ?"
+)
