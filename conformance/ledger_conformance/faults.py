@@ -102,7 +102,9 @@ def _check_latency(latency: float) -> float:
 class FaultProxy:
     """A TCP proxy from ``address`` to one upstream, with a switchable :class:`Toxic`."""
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, listen_host: str = "127.0.0.1"):
+    def __init__(
+        self, upstream_host: str, upstream_port: int, *, listen_host: str = "127.0.0.1"
+    ) -> None:
         self._upstream = (upstream_host, upstream_port)
         self._listen_host = listen_host
         self._toxic = Toxic.PASS
