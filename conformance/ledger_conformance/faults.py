@@ -422,7 +422,7 @@ class FaultProxy:
                         dst.shutdown(socket.SHUT_WR)
                 return
             if self._toxic is Toxic.LATENCY and self._latency > 0:
-                await asyncio.sleep(self._latency)
+                await asyncio.sleep(self._latency)  # chunks stay in order, each held back
             await self._deliver(link, dst, data, upward=upward)
 
     async def _deliver(self, link: _Link, dst: socket.socket, data: bytes, *, upward: bool) -> None:
@@ -494,6 +494,17 @@ class ProxyRouter:
     @property
     def toxic(self) -> Toxic:
         return self._toxic
+
+    @property
+    def stats(self) -> ProxyStats:
+        """The counters of every proxy, summed."""
+        every = [proxy.stats for proxy in self.proxies]
+        return ProxyStats(
+            accepted=sum(s.accepted for s in every),
+            bytes_up=sum(s.bytes_up for s in every),
+            bytes_down=sum(s.bytes_down for s in every),
+            replies_dropped=sum(s.replies_dropped for s in every),
+        )
 
     def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
         """Switch every proxy (and the ones created later) to ``toxic``."""

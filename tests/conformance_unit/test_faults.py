@@ -333,6 +333,8 @@ def test_router_one_proxy_per_upstream() -> None:
             with connect(b, timeout=SILENCE) as sock:
                 sock.sendall(b"x")
                 assert route.wait_reply_dropped(WAIT)
+            assert route.stats.accepted == 3
+            assert route.stats.replies_dropped == 1
             proxies = route.proxies
         assert all(proxy._thread is not None for proxy in proxies)
         assert not any(proxy._thread.is_alive() for proxy in proxies if proxy._thread)
