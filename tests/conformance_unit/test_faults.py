@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ledger_conformance.faults import FaultProxy, ProxyRouter, ProxyStats, Toxic
 
+from ledger_conformance.faults import FaultProxy, ProxyRouter, ProxyStats, Toxic
 from tests.servers.common import binary, free_port
 
 WAIT = 5.0  # bound on anything that should happen promptly

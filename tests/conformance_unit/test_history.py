@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ledger_conformance.history import (
     FINAL,
     History,
