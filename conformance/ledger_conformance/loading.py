@@ -15,21 +15,21 @@ def load_factory(path: str) -> Any:
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise FactoryPathError(
-            f"--ledger-factory {path!r}: expected package.module:callable"
+            f"factory {path!r}: expected package.module:callable"
         )
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise FactoryPathError(
-            f"--ledger-factory {path!r}: cannot import module {module_name!r} ({exc})"
+            f"factory {path!r}: cannot import module {module_name!r} ({exc})"
         ) from exc
     for attr in attr_path.split("."):
         try:
             target = getattr(target, attr)
         except AttributeError:
             raise FactoryPathError(
-                f"--ledger-factory {path!r}: module {module_name!r} has no {attr_path!r}"
+                f"factory {path!r}: module {module_name!r} has no {attr_path!r}"
             ) from None
     if not callable(target):
-        raise FactoryPathError(f"--ledger-factory {path!r} is not callable")
+        raise FactoryPathError(f"factory {path!r} is not callable")
     return target

@@ -30,8 +30,9 @@ from .clauses.c45_faults import C45Faults
 from .clauses.host_rules import HostRules
 
 
+# pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
-    C1Once, C2Permanent, C3Reads, C45Faults, C6Identity, C7Isolation, C8Ids, C9Variants, HostRules
+    HostRules, C9Variants, C8Ids, C7Isolation, C6Identity, C45Faults, C3Reads, C2Permanent, C1Once
 ):
     """Every clause, C1-C9 and H1-H5. Override ``ledger_factory``; the default reads
     ``--ledger-url`` / ``--ledger-factory``."""
