@@ -53,8 +53,19 @@ def zoo_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     workdir = tmp_path_factory.mktemp("zoo-redis")
     proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(workdir)],
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
@@ -87,9 +98,23 @@ def _suite(target: list[str], select: str, profile: str, redis_addr: str) -> Run
     env = {**os.environ, ENV: redis_addr, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
     cmd = [
-        sys.executable, "-m", "pytest", "--pyargs", "ledger_conformance", *target,
-        "--ledger-profile", profile, "-p", "no:cacheprovider", "-q", "-rfE",
-        "--tb=line", "-o", "addopts=", "-W", "ignore::DeprecationWarning",
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "ledger_conformance",
+        *target,
+        "--ledger-profile",
+        profile,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rfE",
+        "--tb=line",
+        "-o",
+        "addopts=",
+        "-W",
+        "ignore::DeprecationWarning",
     ]
     if select:
         cmd += ["-k", select]
@@ -124,8 +149,7 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
     run = runs[mutant]
     assert run.code == 1, f"{mutant}: the suite exited {run.code}, not 1:\n{run.tail()}"
     assert clause in run.failed_clauses, (
-        f"{mutant}: expected a failure of {clause}, got {sorted(run.failed_clauses)}:\n"
-        f"{run.tail()}"
+        f"{mutant}: expected a failure of {clause}, got {sorted(run.failed_clauses)}:\n{run.tail()}"
     )
 
 

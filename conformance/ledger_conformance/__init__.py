@@ -7,7 +7,12 @@ Run it with ``pytest --pyargs ledger_conformance --ledger-url URL`` (or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .context import LedgerContext, enter_factory
+
+if TYPE_CHECKING:
+    from .suite import LedgerConformance
 
 __all__ = ["LedgerConformance", "LedgerContext", "enter_factory"]
 

@@ -9,14 +9,14 @@ every clause, the child processes and the CLI's preflight open ledgers the same 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Flavor = Literal["sync", "async"]
 Route = Callable[[str, int], tuple[str, int]]
 Factory = Callable[["LedgerContext"], Any]
-Cleanup = Callable[[], Awaitable[None]]
+Cleanup = Callable[[], Coroutine[Any, Any, None]]
 
 
 def identity_route(host: str, port: int) -> tuple[str, int]:

@@ -178,11 +178,23 @@ class Handle:
         try:
             value = call()
         except Exception as exc:
-            self._add(Op(who, kind, self.key(request_id), invoke, time.monotonic_ns(), None,
-                         error_text(exc)), request_id)
+            self._add(
+                Op(
+                    who,
+                    kind,
+                    self.key(request_id),
+                    invoke,
+                    time.monotonic_ns(),
+                    None,
+                    error_text(exc),
+                ),
+                request_id,
+            )
             raise
-        self._add(Op(who, kind, self.key(request_id), invoke, time.monotonic_ns(), value, None),
-                  request_id)
+        self._add(
+            Op(who, kind, self.key(request_id), invoke, time.monotonic_ns(), value, None),
+            request_id,
+        )
         return value
 
     async def _arecord(
@@ -192,11 +204,23 @@ class Handle:
         try:
             value = await call()
         except Exception as exc:
-            self._add(Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), None,
-                         error_text(exc)), request_id)
+            self._add(
+                Op(
+                    process,
+                    kind,
+                    self.key(request_id),
+                    invoke,
+                    time.monotonic_ns(),
+                    None,
+                    error_text(exc),
+                ),
+                request_id,
+            )
             raise
-        self._add(Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value,
-                     None), request_id)
+        self._add(
+            Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, None),
+            request_id,
+        )
         return value
 
     def _add(self, op: Op, request_id: str) -> None:
@@ -241,9 +265,9 @@ class Ledgers:
         base = f"{self.runtime.run_id}-{self._number}-{tag}"
         return [f"{base}-{next(self._ids)}" for _ in range(count)]
 
-    def context(self, label: str, flavor: Flavor = "sync", route: Route = identity_route) -> (
-        LedgerContext
-    ):
+    def context(
+        self, label: str, flavor: Flavor = "sync", route: Route = identity_route
+    ) -> LedgerContext:
         return LedgerContext(store=label, route=route, flavor=flavor)
 
     def open(self, label: str, flavor: Flavor = "sync", route: Route = identity_route) -> Handle:

@@ -14,9 +14,7 @@ def load_factory(path: str) -> Any:
     """The callable named by ``package.module:callable`` (dots after ``:`` walk attributes)."""
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
-        raise FactoryPathError(
-            f"factory {path!r}: expected package.module:callable"
-        )
+        raise FactoryPathError(f"factory {path!r}: expected package.module:callable")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:

@@ -79,9 +79,9 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
 
 
 @pytest.fixture
-def ledgers(request: pytest.FixtureRequest, ledger_runtime: Runtime, ledger_factory: Any) -> (
-    Iterator[Ledgers]
-):
+def ledgers(
+    request: pytest.FixtureRequest, ledger_runtime: Runtime, ledger_factory: Any
+) -> Iterator[Ledgers]:
     """Per test: opens ledgers through ``ledger_factory`` and closes them afterwards."""
     if ledger_factory is None:
         pytest.skip(

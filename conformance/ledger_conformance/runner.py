@@ -139,8 +139,16 @@ def run_check(*, url: str | None, factory: str | None, profile: str) -> int:
         return refused.code
     args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
-    args += ["-p", "no:cacheprovider", "-q", "--tb=short", "-o", "addopts=", "-W",
-             "ignore::DeprecationWarning"]
+    args += [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=short",
+        "-o",
+        "addopts=",
+        "-W",
+        "ignore::DeprecationWarning",
+    ]
     collector = _Collector()
     code = pytest.main(args, plugins=[collector])
     rows = summarize(collector.outcomes.values())

@@ -33,8 +33,10 @@ def routable(url: str) -> bool:
         host, port = parsed.parts.hostname, parsed.parts.port
     except ValueError:
         return False
-    return bool(host) and "," not in parsed.parts.netloc and (
-        port is not None or parsed.scheme in DEFAULT_PORTS
+    return (
+        bool(host)
+        and "," not in parsed.parts.netloc
+        and (port is not None or parsed.scheme in DEFAULT_PORTS)
     )
 
 

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
+from ledger_conformance import LedgerContext
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ledger_conformance import LedgerContext
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from ledger_core.ids import validate_request_id
 
@@ -58,7 +58,7 @@ class ZooLedger:
         key = f"zoo-id:{self.label.encode().hex()}"
         self.client.set(key, uuid.uuid4().hex, nx=True)
         value = self.client.get(key)
-        return f"zoo:{value.decode()}"
+        return f"zoo:{value!s}"
 
     def key(self, request_id: str) -> str:
         return f"zoo:{self.label.encode().hex()}:{validate_request_id(request_id).hex()}"
@@ -73,7 +73,7 @@ class ZooLedger:
             raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
         if stored is None:
             raise LedgerUnavailable(f"spend did not land: {failure}") from failure
-        return bool(stored.decode() == token)
+        return bool(stored == token.encode())
 
     def read(self, key: str) -> bool:
         try:

@@ -51,8 +51,17 @@ def _child(
                     if asyncio.iscoroutine(value):
                         value = await value
                 except Exception as exc:
-                    ops.append(Op(process, "spend", key, invoke, time.monotonic_ns(), None,
-                                  error_text(exc)))
+                    ops.append(
+                        Op(
+                            process,
+                            "spend",
+                            key,
+                            invoke,
+                            time.monotonic_ns(),
+                            None,
+                            error_text(exc),
+                        )
+                    )
                     continue
                 ops.append(Op(process, "spend", key, invoke, time.monotonic_ns(), value, None))
         finally:
@@ -103,7 +112,7 @@ class C1Once:
         def worker(i: int) -> None:
             for request_id in ids:
                 barrier.wait(CALL_BOUND)
-                collect(results, request_id, lambda: handle.spend(request_id, f"t{i}"))
+                collect(results, request_id, lambda rid: handle.spend(rid, f"t{i}"))
 
         run_threads(profile.threads, worker, RUN_BOUND)
         assert_one_winner(results, f"{profile.threads} threads per id")
@@ -195,7 +204,7 @@ class C1Once:
             handle = sync if i % 2 else asyn
             for request_id in ids:
                 barrier.wait(CALL_BOUND)
-                collect(results, request_id, lambda: handle.spend(request_id, f"{handle.flavor}{i}"))
+                collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
 
         run_threads(workers, worker, RUN_BOUND)
         assert_one_winner(results, "sync and async instances on one store")

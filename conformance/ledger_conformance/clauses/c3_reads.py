@@ -64,6 +64,7 @@ class C3Reads:
                         handle.is_spent(request_id, f"t{i}")
                 except Exception as exc:
                     errors.append(f"{type(exc).__name__}: {exc}")
+
         run_threads(workers, worker, CALL_BOUND * 5)
         assert not errors, f"{len(errors)} call(s) raised without any fault: {errors[0]}"
         for request_id in ids:

@@ -105,21 +105,17 @@ def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
         if healthy.has_is_spent:
             healthy.is_spent(request_id, "after")
     assert_linearizable(ledgers)
-    return dropped
+    return bool(dropped)
 
 
 class C45Faults:
     @pytest.mark.clause("C4")
-    @pytest.mark.parametrize(
-        "toxic", ["refuse", "reset", "latency", "blackhole"]
-    )
+    @pytest.mark.parametrize("toxic", ["refuse", "reset", "latency", "blackhole"])
     def test_C4_fail_closed(self, ledgers: Ledgers, toxic: str) -> None:
         _under_fault(ledgers, toxic)
 
     @pytest.mark.clause("C5")
-    @pytest.mark.parametrize(
-        "toxic", ["drop_replies", "reset_after_request"]
-    )
+    @pytest.mark.parametrize("toxic", ["drop_replies", "reset_after_request"])
     def test_C5_ambiguous_write(self, ledgers: Ledgers, toxic: str) -> None:
         if not _under_fault(ledgers, toxic):
             not_exercised("no server reply was dropped, so no write was ambiguous")

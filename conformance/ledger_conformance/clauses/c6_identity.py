@@ -15,13 +15,11 @@ def _identity(handle: Handle) -> str | None:
         describe = getattr(handle.ledger, "describe", None)
         info = describe() if callable(describe) else None
         reason = getattr(info, "reason", None)
-        assert isinstance(reason, str) and reason.strip(), (
-            "store_id is None but describe() gives no reason why the ledger cannot prove"
-        )
+        has_reason = isinstance(reason, str) and bool(reason.strip())
+        assert has_reason, "store_id is None but describe() gives no reason it cannot prove"
         return None
-    assert isinstance(value, str) and value, (
-        f"store_id must be a non-empty str or None, not {value!r}"
-    )
+    assert isinstance(value, str), f"store_id must be a str or None, not {value!r}"
+    assert value, "store_id is an empty str"
     return value
 
 
@@ -42,8 +40,7 @@ class C6Identity:
         )
         other_flavor = ledgers.open(label, "async")
         assert _identity(other_flavor) == expected, (
-            f"the {other_flavor.flavor} variant reports {other_flavor.store_id!r}, "
-            f"not {expected!r}"
+            f"the {other_flavor.flavor} variant reports {other_flavor.store_id!r}, not {expected!r}"
         )
 
     @pytest.mark.clause("C6")
@@ -52,6 +49,4 @@ class C6Identity:
         ids = [_identity(h) for h in handles]
         if all(i is None for i in ids):
             not_applicable("store_id is None (with a reason): there is no identity to compare")
-        assert len(set(ids)) == len(ids), (
-            f"different stores share a store_id: {ids!r}"
-        )
+        assert len(set(ids)) == len(ids), f"different stores share a store_id: {ids!r}"

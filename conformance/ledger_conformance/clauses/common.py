@@ -61,8 +61,9 @@ def assert_one_winner(results: dict[str, list[object]], context: str) -> None:
         wins = sum(1 for a in answers if a is True)
         odd = [a for a in answers if not isinstance(a, bool)]
         if odd:
-            shown = ", ".join(error_text(a) if isinstance(a, BaseException) else repr(a)
-                              for a in odd[:3])
+            shown = ", ".join(
+                error_text(a) if isinstance(a, BaseException) else repr(a) for a in odd[:3]
+            )
             problems.append(f"{request_id!r}: {len(odd)} answer(s) not a bool: {shown}")
         if wins != 1:
             problems.append(f"{request_id!r}: {wins} callers got True (exactly one must)")
@@ -91,14 +92,18 @@ def run_threads(count: int, target: Callable[[int], None], timeout: float) -> No
 
 
 def expect_bool(value: object, what: str) -> bool:
-    assert isinstance(value, bool), f"{what} returned {value!r} ({type(value).__name__}), not a bool"
+    assert isinstance(value, bool), (
+        f"{what} returned {value!r} ({type(value).__name__}), not a bool"
+    )
     return value
 
 
-def collect(results: dict[str, list[object]], request_id: str, call: Callable[[], object]) -> None:
-    """Append the call's answer, or the exception it raised, to ``results[request_id]``."""
+def collect(
+    results: dict[str, list[object]], request_id: str, call: Callable[[str], object]
+) -> None:
+    """Append ``call(request_id)``'s answer, or what it raised, to ``results[request_id]``."""
     try:
-        value = call()
+        value = call(request_id)
     except Exception as exc:
         value = exc
     results[request_id].append(value)

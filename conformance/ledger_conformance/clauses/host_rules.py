@@ -76,10 +76,11 @@ class HostRules:
                     "a ledger without store_id let the host claim a proof"
                 )
                 continue
-            assert closure.verdict is CloseVerdict.CLOSED_PROVEN and closure.recorded, (
+            assert closure.proven, (
                 f"{handle.flavor}: close gave {closure.verdict.value}: {closure.reason}"
                 f"{_why(closure)}"
             )
+            assert closure.recorded, f"{handle.flavor}: proven, but not recorded: {closure.reason}"
             if handle.has_is_spent:
                 marker = closed_proven_id(pending.request_id)
                 assert handle.is_spent(marker) is True, "the close was not recorded"
