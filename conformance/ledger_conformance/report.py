@@ -39,7 +39,7 @@ def clause_of_name(name: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class TestOutcome:
+class CaseOutcome:
     clause: str
     name: str
     outcome: str  # passed, failed or skipped
@@ -57,9 +57,9 @@ def skip_status(reason: str) -> str:
     return NOT_APPLICABLE if reason.startswith(NOT_APPLICABLE) else NOT_EXERCISED
 
 
-def summarize(outcomes: Iterable[TestOutcome]) -> list[ClauseResult]:
+def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
     """One row per clause that had tests, in contract order."""
-    by_clause: dict[str, list[TestOutcome]] = {}
+    by_clause: dict[str, list[CaseOutcome]] = {}
     for outcome in outcomes:
         by_clause.setdefault(outcome.clause, []).append(outcome)
     order = list(CLAUSES) + sorted(set(by_clause) - set(CLAUSES))

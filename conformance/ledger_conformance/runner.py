@@ -21,7 +21,7 @@ from ledger_core.urls import LedgerURL, redact_url
 from .context import LedgerContext, NotALedger, enter_factory
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES
-from .report import TestOutcome, clause_of_name, render, summarize
+from .report import CaseOutcome, clause_of_name, render, summarize
 
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
@@ -39,7 +39,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.clauses: dict[str, str] = {}
-        self.outcomes: dict[str, TestOutcome] = {}
+        self.outcomes: dict[str, CaseOutcome] = {}
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         marker = item.get_closest_marker("clause")
@@ -54,11 +54,11 @@ class _Collector:
         name = report.nodeid.rsplit("::", 1)[-1]
         if report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
-            outcome = TestOutcome(clause, name, "skipped", reason.removeprefix("Skipped: "))
+            outcome = CaseOutcome(clause, name, "skipped", reason.removeprefix("Skipped: "))
         elif report.failed:
-            outcome = TestOutcome(clause, name, "failed", _first_line(report))
+            outcome = CaseOutcome(clause, name, "failed", _first_line(report))
         elif report.when == "call":
-            outcome = TestOutcome(clause, name, "passed")
+            outcome = CaseOutcome(clause, name, "passed")
         else:
             return
         previous = self.outcomes.get(report.nodeid)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import ledger_core
+from ledger_core.errors import InvalidLedgerURL
 from ledger_core.urls import LedgerURL
 
 from .context import LedgerContext
@@ -26,7 +27,10 @@ MAX_NAMESPACE_BYTES = 256
 
 def routable(url: str) -> bool:
     """Whether the URL names one host:port that a proxy can stand in front of."""
-    parsed = LedgerURL.parse(url)
+    try:
+        parsed = LedgerURL.parse(url)
+    except InvalidLedgerURL:
+        return False
     if parsed.scheme in UNROUTABLE:
         return False
     try:
