@@ -305,14 +305,14 @@ class Ledgers:
 
 def describe_violations(violations: list[Violation], limit: int = 8) -> str:
     """A failure message that shows what went wrong and the ops that prove it."""
-    lines = [f"{len(violations)} violation(s) of the history checker:"]
+    lines = [f"{len(violations)} violation(s) of the history checker (times in ms):"]
     for v in violations[:limit]:
         lines.append(f"  [{v.clause}] {v.key!r}: {v.message}")
+        base = min((op.invoke_ns for op in v.ops), default=0)
         for op in v.ops[:6]:
             outcome = op.error if op.error is not None else repr(op.result)
-            lines.append(
-                f"      {op.process} {op.kind} [{op.invoke_ns}..{op.complete_ns}] -> {outcome}"
-            )
+            start, end = (op.invoke_ns - base) / 1e6, (op.complete_ns - base) / 1e6
+            lines.append(f"      {op.process} {op.kind} [{start:.1f}..{end:.1f}] -> {outcome}")
     if len(violations) > limit:
         lines.append(f"  ... and {len(violations) - limit} more")
     return "\n".join(lines)

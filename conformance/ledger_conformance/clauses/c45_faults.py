@@ -10,18 +10,15 @@ id. If calls hang in a black hole, a watchdog heals the network and waits, bound
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING
 
 import pytest
 
 from ledger_core.errors import LedgerError
 
+from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
 from ..urlmode import URLFactory
 from .common import assert_linearizable, expect_bool, not_exercised
-
-if TYPE_CHECKING:
-    from ..faults import ProxyRouter
 
 LATENCY = 0.2
 
@@ -43,18 +40,21 @@ def _open_routed(ledgers: Ledgers, router: ProxyRouter) -> list[Handle]:
 
 def _settle(
     ledgers: Ledgers, router: ProxyRouter, futures: list[concurrent.futures.Future[object]]
-) -> list[str]:
-    """Wait a little under the fault, then heal and wait (bounded); report what hung."""
+) -> tuple[list[str], bool]:
+    """Wait a little under the fault, then heal and wait (bounded).
+
+    Returns what still hung, and whether a server reply was dropped under the fault.
+    """
     profile = ledgers.profile
     _, pending = concurrent.futures.wait(futures, timeout=profile.watchdog)
-    from ..faults import Toxic
-
-    router.set(Toxic.RESET)  # unstick connections that a black hole or lost reply holds
+    dropped = router.wait_reply_dropped(0)
     router.heal()
+    router.reset_connections()  # unstick what a black hole or a lost reply still holds
     if pending:
         _, pending = concurrent.futures.wait(pending, timeout=profile.settle)
-    hung = [f"{len(pending)} call(s) still running {profile.settle:g} s after the network healed"]
-    return hung if pending else []
+    if pending:
+        return [f"{len(pending)} call(s) still running {profile.settle:g} s after healing"], dropped
+    return [], dropped
 
 
 def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list[str]:
@@ -71,8 +71,6 @@ def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list
 
 def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
     """Run the scenario; return whether the proxy saw a reply dropped (for C5)."""
-    from ..faults import ProxyRouter, Toxic
-
     toxic = Toxic(toxic_name)
     count = ledgers.profile.fault_ids
     with ProxyRouter() as router:
@@ -94,8 +92,7 @@ def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
                     futures.append(handle.submit("is_spent", request_id, who))
             for request_id in fresh[n * count : (n + 1) * count]:
                 futures.append(handle.submit("spend", request_id, who))
-        hung = _settle(ledgers, router, futures)
-        dropped = router.wait_reply_dropped(0)
+        hung, dropped = _settle(ledgers, router, futures)
     assert not hung, f"under {toxic.value}: " + hung[0]
     bad = _unexpected_errors(futures)
     assert not bad, f"under {toxic.value}, a call raised a non-LedgerError: {bad[0]}"
@@ -105,7 +102,7 @@ def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
         if healthy.has_is_spent:
             healthy.is_spent(request_id, "after")
     assert_linearizable(ledgers)
-    return bool(dropped)
+    return dropped
 
 
 class C45Faults:
