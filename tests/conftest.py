@@ -6,7 +6,6 @@ import pytest
 
 from tests.servers.common import strict
 
-
 # The conformance suite's own verdicts ("not exercised: no fault proxy in the path", "not
 # applicable: store_id is None") are results shown in its report, not missing servers.
 _VERDICTS = ("Skipped: not exercised:", "Skipped: not applicable:")

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 240.0
 FAILED_LINE = re.compile(r"^FAILED \S*::(test_([CH]\d)_\S*)", re.MULTILINE)
 PARALLEL = 3
+FORGETS_ON_RESTART = "volatile_server_restart"  # a redis-server without persistence
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,17 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     jobs["control:memory"] = (["--ledger-url", "memory://power"], "", "quick")
     jobs["control:sqlite"] = (["--ledger-url", f"sqlite:///{db}"], "", "quick")
     jobs["control:zoo"] = (["--ledger-factory", "tests.zoo.base:correct"], "C4 or C5", "quick")
+    restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
+    jobs["control:restart"] = (
+        ["--ledger-factory", "tests.zoo.restartable:persistent", *restart],
+        "C2",
+        "quick",
+    )
+    jobs[FORGETS_ON_RESTART] = (
+        ["--ledger-factory", "tests.zoo.restartable:volatile", *restart],
+        "C2_server",
+        "quick",
+    )
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
             name: pool.submit(_suite, target, select, profile, zoo_redis)
@@ -143,9 +155,9 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         return {name: future.result() for name, future in futures.items()}
 
 
-@pytest.mark.parametrize("mutant", sorted(EXPECTED))
+@pytest.mark.parametrize("mutant", [*sorted(EXPECTED), FORGETS_ON_RESTART])
 def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
-    clause = EXPECTED[mutant][0]
+    clause = EXPECTED[mutant][0] if mutant in EXPECTED else "C2"
     run = runs[mutant]
     assert run.code == 1, f"{mutant}: the suite exited {run.code}, not 1:\n{run.tail()}"
     assert clause in run.failed_clauses, (
@@ -153,7 +165,9 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
     )
 
 
-@pytest.mark.parametrize("control", ["control:memory", "control:sqlite", "control:zoo"])
+@pytest.mark.parametrize(
+    "control", ["control:memory", "control:sqlite", "control:zoo", "control:restart"]
+)
 def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
     run = runs[control]
     assert run.code == 0, f"{control} failed the suite:\n{run.tail(60)}"

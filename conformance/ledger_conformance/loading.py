@@ -11,7 +11,10 @@ class FactoryPathError(ValueError):
 
 
 def load_factory(path: str) -> Any:
-    """The callable named by ``package.module:callable`` (dots after ``:`` walk attributes)."""
+    """The callable named by ``package.module:callable`` (dots after ``:`` walk attributes).
+
+    Also loads ``--ledger-restart`` hooks, which follow the same form.
+    """
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise FactoryPathError(f"factory {path!r}: expected package.module:callable")

@@ -30,6 +30,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the suite against ledgers made by this factory (see LedgerContext)",
     )
     group.addoption(
+        "--ledger-restart",
+        default=None,
+        metavar="MODULE:CALLABLE",
+        help="a callable that restarts the store's server (C2 across a restart)",
+    )
+    group.addoption(
         "--ledger-profile",
         default="quick",
         choices=sorted(PROFILES),
@@ -44,11 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     factory = config.getoption("--ledger-factory", None)
     if url and factory:
         raise pytest.UsageError("give --ledger-url or --ledger-factory, not both")
-    if factory:
-        try:
-            load_factory(factory)
-        except FactoryPathError as exc:
-            raise pytest.UsageError(str(exc)) from None
+    for path in (factory, config.getoption("--ledger-restart", None)):
+        if path:
+            try:
+                load_factory(path)
+            except FactoryPathError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_collection_modifyitems(
@@ -76,6 +83,13 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     if path:
         return load_factory(path)
     return None
+
+
+@pytest.fixture(scope="session")
+def ledger_option_restart(pytestconfig: pytest.Config) -> Any:
+    """The restart hook named by --ledger-restart, or ``None``."""
+    path = pytestconfig.getoption("--ledger-restart", None)
+    return load_factory(path) if path else None
 
 
 @pytest.fixture

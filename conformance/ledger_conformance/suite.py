@@ -42,5 +42,5 @@ class LedgerConformance(
         return ledger_option_factory
 
     @pytest.fixture
-    def ledger_restart(self) -> Callable[[], object] | None:
-        return None
+    def ledger_restart(self, ledger_option_restart: Any) -> Callable[[], object] | None:
+        return ledger_option_restart  # type: ignore[no-any-return]

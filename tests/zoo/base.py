@@ -120,9 +120,11 @@ class AsyncZooLedger:
         self.sync.close()
 
 
-def build(cls: type[Any], ctx: LedgerContext, **kwargs: Any) -> Any:
-    """Open ``cls`` on the zoo's redis for ``ctx`` (sync, or wrapped for async)."""
-    host, port = ctx.route(*redis_address())
+def build(
+    cls: type[Any], ctx: LedgerContext, address: tuple[str, int] | None = None, **kwargs: Any
+) -> Any:
+    """Open ``cls`` on the zoo's redis (or ``address``) for ``ctx``, sync or async."""
+    host, port = ctx.route(*(address or redis_address()))
     sync = cls(ctx.store, host, port, **kwargs)
     return AsyncZooLedger(sync) if ctx.flavor == "async" else sync
 
