@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_sqlite import SQLiteLedger
 
