@@ -178,23 +178,9 @@ class Handle:
         try:
             value = call()
         except Exception as exc:
-            self._add(
-                Op(
-                    who,
-                    kind,
-                    self.key(request_id),
-                    invoke,
-                    time.monotonic_ns(),
-                    None,
-                    error_text(exc),
-                ),
-                request_id,
-            )
+            self._done(who, kind, request_id, invoke, None, exc)
             raise
-        self._add(
-            Op(who, kind, self.key(request_id), invoke, time.monotonic_ns(), value, None),
-            request_id,
-        )
+        self._done(who, kind, request_id, invoke, value, None)
         return value
 
     async def _arecord(
@@ -204,24 +190,23 @@ class Handle:
         try:
             value = await call()
         except Exception as exc:
-            self._add(
-                Op(
-                    process,
-                    kind,
-                    self.key(request_id),
-                    invoke,
-                    time.monotonic_ns(),
-                    None,
-                    error_text(exc),
-                ),
-                request_id,
-            )
+            self._done(process, kind, request_id, invoke, None, exc)
             raise
-        self._add(
-            Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, None),
-            request_id,
-        )
+        self._done(process, kind, request_id, invoke, value, None)
         return value
+
+    def _done(
+        self,
+        process: str,
+        kind: OpKind,
+        request_id: str,
+        invoke: int,
+        value: object,
+        exc: BaseException | None,
+    ) -> None:
+        error = None if exc is None else error_text(exc)
+        op = Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, error)
+        self._add(op, request_id)
 
     def _add(self, op: Op, request_id: str) -> None:
         self._owner.history.add(op)
@@ -236,14 +221,13 @@ async def _awaited(fn: Callable[[object], Any], arg: object) -> object:
 class Ledgers:
     """Per test: opens ledgers through the factory, records their history, closes them."""
 
-    def __init__(self, runtime: Runtime, factory: Factory, suite_key: str, test_name: str) -> None:
+    def __init__(self, runtime: Runtime, factory: Factory, suite_key: str) -> None:
         self.runtime = runtime
         self.factory = factory
         self.profile = runtime.profile
         self.history = History()
         self.acked = runtime.acked_for(suite_key)
         self._number = runtime.next_number()
-        self._test = test_name
         self._cleanups: list[tuple[Handle, Cleanup]] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._ids = itertools.count()
@@ -265,14 +249,9 @@ class Ledgers:
         base = f"{self.runtime.run_id}-{self._number}-{tag}"
         return [f"{base}-{next(self._ids)}" for _ in range(count)]
 
-    def context(
-        self, label: str, flavor: Flavor = "sync", route: Route = identity_route
-    ) -> LedgerContext:
-        return LedgerContext(store=label, route=route, flavor=flavor)
-
     def open(self, label: str, flavor: Flavor = "sync", route: Route = identity_route) -> Handle:
         """A new ledger instance on the store ``label``."""
-        ctx = self.context(label, flavor, route)
+        ctx = LedgerContext(store=label, route=route, flavor=flavor)
         ledger, cleanup = self.runtime.loop.run(enter_factory(self.factory, ctx))
         handle = Handle(ledger, label, self)
         self._cleanups.append((handle, cleanup))

@@ -104,7 +104,7 @@ def ledgers(
         )
     parts = request.node.nodeid.split("::")
     suite_key = "::".join(parts[:-1])
-    opened = Ledgers(ledger_runtime, ledger_factory, suite_key, request.node.name)
+    opened = Ledgers(ledger_runtime, ledger_factory, suite_key)
     try:
         yield opened
     finally:
