@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 
@@ -18,6 +20,8 @@ def load_factory(path: str) -> Any:
     module_name, sep, attr_path = path.partition(":")
     if not sep or not module_name or not attr_path:
         raise FactoryPathError(f"factory {path!r}: expected package.module:callable")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # like `python -m`: a factory module in the project dir
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:

@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from ledger_core.errors import LedgerError
+from ledger_core.registry import backend_for
+from ledger_core.urls import LedgerURL
+
 from .harness import Ledgers, Runtime
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
@@ -50,6 +54,11 @@ def pytest_configure(config: pytest.Config) -> None:
     factory = config.getoption("--ledger-factory", None)
     if url and factory:
         raise pytest.UsageError("give --ledger-url or --ledger-factory, not both")
+    if url:
+        try:
+            backend_for(LedgerURL.parse(url).scheme)
+        except LedgerError as exc:  # unknown scheme, missing driver, malformed URL
+            raise pytest.UsageError(str(exc)) from None
     for path in (factory, config.getoption("--ledger-restart", None)):
         if path:
             try:

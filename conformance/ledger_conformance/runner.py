@@ -8,7 +8,6 @@ factory that raised); 3 the store cannot be reached. Bad input is one line on st
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from typing import Any
 
@@ -80,8 +79,6 @@ def _factory_from(url: str | None, factory: str | None) -> Any:
     if bool(url) == bool(factory):
         raise _Refused(USAGE, "give a ledger URL or --factory module:callable (exactly one)")
     if factory:
-        if os.getcwd() not in sys.path:
-            sys.path.append(os.getcwd())  # like `python -m`: a factory in the project dir
         try:
             return load_factory(factory)
         except FactoryPathError as exc:
