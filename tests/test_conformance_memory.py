@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ledger_conformance import LedgerConformance, LedgerContext
 
+from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core import AsyncMemoryLedger, MemoryLedger
 from ledger_core.memory import named_store
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_sqlite import SQLiteLedger
 

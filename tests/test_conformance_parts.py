@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ledger_conformance import LedgerContext, enter_factory
 from ledger_conformance.context import NotALedger
 from ledger_conformance.loading import FactoryPathError, load_factory
 from ledger_conformance.report import CaseOutcome, render, summarize
 from ledger_conformance.runner import run_check
 from ledger_conformance.urlmode import URLFactory, namespace_for, rewrite, routable
-
 from ledger_core import AsyncMemoryLedger, MemoryLedger, MemoryStore
 
 

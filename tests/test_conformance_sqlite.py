@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 

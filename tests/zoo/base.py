@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
-from ledger_conformance import LedgerContext
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ledger_conformance import LedgerContext
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from ledger_core.ids import validate_request_id
 

@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 
 import redis
-from ledger_conformance import LedgerContext
 
+from ledger_conformance import LedgerContext
 from ledger_core.ids import validate_request_id
 
 from .base import AsyncZooLedger, ZooLedger, build, redis_address

@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 import redis
-from ledger_conformance import LedgerContext
 
+from ledger_conformance import LedgerContext
 from tests.servers.common import binary, free_port
 
 from .base import ZooLedger, build
