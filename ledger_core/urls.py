@@ -44,7 +44,10 @@ def redact_url(url: str) -> str:
             [(k, _REDACTED if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs],
             safe="*",
         )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Joined by hand: urlunsplit folds an empty host's "sqlite:////abs.db" into "sqlite://abs.db".
+    slashes = "//" if url[len(parts.scheme) + 1 :].startswith("//") else ""
+    text = f"{parts.scheme}:{slashes}{netloc}{parts.path}"
+    return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 @dataclass(frozen=True)

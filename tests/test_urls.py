@@ -109,3 +109,8 @@ def test_registered_backend_wins_and_gets_options() -> None:
     register_backend("thirdparty", Backend())
     open_ledger("ThirdParty://x?namespace=q&flag=1", extra=2)
     assert seen == {"namespace": "q", "flag": "1", "extra": 2, "scheme": "thirdparty"}
+
+
+@pytest.mark.parametrize("url", ["sqlite:////abs/x.db", "sqlite:///rel.db", "memory://"])
+def test_urls_without_secrets_show_as_written(url: str) -> None:
+    assert redact_url(url) == url
