@@ -1,0 +1,233 @@
+"""The async PostgreSQL ledger: the same flows as the sync one, on psycopg's asyncio API."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from ledger_core.base import AsyncLedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.ids import DEFAULT_NAMESPACE
+from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import new_token
+
+from . import flows, rules
+from .flows import Call, Flow, Op, Row
+from .rules import PgConfig, Statements, Target
+
+AConn = psycopg.AsyncConnection[Any]
+
+
+async def run_calls(conn: AConn, calls: tuple[Call, ...]) -> Row:
+    """Send ``calls``: one statement alone, several as one pipeline (one round trip)."""
+    cursors = []
+    if len(calls) == 1:
+        cur = conn.cursor(row_factory=tuple_row)
+        await cur.execute(calls[0].query, calls[0].params)
+        cursors.append(cur)
+    else:
+        async with conn.pipeline():
+            for call in calls:
+                cur = conn.cursor(row_factory=tuple_row)
+                await cur.execute(call.query, call.params)
+                cursors.append(cur)
+    row: Row = None
+    for call, cur in zip(calls, cursors, strict=True):
+        if call.fetch:
+            row = await cur.fetchone()
+    return row
+
+
+async def drive(flow: Flow, run: Any) -> Any:
+    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
+    try:
+        op = next(flow)
+        while True:
+            try:
+                row = await run(op)
+            except Exception as exc:
+                op = flow.throw(exc)
+            else:
+                op = flow.send(row)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _tidy(conn: AConn, autocommit: bool | None) -> None:
+    """Leave a connection as found: no open transaction, the host's autocommit back."""
+    if conn.closed:
+        return
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.rollback()
+        if autocommit is not None:
+            await conn.set_autocommit(autocommit)
+    except psycopg.Error:
+        await conn.close()  # the pool replaces a closed connection
+
+
+class _Deadline:
+    """Shut the socket down if the operation is still running when time is up."""
+
+    __slots__ = ("expired", "handle")
+
+    def __init__(self, fileno: int, timeout: float) -> None:
+        self.expired = False
+        loop = asyncio.get_running_loop()
+        self.handle = loop.call_later(timeout, self._fire, fileno)
+
+    def _fire(self, fileno: int) -> None:
+        self.expired = True
+        rules.shutdown_socket(fileno)
+
+    def disarm(self) -> bool:
+        self.handle.cancel()
+        return self.expired
+
+
+class AsyncPostgresLedger(AsyncLedgerBase):
+    """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9).
+
+    Build it with ``await open_async_ledger("postgresql://...")``, :meth:`open` or
+    :meth:`from_pool` on an ``AsyncConnectionPool`` the host owns (never closed here).
+    """
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        config: PgConfig,
+        *,
+        owns_pool: bool,
+        conninfo: str | None = None,
+        password: str | None = None,
+    ) -> None:
+        """Not connected yet: use :meth:`open`, :meth:`from_target` or :meth:`from_pool`."""
+        self._pool = pool
+        self._config = config
+        self._owns_pool = owns_pool
+        self._conninfo = conninfo
+        self._password = password
+        self._st = Statements(config)
+        self._framed = not owns_pool
+        self._closed = False
+
+    async def _start(self, location: str) -> AsyncPostgresLedger:
+        try:
+            info = await drive(flows.open_flow(self._st, location, self._password), self._run)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._info: LedgerInfo = info
+        return self
+
+    @classmethod
+    async def from_target(cls, target: Target) -> AsyncPostgresLedger:
+        st = Statements(target.config)
+
+        async def configure(conn: AConn) -> None:
+            await conn.execute(st.session_setup)
+
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            target.conninfo,
+            kwargs={"autocommit": True},
+            min_size=target.pool_min,
+            max_size=target.pool_max,
+            configure=configure,
+            timeout=target.config.timeout,
+            open=False,
+            name="decision-ledger",
+        )
+        await pool.open(wait=False)
+        ledger = cls(
+            pool,
+            target.config,
+            owns_pool=True,
+            conninfo=target.conninfo,
+            password=target.password,
+        )
+        return await ledger._start(target.location)
+
+    @classmethod
+    async def from_pool(
+        cls,
+        pool: AsyncConnectionPool[Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        schema: str = rules.DEFAULT_SCHEMA,
+        table: str = rules.DEFAULT_TABLE,
+        create: bool = True,
+        timeout: float = rules.DEFAULT_TIMEOUT,
+    ) -> AsyncPostgresLedger:
+        """A ledger on the host's pool, whatever its sessions' defaults (isolation,
+        autocommit, row factory): each spend runs in its own framed transaction."""
+        config = PgConfig(namespace, schema, table, create, timeout)
+        ledger = cls(pool, config, owns_pool=False)
+        return await ledger._start(f"{pool.name or 'host pool'} table={config.qualified}")
+
+    # -- I/O ---------------------------------------------------------------------
+
+    async def _run(self, op: Op) -> Row:
+        if self._closed:
+            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
+        if op.fresh and self._conninfo is not None:
+            async with self._fresh() as conn:
+                return await self._on(conn, op)
+        async with self._pool.connection(timeout=self._config.timeout) as conn:
+            return await self._on(conn, op)
+
+    @asynccontextmanager
+    async def _fresh(self) -> AsyncIterator[AConn]:
+        assert self._conninfo is not None
+        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+    async def _on(self, conn: AConn, op: Op) -> Row:
+        if rules.in_hot_standby(conn.info.parameter_status("in_hot_standby")):
+            raise rules.standby_error(f"ledger {self._config.qualified}")
+        autocommit = None
+        if not conn.autocommit:
+            autocommit = False
+            await conn.set_autocommit(True)
+        deadline = _Deadline(conn.fileno(), self._config.timeout)
+        try:
+            try:
+                return await run_calls(conn, op.calls)
+            finally:
+                await _tidy(conn, autocommit)
+        except Exception as exc:
+            if deadline.disarm():
+                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
+            raise
+        finally:
+            if deadline.disarm():
+                await conn.close()  # its socket is shut: the pool must not hand it out
+
+    # -- the ledger --------------------------------------------------------------
+
+    def _key(self, request_id: bytes) -> tuple[bytes, bytes]:
+        return (self._config.namespace_bytes, request_id)
+
+    async def _spend(self, request_id: bytes) -> bool:
+        flow = flows.spend_flow(
+            self._st, self._framed, self._key(request_id), new_token(), self._password
+        )
+        return bool(await drive(flow, self._run))
+
+    async def _is_spent(self, request_id: bytes) -> bool:
+        flow = flows.is_spent_flow(self._st, self._key(request_id), self._password)
+        return bool(await drive(flow, self._run))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._owns_pool:
+            await self._pool.close()

@@ -1,0 +1,213 @@
+"""The sync PostgreSQL ledger: a thin shell that runs :mod:`.flows` on psycopg."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from ledger_core.base import LedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.ids import DEFAULT_NAMESPACE
+from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import new_token
+
+from . import flows, rules
+from .flows import Call, Flow, Op, Row
+from .rules import PgConfig, Statements, Target
+from .watchdog import Watchdog
+
+Conn = psycopg.Connection[Any]
+
+
+def run_calls(conn: Conn, calls: tuple[Call, ...]) -> Row:
+    """Send ``calls``: one statement alone, several as one pipeline (one round trip)."""
+    cursors = []
+    if len(calls) == 1:
+        cur = conn.cursor(row_factory=tuple_row)
+        cur.execute(calls[0].query, calls[0].params)
+        cursors.append(cur)
+    else:
+        with conn.pipeline():
+            for call in calls:
+                cur = conn.cursor(row_factory=tuple_row)
+                cur.execute(call.query, call.params)
+                cursors.append(cur)
+    row: Row = None
+    for call, cur in zip(calls, cursors, strict=True):
+        if call.fetch:
+            row = cur.fetchone()
+    return row
+
+
+def drive(flow: Flow, run: Any) -> Any:
+    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
+    try:
+        op = next(flow)
+        while True:
+            try:
+                row = run(op)
+            except Exception as exc:
+                op = flow.throw(exc)
+            else:
+                op = flow.send(row)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _tidy(conn: Conn, autocommit: bool | None) -> None:
+    """Leave a connection as found: no open transaction, the host's autocommit back."""
+    if conn.closed:
+        return
+    try:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+        if autocommit is not None:
+            conn.autocommit = autocommit
+    except psycopg.Error:
+        conn.close()  # the pool replaces a closed connection
+
+
+class PostgresLedger(LedgerBase):
+    """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT DO NOTHING`` per spend.
+
+    Open it with ``open_ledger("postgresql://...")`` (the ledger then owns its pool) or
+    :meth:`from_pool` on a pool the host already has (never closed by the ledger).
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        config: PgConfig,
+        *,
+        owns_pool: bool,
+        conninfo: str | None = None,
+        location: str = "",
+        password: str | None = None,
+    ) -> None:
+        self._pool = pool
+        self._config = config
+        self._owns_pool = owns_pool
+        self._conninfo = conninfo
+        self._password = password
+        self._st = Statements(config)
+        # A pool we configured runs bare statements; a host's pool gets framed ones.
+        self._framed = not owns_pool
+        self._closed = False
+        self._watchdog = Watchdog(config.timeout, "ledger-postgres-deadlines")
+        try:
+            info = drive(flows.open_flow(self._st, location, password), self._run)
+        except BaseException:
+            self.close()
+            raise
+        self._info: LedgerInfo = info
+
+    @classmethod
+    def from_target(cls, target: Target) -> PostgresLedger:
+        st = Statements(target.config)
+
+        def configure(conn: Conn) -> None:
+            conn.execute(st.session_setup)
+
+        pool: ConnectionPool[Any] = ConnectionPool(
+            target.conninfo,
+            kwargs={"autocommit": True},
+            min_size=target.pool_min,
+            max_size=target.pool_max,
+            configure=configure,
+            timeout=target.config.timeout,
+            open=False,
+            name="decision-ledger",
+        )
+        pool.open(wait=False)
+        return cls(
+            pool,
+            target.config,
+            owns_pool=True,
+            conninfo=target.conninfo,
+            location=target.location,
+            password=target.password,
+        )
+
+    @classmethod
+    def from_pool(
+        cls,
+        pool: ConnectionPool[Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        schema: str = rules.DEFAULT_SCHEMA,
+        table: str = rules.DEFAULT_TABLE,
+        create: bool = True,
+        timeout: float = rules.DEFAULT_TIMEOUT,
+    ) -> PostgresLedger:
+        """A ledger on the host's pool, whatever its sessions' defaults (isolation,
+        autocommit, row factory): each spend runs in its own framed transaction."""
+        config = PgConfig(namespace, schema, table, create, timeout)
+        name = pool.name or "host pool"
+        return cls(pool, config, owns_pool=False, location=f"{name} table={config.qualified}")
+
+    # -- I/O ---------------------------------------------------------------------
+
+    def _run(self, op: Op) -> Row:
+        if self._closed:
+            raise LedgerClosed(f"{self!r} is closed" if hasattr(self, "_info") else "closed")
+        if op.fresh and self._conninfo is not None:
+            with self._fresh() as conn:
+                return self._on(conn, op)
+        with self._pool.connection(timeout=self._config.timeout) as conn:
+            return self._on(conn, op)
+
+    @contextmanager
+    def _fresh(self) -> Iterator[Conn]:
+        assert self._conninfo is not None
+        conn = psycopg.connect(self._conninfo, autocommit=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _on(self, conn: Conn, op: Op) -> Row:
+        if rules.in_hot_standby(conn.info.parameter_status("in_hot_standby")):
+            raise rules.standby_error(f"ledger {self._config.qualified}")
+        autocommit = None
+        if not conn.autocommit:
+            autocommit, conn.autocommit = False, True
+        deadline = self._watchdog.arm(conn.fileno())
+        try:
+            try:
+                return run_calls(conn, op.calls)
+            finally:
+                _tidy(conn, autocommit)
+        except Exception as exc:
+            if self._watchdog.disarm(deadline):
+                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
+            raise
+        finally:
+            if self._watchdog.disarm(deadline):
+                conn.close()  # its socket is shut: the pool must not hand it out again
+
+    # -- the ledger --------------------------------------------------------------
+
+    def _key(self, request_id: bytes) -> tuple[bytes, bytes]:
+        return (self._config.namespace_bytes, request_id)
+
+    def _spend(self, request_id: bytes) -> bool:
+        flow = flows.spend_flow(
+            self._st, self._framed, self._key(request_id), new_token(), self._password
+        )
+        return bool(drive(flow, self._run))
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        flow = flows.is_spent_flow(self._st, self._key(request_id), self._password)
+        return bool(drive(flow, self._run))
+
+    def close(self) -> None:
+        self._closed = True
+        self._watchdog.stop()
+        if self._owns_pool:
+            self._pool.close()

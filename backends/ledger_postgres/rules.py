@@ -1,0 +1,422 @@
+"""The PostgreSQL ledger's rules, once: options, SQL, error mapping, identity, safety.
+
+Nothing here does I/O. The sync and async ledgers send the statements built here and
+hand back what comes of them (rows or driver exceptions), so both variants decide
+everything the same way (C9).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from psycopg import Error as PgError
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import PoolTimeout
+
+from ledger_core.errors import (
+    AmbiguousSpend,
+    InvalidLedgerURL,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
+from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.protocol import LedgerInfo
+from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
+
+DEFAULT_SCHEMA = "public"
+DEFAULT_TABLE = "decision_ledger"
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_POOL_MAX = 10
+
+# Options that are ours; every other key of a URL's query string belongs to libpq.
+OPTIONS = frozenset({"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max"})
+
+# The fallback identity row lives in the ledger's own table under a namespace that is
+# not valid UTF-8, so it can never be a ledger namespace (C7).
+IDENTITY_NAMESPACE = b"\xff"
+IDENTITY_ID = b"store-identity"
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def check_identifier(kind: str, name: object) -> str:
+    """A schema or table name must be a plain identifier; it is still always quoted."""
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise InvalidLedgerURL(
+            f"{kind} name {name!r} is not a plain identifier "
+            "(ASCII letters, digits and _, not starting with a digit, at most 63 bytes)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class PgConfig:
+    """What a ledger needs besides its connections, validated once."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    schema: str = DEFAULT_SCHEMA
+    table: str = DEFAULT_TABLE
+    create: bool = True
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        validate_namespace(self.namespace)
+        check_identifier("schema", self.schema)
+        check_identifier("table", self.table)
+        if not 0 < self.timeout <= 3600:
+            raise InvalidLedgerURL("option 'timeout' must be more than 0 and at most 3600 s")
+
+    @property
+    def namespace_bytes(self) -> bytes:
+        return self.namespace.encode("utf-8")
+
+    @property
+    def qualified(self) -> str:
+        """``schema.table`` for messages (plain identifiers: nothing to hide or escape)."""
+        return f"{self.schema}.{self.table}"
+
+
+def config_from(options: Mapping[str, Any]) -> PgConfig:
+    return PgConfig(
+        namespace=options.get("namespace", DEFAULT_NAMESPACE),
+        schema=options.get("schema", DEFAULT_SCHEMA),
+        table=options.get("table", DEFAULT_TABLE),
+        create=option_bool(options, "create", True),
+        timeout=option_float(options, "timeout", DEFAULT_TIMEOUT),
+    )
+
+
+def _option_int(options: Mapping[str, Any], name: str, default: int, low: int) -> int:
+    value = options.get(name, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidLedgerURL(f"option {name!r} must be an integer, not {value!r}") from None
+    if not low <= number <= 1000:
+        raise InvalidLedgerURL(f"option {name!r} must be between {low} and 1000")
+    return number
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a URL opens: libpq's connection string (holds secrets) and our settings."""
+
+    conninfo: str
+    config: PgConfig
+    pool_min: int
+    pool_max: int
+    location: str
+    password: str | None
+
+    def __repr__(self) -> str:
+        return f"<Target {self.location}>"
+
+
+def _libpq(conninfo: str, timeout: float, shown: str) -> tuple[str, str | None]:
+    """Check a libpq URL or ``key=value`` string; default its connect timeout to ours."""
+    try:
+        params = conninfo_to_dict(conninfo)
+    except PgError as exc:
+        raise InvalidLedgerURL(f"{shown}: libpq cannot parse it ({exc})") from None
+    password = params.get("password")
+    secret = None if password is None else str(password)
+    params.setdefault("connect_timeout", max(2, round(timeout)))
+    return make_conninfo("", **params), secret
+
+
+def target_from_url(url: LedgerURL, options: Mapping[str, Any]) -> Target:
+    """Split a ``postgresql://`` URL into libpq's part and ours.
+
+    Keyword options must be ours; query keys that are not ours go to libpq (``sslmode``,
+    ``target_session_attrs``, ...), which rejects the ones it does not know.
+    """
+    check_options(url, {k: v for k, v in options.items() if k not in url.query}, OPTIONS)
+    config = config_from(options)
+    pool_max = _option_int(options, "pool_max", DEFAULT_POOL_MAX, 1)
+    pool_min = min(_option_int(options, "pool_min", 1, 0), pool_max)
+    raw = url.without_query(*OPTIONS)
+    if url.scheme == "postgres":
+        raw = "postgresql" + raw[len("postgres") :]
+    conninfo, password = _libpq(raw, config.timeout, str(url))
+    return Target(
+        conninfo=conninfo,
+        config=config,
+        pool_min=pool_min,
+        pool_max=pool_max,
+        location=f"{url} table={config.qualified}",
+        password=password,
+    )
+
+
+def target_from_conninfo(url_or_conninfo: str, options: Mapping[str, Any]) -> Target:
+    """For :func:`setup`: a ``postgresql://`` URL (our options allowed) or a conninfo."""
+    if "://" in url_or_conninfo:
+        parsed = LedgerURL.parse(url_or_conninfo)
+        merged = {**parsed.query, **options}
+        merged["namespace"] = validate_namespace(merged.get("namespace", DEFAULT_NAMESPACE))
+        return target_from_url(parsed, merged)
+    check_options(LedgerURL.parse("postgresql://"), options, OPTIONS)
+    config = config_from(options)
+    conninfo, password = _libpq(url_or_conninfo, config.timeout, "connection string")
+    return Target(conninfo, config, 1, 1, f"libpq conninfo table={config.qualified}", password)
+
+
+def scrub(text: str, password: str | None) -> str:
+    """A driver message with any echo of the password removed."""
+    return text.replace(password, "***") if password else text
+
+
+# -- SQL ---------------------------------------------------------------------------
+
+
+def _literal_ms(seconds: float) -> sql.Literal:
+    return sql.Literal(str(max(1, int(seconds * 1000))))
+
+
+class Statements:
+    """The ledger's statements for one table, composed once with quoted identifiers."""
+
+    def __init__(self, config: PgConfig) -> None:
+        self.config = config
+        table = sql.Identifier(config.schema, config.table)
+        # One statement per spend: the unique key decides the winner, no read-then-write.
+        self.spend = sql.SQL(
+            "INSERT INTO {} (namespace, request_id, token) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, request_id) DO NOTHING RETURNING true"
+        ).format(table)
+        self.read_token = sql.SQL(
+            "SELECT token FROM {} WHERE namespace = %s AND request_id = %s"
+        ).format(table)
+        self.is_spent = sql.SQL(
+            "SELECT true FROM {} WHERE namespace = %s AND request_id = %s"
+        ).format(table)
+        self.create_identity = sql.SQL(
+            "INSERT INTO {} (namespace, request_id, token) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, request_id) DO NOTHING"
+        ).format(table)
+        self.create_schema = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+            sql.Identifier(config.schema)
+        )
+        # bytea compares bytes: no collation, no case folding, and NUL is data (C8).
+        self.create_table = sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            "namespace bytea NOT NULL, "
+            "request_id bytea NOT NULL, "
+            "token bytea NOT NULL, "
+            "spent_at timestamptz NOT NULL DEFAULT statement_timestamp(), "
+            "PRIMARY KEY (namespace, request_id))"
+        ).format(table)
+        # The text to_regclass() resolves: the quoted, qualified name.
+        self.regclass_text = f'"{config.schema}"."{config.table}"'
+        self.ddl_lock_key = uuid.uuid5(uuid.NAMESPACE_URL, f"decision-ledger:{config.qualified}")
+        ms = _literal_ms(config.timeout)
+        # Our own pool sets each session up once; a spend is then one autocommit INSERT:
+        # its own transaction, at READ COMMITTED, with a durable commit.
+        self.session_setup = sql.SQL(
+            "SET synchronous_commit = on; "
+            "SET default_transaction_isolation = 'read committed'; "
+            "SET default_transaction_read_only = off; "
+            "SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
+            "SET idle_in_transaction_session_timeout = {ms}"
+        ).format(ms=ms)
+        # A pool the host owns keeps its sessions as they are: each statement is framed
+        # in its own transaction with these settings instead, pipelined (one round trip).
+        self.frame_settings = sql.SQL(
+            "SELECT set_config('synchronous_commit', 'on', true), "
+            "set_config('statement_timeout', {ms}, true), "
+            "set_config('lock_timeout', {ms}, true)"
+        ).format(ms=ms)
+
+
+BEGIN = sql.SQL("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
+COMMIT = sql.SQL("COMMIT")
+ADVISORY_LOCK = sql.SQL("SELECT pg_advisory_xact_lock(%s)")
+PROBE = sql.SQL(
+    "SELECT current_setting('fsync'), pg_is_in_recovery(), "
+    "(SELECT oid FROM pg_database WHERE datname = current_database()), "
+    "to_regclass(%s)::oid, "
+    "has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')"
+)
+SYSTEM_IDENTIFIER = sql.SQL("SELECT system_identifier::text FROM pg_catalog.pg_control_system()")
+
+
+def advisory_key(statements: Statements) -> int:
+    """A stable signed 64-bit key per table for ``pg_advisory_xact_lock``."""
+    high = statements.ddl_lock_key.int >> 64
+    return high - (1 << 64) if high >= 1 << 63 else high
+
+
+# -- identity and safety (C2, C6) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The facts read at open that decide whether and how this ledger proves."""
+
+    fsync: str
+    in_recovery: bool
+    database_oid: int
+    table_oid: int | None
+    may_read_control: bool
+
+
+def probe_from_row(row: tuple[Any, ...]) -> Probe:
+    return Probe(
+        fsync=str(row[0]),
+        in_recovery=bool(row[1]),
+        database_oid=int(row[2]),
+        table_oid=None if row[3] is None else int(row[3]),
+        may_read_control=bool(row[4]),
+    )
+
+
+def refuse_standby(probe: Probe, config: PgConfig) -> None:
+    if probe.in_recovery:
+        raise standby_error(f"opening ledger {config.qualified}")
+
+
+def standby_error(what: str) -> UnsafeStoreConfig:
+    return UnsafeStoreConfig(
+        f"{what} refused: the server is a read-only standby (pg_is_in_recovery()); a ledger "
+        "spends and reads on the primary only: add target_session_attrs=read-write to the URL"
+    )
+
+
+def in_hot_standby(parameter: str | None) -> bool:
+    """PostgreSQL 14+ reports ``in_hot_standby`` on every connection, for free."""
+    return parameter == "on"
+
+
+def missing_table(config: PgConfig) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"ledger table {config.qualified} does not exist and create=false: run "
+        "`decision-ledger setup URL` (or ledger_postgres.setup) as a role that may create it"
+    )
+
+
+def ledger_info(
+    probe: Probe,
+    config: PgConfig,
+    location: str,
+    *,
+    system_identifier: str | None,
+    identity_row: bytes | None,
+) -> LedgerInfo:
+    """The store identity (C6): the cluster, the database and the table, plus namespace.
+
+    ``system_identifier`` is fixed by initdb, so another cluster (a dump restored
+    elsewhere) differs; the table's OID changes when it is dropped and re-created. The
+    fields before the namespace have fixed forms, so the namespace cannot collide.
+    """
+    if probe.table_oid is None:
+        raise LedgerUnavailable(f"ledger table {config.qualified} is missing")
+    where = f"{probe.database_oid}:{probe.table_oid}:{config.namespace}"
+    if system_identifier is not None:
+        store_id: str | None = f"postgres:{int(system_identifier)}:{where}"
+        identity = "pg_control_system().system_identifier, the database OID and the table OID"
+    elif identity_row is not None:
+        store_id = f"postgres-row:{uuid.UUID(bytes=identity_row)}:{where}"
+        identity = (
+            "fallback: this role may not read pg_control_system(), so an identity row created "
+            "in the ledger table, the database OID and the table OID (a dump restored into "
+            "another cluster could carry the row and meet an equal OID)"
+        )
+    else:
+        raise LedgerError("no store identity could be read")
+    reason = None
+    if probe.fsync.lower() != "on":
+        store_id = None
+        reason = (
+            "fsync is off on this server: a crash can lose recorded ids (C2), "
+            "so this ledger never proves"
+        )
+    return LedgerInfo(
+        backend="postgres",
+        store_id=store_id,
+        reason=reason,
+        location=location,
+        namespace=config.namespace,
+        identity=identity,
+    )
+
+
+# -- errors (C4, C5) ---------------------------------------------------------------
+
+
+class DeadlineExceeded(Exception):
+    """An operation got no answer in time; its socket was shut down (outcome unknown)."""
+
+
+class Failure(Enum):
+    """What a driver exception says about a statement that may have been sent."""
+
+    NOT_SENT = "not sent"  # no connection was had: nothing reached the server
+    REJECTED = "rejected"  # the server answered with an error: the transaction rolled back
+    UNKNOWN = "unknown"  # lost or timed out after sending: it may have committed
+
+
+# Errors that end the session may arrive after a commit (e.g. a shutdown while waiting
+# for a synchronous standby): only statement errors prove a rollback.
+_SESSION_ENDING = ("08", "57P", "XX", "58")
+
+
+def classify(exc: BaseException) -> Failure:
+    if isinstance(exc, PoolTimeout):
+        return Failure.NOT_SENT
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(exc, PgError) and sqlstate and not sqlstate.startswith(_SESSION_ENDING):
+        return Failure.REJECTED
+    return Failure.UNKNOWN
+
+
+def _detail(exc: BaseException, password: str | None) -> str:
+    return scrub(str(exc).strip() or type(exc).__name__, password)
+
+
+def unavailable(what: str, exc: BaseException, password: str | None) -> LedgerError:
+    """The one mapping of a failure that proves nothing was recorded."""
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return UnsafeStoreConfig(
+            f"{what} refused: the server is read-only (a standby, or "
+            f"default_transaction_read_only): {_detail(exc, password)}"
+        )
+    return LedgerUnavailable(f"{what} failed: {_detail(exc, password)}")
+
+
+def ambiguous(first: BaseException, second: BaseException | None, pw: str | None) -> AmbiguousSpend:
+    tail = "" if second is None else f"; re-reading its token failed: {_detail(second, pw)}"
+    return AmbiguousSpend(f"spend outcome unknown: {_detail(first, pw)}{tail}")
+
+
+# -- deadlines ---------------------------------------------------------------------
+
+
+def shutdown_socket(fileno: int) -> None:
+    """End a connection's socket from outside the call blocked on it.
+
+    The blocked wait wakes to an end of stream and the driver raises, so a black-holed
+    network ends in a raise after the timeout rather than a hang. A socket already gone
+    needs no shutting down.
+    """
+    try:
+        dup = os.dup(fileno)
+    except OSError:
+        return
+    with socket.socket(fileno=dup) as sock, contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def new_identity_token() -> bytes:
+    """The fallback identity: 16 random bytes, written once by the first opener."""
+    return uuid.uuid4().bytes
