@@ -114,7 +114,7 @@ def _local(root: str, as_user: list[str]) -> Iterator[PostgresServer]:
     )
     port = free_port()
     settings = (
-        f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} -c fsync=on "
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} "
         "-c max_connections=200 -c shared_buffers=32MB -c log_min_messages=fatal"
     )
     server = PostgresServer(
