@@ -119,8 +119,13 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         self._closed = False
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
+        flow = flows.open_flow(self._st, location, self._password)
         try:
-            info = await drive(flows.open_flow(self._st, location, self._password), self._run)
+            if self._conninfo is None:
+                info = await drive(flow, self._run)
+            else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
+                async with self._fresh() as conn:
+                    info = await drive(flow, lambda op: self._on(conn, op))
         except BaseException:
             await self.aclose()
             raise
@@ -185,7 +190,10 @@ class AsyncPostgresLedger(AsyncLedgerBase):
     @asynccontextmanager
     async def _fresh(self) -> AsyncIterator[AConn]:
         assert self._conninfo is not None
-        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise rules.unavailable("connecting", exc, self._password) from exc
         try:
             yield conn
         finally:

@@ -100,8 +100,13 @@ class PostgresLedger(LedgerBase):
         self._framed = not owns_pool
         self._closed = False
         self._watchdog = Watchdog(config.timeout, "ledger-postgres-deadlines")
+        flow = flows.open_flow(self._st, location, password)
         try:
-            info = drive(flows.open_flow(self._st, location, password), self._run)
+            if conninfo is None:
+                info = drive(flow, self._run)
+            else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
+                with self._fresh() as conn:
+                    info = drive(flow, lambda op: self._on(conn, op))
         except BaseException:
             self.close()
             raise
@@ -165,7 +170,10 @@ class PostgresLedger(LedgerBase):
     @contextmanager
     def _fresh(self) -> Iterator[Conn]:
         assert self._conninfo is not None
-        conn = psycopg.connect(self._conninfo, autocommit=True)
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise rules.unavailable("connecting", exc, self._password) from exc
         try:
             yield conn
         finally:
