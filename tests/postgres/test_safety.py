@@ -1,0 +1,155 @@
+"""C2 and C6 safety: crashes keep spent ids, an unsafe server never proves, a standby
+never spends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from ledger_postgres import PostgresLedger
+from psycopg_pool import ConnectionPool
+
+from ledger_core.errors import UnsafeStoreConfig
+from ledger_core.registry import open_async_ledger, open_ledger
+from tests.servers.common import binary, free_port
+from tests.servers.postgres import PostgresServer
+
+from .conftest import Opener
+
+
+def _restartable(server: PostgresServer) -> None:
+    if not server.can_restart:
+        pytest.skip("the server comes from LEDGER_TEST_POSTGRES_URL: it cannot be restarted here")
+
+
+def test_immediate_shutdown_keeps_every_spent_id(pg_server: PostgresServer, table: str) -> None:
+    _restartable(pg_server)
+    ids = [f"crash-{i}" for i in range(150)]
+    sync_ledger: Any = open_ledger(pg_server.url, table=table)
+    loop = asyncio.new_event_loop()
+    async_ledger: Any = loop.run_until_complete(open_async_ledger(pg_server.url, table=table))
+    try:
+        store_id = sync_ledger.store_id
+        for rid in ids[:100]:
+            assert sync_ledger.spend(rid) is True
+        for rid in ids[100:]:
+            assert loop.run_until_complete(async_ledger.spend(rid)) is True
+        pg_server.stop("immediate")  # a crash: no shutdown checkpoint, recovery from WAL
+        pg_server.start()
+        # The same instances (their pooled connections died with the server) ...
+        for rid in ids:
+            assert sync_ledger.is_spent(rid) is True, rid
+        for rid in ids:
+            assert loop.run_until_complete(async_ledger.spend(rid)) is False, rid
+        # ... and a new one, which sees the same store.
+        with open_ledger(pg_server.url, table=table) as again:  # type: ignore[attr-defined]
+            assert again.store_id == store_id
+            assert all(again.is_spent(rid) for rid in ids)
+            assert again.spend("after-crash") is True
+    finally:
+        sync_ledger.close()
+        loop.run_until_complete(async_ledger.aclose())
+        loop.close()
+
+
+@contextlib.contextmanager
+def _setting(admin: psycopg.Connection[Any], name: str, value: str) -> Iterator[None]:
+    admin.execute(f"ALTER SYSTEM SET {name} = {value}")
+    admin.execute("SELECT pg_reload_conf()")
+    try:
+        yield
+    finally:
+        admin.execute(f"ALTER SYSTEM RESET {name}")
+        admin.execute("SELECT pg_reload_conf()")
+
+
+def _wait_setting(admin: psycopg.Connection[Any], name: str, value: str) -> None:
+    # A reload is asynchronous; new sessions read the file when the postmaster has.
+    for _ in range(100):  # bounded: 100 polls, 50 ms apart
+        with psycopg.connect(admin.info.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+        if row is not None and row[0] == value:
+            return
+        admin.execute("SELECT pg_sleep(0.05)")
+    pytest.fail(f"{name} never became {value}")
+
+
+def test_fsync_off_never_proves(
+    open_pg: Opener, admin: psycopg.Connection[Any], pg_server: PostgresServer
+) -> None:
+    _restartable(pg_server)  # needs a server of our own to reconfigure
+    with _setting(admin, "fsync", "off"):
+        _wait_setting(admin, "fsync", "off")
+        ledger = open_pg()
+        info = ledger.describe()
+        assert info.store_id is None
+        assert ledger.store_id is None
+        assert info.reason is not None
+        assert "fsync" in info.reason
+        assert ledger.spend("still-recorded") is True  # it records; it only never proves
+    _wait_setting(admin, "fsync", "on")
+    assert open_pg().store_id is not None
+
+
+def test_read_only_default_on_a_host_pool_still_spends(
+    pg_server: PostgresServer, table: str
+) -> None:
+    """Each spend on a host's pool is framed ``READ WRITE``, whatever the session says."""
+    url = pg_server.url + "?options=" + quote("-c default_transaction_read_only=on")
+    with ConnectionPool(url, min_size=1, max_size=2, open=True) as pool:
+        ledger = PostgresLedger.from_pool(pool, table=table)
+        assert ledger.spend("rw") is True
+        assert ledger.spend("rw") is False
+
+
+@pytest.fixture(scope="module")
+def standby(pg_server: PostgresServer) -> Iterator[str]:
+    """A hot standby of the session's server, streamed from it; yields its URL."""
+    _restartable(pg_server)
+    basebackup, pg_ctl = binary("pg_basebackup"), binary("pg_ctl")
+    if basebackup is None or pg_ctl is None:
+        pytest.skip("pg_basebackup is not installed")
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    root = tempfile.mkdtemp(prefix="ledger-pg-standby-")
+    if as_user:
+        shutil.chown(root, "postgres")
+    datadir, port = os.path.join(root, "data"), free_port()
+
+    def run(args: list[str]) -> None:
+        subprocess.run(args, check=True, capture_output=True, timeout=60)
+
+    run(
+        [*as_user, basebackup, "-D", datadir, "-R", "-X", "stream", "-c", "fast",
+         "-h", pg_server.host, "-p", str(pg_server.port), "-U", pg_server.user]
+    )  # fmt: skip
+    # max_connections must be at least the primary's for a standby to start.
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200"
+    ctl = [*as_user, pg_ctl, "-D", datadir]
+    run([*ctl, "start", "-w", "-o", options, "-l", f"{root}/log"])
+    try:
+        yield f"postgresql://{pg_server.user}@127.0.0.1:{port}/postgres"
+    finally:
+        run([*ctl, "stop", "-m", "immediate", "-w"])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_standby_refuses_with_a_clear_error(open_pg: Opener, standby: str) -> None:
+    with pytest.raises(UnsafeStoreConfig, match="standby"):
+        open_pg(standby)
+
+
+def test_standby_host_pool_refuses(standby: str, table: str) -> None:
+    with (
+        ConnectionPool(standby, min_size=1, max_size=1, open=True) as pool,
+        pytest.raises(UnsafeStoreConfig, match="standby"),
+    ):
+        PostgresLedger.from_pool(pool, table=table)
