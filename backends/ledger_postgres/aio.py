@@ -149,7 +149,6 @@ class AsyncPostgresLedger(AsyncLedgerBase):
             open=False,
             name="decision-ledger",
         )
-        await pool.open(wait=False)
         ledger = cls(
             pool,
             target.config,
@@ -157,7 +156,9 @@ class AsyncPostgresLedger(AsyncLedgerBase):
             conninfo=target.conninfo,
             password=target.password,
         )
-        return await ledger._start(target.location)
+        await ledger._start(target.location)
+        await pool.open(wait=False)  # only once the server has been found fit
+        return ledger
 
     @classmethod
     async def from_pool(

@@ -129,8 +129,7 @@ class PostgresLedger(LedgerBase):
             open=False,
             name="decision-ledger",
         )
-        pool.open(wait=False)
-        return cls(
+        ledger = cls(
             pool,
             target.config,
             owns_pool=True,
@@ -138,6 +137,8 @@ class PostgresLedger(LedgerBase):
             location=target.location,
             password=target.password,
         )
+        pool.open(wait=False)  # only once the server has been found fit
+        return ledger
 
     @classmethod
     def from_pool(

@@ -38,6 +38,7 @@ DEFAULT_SCHEMA = "public"
 DEFAULT_TABLE = "decision_ledger"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_POOL_MAX = 10
+SERVER_SHARE = 0.8  # of the timeout, for the server's statement and lock timeouts
 
 # Options that are ours; every other key of a URL's query string belongs to libpq.
 OPTIONS = frozenset({"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max"})
@@ -220,7 +221,9 @@ class Statements:
         # The text to_regclass() resolves: the quoted, qualified name.
         self.regclass_text = f'"{config.schema}"."{config.table}"'
         self.ddl_lock_key = uuid.uuid5(uuid.NAMESPACE_URL, f"decision-ledger:{config.qualified}")
-        ms = _literal_ms(config.timeout)
+        # The server gives up first (a clean error: nothing recorded); the client's own
+        # deadline, the full timeout, is for a server that can no longer answer at all.
+        ms = _literal_ms(config.timeout * SERVER_SHARE)
         # Our own pool sets each session up once; a spend is then one autocommit INSERT:
         # its own transaction, at READ COMMITTED, with a durable commit.
         self.session_setup = sql.SQL(
