@@ -19,30 +19,21 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
-from .flows import Call, Flow, Op, Row
+from .flows import Flow, Op, Row
 from .rules import PgConfig, Statements, Target
 
 AConn = psycopg.AsyncConnection[Any]
 
 
-async def run_calls(conn: AConn, calls: tuple[Call, ...]) -> Row:
-    """Send ``calls``: one statement alone, several as one pipeline (one round trip)."""
-    cursors = []
-    if len(calls) == 1:
-        cur = conn.cursor(row_factory=tuple_row)
-        await cur.execute(calls[0].query, calls[0].params)
-        cursors.append(cur)
-    else:
-        async with conn.pipeline():
-            for call in calls:
-                cur = conn.cursor(row_factory=tuple_row)
-                await cur.execute(call.query, call.params)
-                cursors.append(cur)
-    row: Row = None
-    for call, cur in zip(calls, cursors, strict=True):
-        if call.fetch:
-            row = await cur.fetchone()
-    return row
+async def run_op(conn: AConn, op: Op) -> Row:
+    """Send one op's message and read the answer it names."""
+    cur = conn.cursor(row_factory=tuple_row)
+    await cur.execute(op.query, op.params)
+    if op.result is None:
+        return None
+    for _ in range(op.result):
+        cur.nextset()
+    return await cur.fetchone()
 
 
 async def drive(flow: Flow, run: Any) -> Any:
@@ -210,7 +201,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         deadline = _Deadline(conn.fileno(), self._config.timeout)
         try:
             try:
-                return await run_calls(conn, op.calls)
+                return await run_op(conn, op)
             finally:
                 await _tidy(conn, autocommit)
         except Exception as exc:
@@ -223,17 +214,12 @@ class AsyncPostgresLedger(AsyncLedgerBase):
 
     # -- the ledger --------------------------------------------------------------
 
-    def _key(self, request_id: bytes) -> tuple[bytes, bytes]:
-        return (self._config.namespace_bytes, request_id)
-
     async def _spend(self, request_id: bytes) -> bool:
-        flow = flows.spend_flow(
-            self._st, self._framed, self._key(request_id), new_token(), self._password
-        )
+        flow = flows.spend_flow(self._st, self._framed, request_id, new_token(), self._password)
         return bool(await drive(flow, self._run))
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        flow = flows.is_spent_flow(self._st, self._key(request_id), self._password)
+        flow = flows.is_spent_flow(self._st, self._framed, request_id, self._password)
         return bool(await drive(flow, self._run))
 
     async def aclose(self) -> None:

@@ -59,7 +59,7 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     import psycopg
 
     from . import flows
-    from .ledger import drive, run_calls
+    from .ledger import drive, run_op
     from .rules import Statements, target_from_conninfo
 
     target = target_from_conninfo(url_or_conninfo, options)
@@ -68,7 +68,7 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
 
     def run(op: flows.Op) -> flows.Row:
         with psycopg.connect(target.conninfo, autocommit=True) as conn:
-            return run_calls(conn, op.calls)
+            return run_op(conn, op)
 
     info: LedgerInfo = drive(flow, run)
     return info

@@ -18,31 +18,22 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
-from .flows import Call, Flow, Op, Row
+from .flows import Flow, Op, Row
 from .rules import PgConfig, Statements, Target
 from .watchdog import Watchdog
 
 Conn = psycopg.Connection[Any]
 
 
-def run_calls(conn: Conn, calls: tuple[Call, ...]) -> Row:
-    """Send ``calls``: one statement alone, several as one pipeline (one round trip)."""
-    cursors = []
-    if len(calls) == 1:
-        cur = conn.cursor(row_factory=tuple_row)
-        cur.execute(calls[0].query, calls[0].params)
-        cursors.append(cur)
-    else:
-        with conn.pipeline():
-            for call in calls:
-                cur = conn.cursor(row_factory=tuple_row)
-                cur.execute(call.query, call.params)
-                cursors.append(cur)
-    row: Row = None
-    for call, cur in zip(calls, cursors, strict=True):
-        if call.fetch:
-            row = cur.fetchone()
-    return row
+def run_op(conn: Conn, op: Op) -> Row:
+    """Send one op's message and read the answer it names."""
+    cur = conn.cursor(row_factory=tuple_row)
+    cur.execute(op.query, op.params)
+    if op.result is None:
+        return None
+    for _ in range(op.result):
+        cur.nextset()
+    return cur.fetchone()
 
 
 def drive(flow: Flow, run: Any) -> Any:
@@ -189,7 +180,7 @@ class PostgresLedger(LedgerBase):
         deadline = self._watchdog.arm(conn.fileno())
         try:
             try:
-                return run_calls(conn, op.calls)
+                return run_op(conn, op)
             finally:
                 _tidy(conn, autocommit)
         except Exception as exc:
@@ -202,17 +193,12 @@ class PostgresLedger(LedgerBase):
 
     # -- the ledger --------------------------------------------------------------
 
-    def _key(self, request_id: bytes) -> tuple[bytes, bytes]:
-        return (self._config.namespace_bytes, request_id)
-
     def _spend(self, request_id: bytes) -> bool:
-        flow = flows.spend_flow(
-            self._st, self._framed, self._key(request_id), new_token(), self._password
-        )
+        flow = flows.spend_flow(self._st, self._framed, request_id, new_token(), self._password)
         return bool(drive(flow, self._run))
 
     def _is_spent(self, request_id: bytes) -> bool:
-        flow = flows.is_spent_flow(self._st, self._key(request_id), self._password)
+        flow = flows.is_spent_flow(self._st, self._framed, request_id, self._password)
         return bool(drive(flow, self._run))
 
     def close(self) -> None:

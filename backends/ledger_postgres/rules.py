@@ -185,42 +185,50 @@ def _literal_ms(seconds: float) -> sql.Literal:
     return sql.Literal(str(max(1, int(seconds * 1000))))
 
 
+_SPEND = (
+    "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, {token}) "
+    "ON CONFLICT (namespace, request_id) DO NOTHING RETURNING true"
+)
+_READ_TOKEN = "SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
+_IS_SPENT = "SELECT true FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
+# bytea compares bytes: no collation, no case folding, and NUL is data (C8).
+_CREATE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS {table} ("
+    "namespace bytea NOT NULL, "
+    "request_id bytea NOT NULL, "
+    "token bytea NOT NULL, "
+    "spent_at timestamptz NOT NULL DEFAULT statement_timestamp(), "
+    "PRIMARY KEY (namespace, request_id))"
+)
+_BEGIN = sql.SQL("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
+_COMMIT = sql.SQL("COMMIT")
+_P = sql.Placeholder()
+
+
+def _script(*statements: sql.Composable) -> sql.Composed:
+    """Statements sent as one simple-protocol message: one round trip, in order."""
+    return sql.SQL("; ").join(statements)
+
+
+def bytea_literal(value: bytes) -> bytes:
+    """``E'\\x<hex>'::bytea``: hex digits only, so no value can end the literal, and
+    read the same whatever ``standard_conforming_strings`` says."""
+    return b"E'\\\\x" + value.hex().encode("ascii") + b"'::bytea"
+
+
 class Statements:
-    """The ledger's statements for one table, composed once with quoted identifiers."""
+    """The ledger's statements for one table, rendered once with quoted identifiers.
+
+    Each statement has two forms from one template: with server-side parameters (one
+    statement on a session we set up), and with values bound as hex bytea literals
+    inside a framed script (a session the host owns). Either way a value is data.
+    Templates are rendered to bytes once: composing SQL on every call costs more than
+    the rest of a call's client-side work.
+    """
 
     def __init__(self, config: PgConfig) -> None:
         self.config = config
-        table = sql.Identifier(config.schema, config.table)
-        # One statement per spend: the unique key decides the winner, no read-then-write.
-        self.spend = sql.SQL(
-            "INSERT INTO {} (namespace, request_id, token) VALUES (%s, %s, %s) "
-            "ON CONFLICT (namespace, request_id) DO NOTHING RETURNING true"
-        ).format(table)
-        self.read_token = sql.SQL(
-            "SELECT token FROM {} WHERE namespace = %s AND request_id = %s"
-        ).format(table)
-        self.is_spent = sql.SQL(
-            "SELECT true FROM {} WHERE namespace = %s AND request_id = %s"
-        ).format(table)
-        self.create_identity = sql.SQL(
-            "INSERT INTO {} (namespace, request_id, token) VALUES (%s, %s, %s) "
-            "ON CONFLICT (namespace, request_id) DO NOTHING"
-        ).format(table)
-        self.create_schema = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-            sql.Identifier(config.schema)
-        )
-        # bytea compares bytes: no collation, no case folding, and NUL is data (C8).
-        self.create_table = sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} ("
-            "namespace bytea NOT NULL, "
-            "request_id bytea NOT NULL, "
-            "token bytea NOT NULL, "
-            "spent_at timestamptz NOT NULL DEFAULT statement_timestamp(), "
-            "PRIMARY KEY (namespace, request_id))"
-        ).format(table)
-        # The text to_regclass() resolves: the quoted, qualified name.
-        self.regclass_text = f'"{config.schema}"."{config.table}"'
-        self.ddl_lock_key = uuid.uuid5(uuid.NAMESPACE_URL, f"decision-ledger:{config.qualified}")
+        self.table = sql.Identifier(config.schema, config.table)
         # The server gives up first (a clean error: nothing recorded); the client's own
         # deadline, the full timeout, is for a server that can no longer answer at all.
         ms = _literal_ms(config.timeout * SERVER_SHARE)
@@ -233,18 +241,82 @@ class Statements:
             "SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
             "SET idle_in_transaction_session_timeout = {ms}"
         ).format(ms=ms)
-        # A pool the host owns keeps its sessions as they are: each statement is framed
-        # in its own transaction with these settings instead, pipelined (one round trip).
-        self.frame_settings = sql.SQL(
+        # A session the host owns is left as it is: each statement is framed in its own
+        # transaction with these transaction-local settings instead.
+        settings = sql.SQL(
             "SELECT set_config('synchronous_commit', 'on', true), "
             "set_config('statement_timeout', {ms}, true), "
             "set_config('lock_timeout', {ms}, true)"
         ).format(ms=ms)
+        self._settings = settings
+        spend, is_spent = self._bind(_SPEND, 3), self._bind(_IS_SPENT, 2)
+        read_token = self._bind(_READ_TOKEN, 2)
+        self.spend = self._render(spend)
+        self.is_spent = self._render(is_spent)
+        self._spend_framed = self._render(self.framed(spend))
+        self._is_spent_framed = self._render(self.framed(is_spent))
+        self._settle = self._render(_script(self.framed(spend), read_token))
+        self._read_token = self._render(read_token)
+        self.namespace = config.namespace_bytes
+        self._ns = bytea_literal(self.namespace)
+        # The text to_regclass() resolves: the quoted, qualified name.
+        self.regclass_text = f'"{config.schema}"."{config.table}"'
+        lock = uuid.uuid5(uuid.NAMESPACE_URL, f"decision-ledger:{config.qualified}").int >> 64
+        self.ddl_lock_key = lock - (1 << 64) if lock >= 1 << 63 else lock
+
+    def _bind(self, template: str, values: int) -> sql.Composed:
+        names = ("ns", "rid", "token")[:values]
+        return sql.SQL(template).format(table=self.table, **{name: _P for name in names})
+
+    @staticmethod
+    def _render(statement: sql.Composable) -> bytes:
+        # Identifiers are plain (validated) names: no connection is needed to quote them.
+        return statement.as_bytes(None)
+
+    def framed(self, statement: sql.Composable) -> sql.Composed:
+        """``statement`` in its own READ COMMITTED transaction with a durable commit."""
+        return _script(_BEGIN, self._settings, statement, _COMMIT)
+
+    # Framed scripts answer with one result set per statement; these are the ones read.
+    FRAMED_RESULT = 2
+    SETTLE_RESULT = 4
+    IDENTITY_RESULT = 1
+
+    def spend_framed(self, request_id: bytes, token: bytes) -> bytes:
+        return self._spend_framed % (self._ns, bytea_literal(request_id), bytea_literal(token))
+
+    def is_spent_framed(self, request_id: bytes) -> bytes:
+        return self._is_spent_framed % (self._ns, bytea_literal(request_id))
+
+    def settle(self, request_id: bytes, token: bytes) -> bytes:
+        """Insert again with the same token, then read whose token is stored (C5).
+
+        If the first write is still in flight, the INSERT waits on its unique-key lock,
+        so the read that follows sees the final outcome.
+        """
+        rid = bytea_literal(request_id)
+        return self._settle % (self._ns, rid, bytea_literal(token), self._ns, rid)
+
+    def ddl(self) -> sql.Composed:
+        """Idempotent DDL under an advisory lock, so concurrent setups never race the
+        catalog (two ``CREATE TABLE IF NOT EXISTS`` at once can fail on pg_type)."""
+        statements: list[sql.Composable] = [
+            _BEGIN,
+            sql.SQL("SELECT pg_advisory_xact_lock({})").format(sql.Literal(self.ddl_lock_key)),
+        ]
+        if self.config.schema != DEFAULT_SCHEMA:
+            statements.append(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.config.schema))
+            )
+        statements += [sql.SQL(_CREATE_TABLE).format(table=self.table), _COMMIT]
+        return _script(*statements)
+
+    def identity_row(self, token: bytes) -> bytes:
+        """Create the fallback identity row (the first opener wins), then read it."""
+        ns, rid = bytea_literal(IDENTITY_NAMESPACE), bytea_literal(IDENTITY_ID)
+        return (self.spend + b"; " + self._read_token) % (ns, rid, bytea_literal(token), ns, rid)
 
 
-BEGIN = sql.SQL("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
-COMMIT = sql.SQL("COMMIT")
-ADVISORY_LOCK = sql.SQL("SELECT pg_advisory_xact_lock(%s)")
 PROBE = sql.SQL(
     "SELECT current_setting('fsync'), pg_is_in_recovery(), "
     "(SELECT oid FROM pg_database WHERE datname = current_database()), "
@@ -252,12 +324,6 @@ PROBE = sql.SQL(
     "has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')"
 )
 SYSTEM_IDENTIFIER = sql.SQL("SELECT system_identifier::text FROM pg_catalog.pg_control_system()")
-
-
-def advisory_key(statements: Statements) -> int:
-    """A stable signed 64-bit key per table for ``pg_advisory_xact_lock``."""
-    high = statements.ddl_lock_key.int >> 64
-    return high - (1 << 64) if high >= 1 << 63 else high
 
 
 # -- identity and safety (C2, C6) --------------------------------------------------
