@@ -51,14 +51,14 @@ async def drive(flow: Flow, run: Any) -> Any:
         return stop.value
 
 
-async def _tidy(conn: AConn, autocommit: bool | None) -> None:
+async def _tidy(conn: AConn, autocommit: bool) -> None:
     """Leave a connection as found: no open transaction, the host's autocommit back."""
     if conn.closed:
         return
     try:
         if conn.info.transaction_status != TransactionStatus.IDLE:
             await conn.rollback()
-        if autocommit is not None:
+        if conn.autocommit != autocommit:
             await conn.set_autocommit(autocommit)
     except psycopg.Error:
         await conn.close()  # the pool replaces a closed connection
@@ -192,25 +192,25 @@ class AsyncPostgresLedger(AsyncLedgerBase):
             await conn.close()
 
     async def _on(self, conn: AConn, op: Op) -> Row:
-        if rules.in_hot_standby(conn.info.parameter_status("in_hot_standby")):
+        if rules.in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
             raise rules.standby_error(f"ledger {self._config.qualified}")
-        autocommit = None
-        if not conn.autocommit:
-            autocommit = False
-            await conn.set_autocommit(True)
+        host_autocommit = conn.autocommit
+        if not host_autocommit:
+            await conn.set_autocommit(True)  # a host's session: our script brings its own
         deadline = _Deadline(conn.fileno(), self._config.timeout)
         try:
-            try:
-                return await run_op(conn, op)
-            finally:
-                await _tidy(conn, autocommit)
+            row = await run_op(conn, op)
         except Exception as exc:
-            if deadline.disarm():
-                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
-            raise
-        finally:
+            await _tidy(conn, host_autocommit)
             if deadline.disarm():
                 await conn.close()  # its socket is shut: the pool must not hand it out
+                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
+            raise
+        if not host_autocommit:
+            await _tidy(conn, host_autocommit)
+        if deadline.disarm():
+            await conn.close()
+        return row
 
     # -- the ledger --------------------------------------------------------------
 

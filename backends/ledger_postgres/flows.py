@@ -9,8 +9,7 @@ error mapping) is made here, identically for both (C9).
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import sql
 
@@ -25,8 +24,7 @@ Row = tuple[Any, ...] | None
 Query = sql.SQL | sql.Composed | bytes
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):
     """One message to the server (one round trip) and which answer to read.
 
     ``result``: the index of the result set whose first row is the op's answer (a
@@ -79,8 +77,10 @@ def spend_flow(
 
 def is_spent_flow(st: Statements, framed: bool, request_id: bytes, password: str | None) -> Flow:
     """One indexed read; after a lost connection, read once more on a new one."""
-    plain = Op(st.is_spent, (st.namespace, request_id))
-    op = Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT) if framed else plain
+    if framed:
+        op = Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT)
+    else:
+        op = Op(st.is_spent, (st.namespace, request_id))
     try:
         row = yield op
     except LedgerError:
@@ -91,7 +91,7 @@ def is_spent_flow(st: Statements, framed: bool, request_id: bytes, password: str
     else:
         return row is not None
     try:
-        row = yield Op(op.query, op.params, op.result, fresh=True)
+        row = yield op._replace(fresh=True)
     except LedgerError:
         raise
     except Exception as exc:

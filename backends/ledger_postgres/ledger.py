@@ -51,14 +51,14 @@ def drive(flow: Flow, run: Any) -> Any:
         return stop.value
 
 
-def _tidy(conn: Conn, autocommit: bool | None) -> None:
+def _tidy(conn: Conn, autocommit: bool) -> None:
     """Leave a connection as found: no open transaction, the host's autocommit back."""
     if conn.closed:
         return
     try:
         if conn.info.transaction_status != TransactionStatus.IDLE:
             conn.rollback()
-        if autocommit is not None:
+        if conn.autocommit != autocommit:
             conn.autocommit = autocommit
     except psycopg.Error:
         conn.close()  # the pool replaces a closed connection
@@ -172,24 +172,25 @@ class PostgresLedger(LedgerBase):
             conn.close()
 
     def _on(self, conn: Conn, op: Op) -> Row:
-        if rules.in_hot_standby(conn.info.parameter_status("in_hot_standby")):
+        if rules.in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
             raise rules.standby_error(f"ledger {self._config.qualified}")
-        autocommit = None
-        if not conn.autocommit:
-            autocommit, conn.autocommit = False, True
+        host_autocommit = conn.autocommit
+        if not host_autocommit:
+            conn.autocommit = True  # a host's session: our script brings its own transaction
         deadline = self._watchdog.arm(conn.fileno())
         try:
-            try:
-                return run_op(conn, op)
-            finally:
-                _tidy(conn, autocommit)
+            row = run_op(conn, op)
         except Exception as exc:
-            if self._watchdog.disarm(deadline):
-                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
-            raise
-        finally:
+            _tidy(conn, host_autocommit)
             if self._watchdog.disarm(deadline):
                 conn.close()  # its socket is shut: the pool must not hand it out again
+                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
+            raise
+        if not host_autocommit:
+            _tidy(conn, host_autocommit)
+        if self._watchdog.disarm(deadline):
+            conn.close()
+        return row
 
     # -- the ledger --------------------------------------------------------------
 

@@ -362,9 +362,9 @@ def standby_error(what: str) -> UnsafeStoreConfig:
     )
 
 
-def in_hot_standby(parameter: str | None) -> bool:
+def in_hot_standby(parameter: bytes | None) -> bool:
     """PostgreSQL 14+ reports ``in_hot_standby`` on every connection, for free."""
-    return parameter == "on"
+    return parameter == b"on"
 
 
 def missing_table(config: PgConfig) -> LedgerUnavailable:
