@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import statistics
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -89,8 +90,12 @@ async def _tasks(op: Callable[[], Awaitable[object]], workers: int) -> float:
 
 
 def _report(name: str, ours: list[float], raw: list[float]) -> None:
-    o, r = sum(ours) / len(ours), sum(raw) / len(raw)
-    print(f"{name:<38} ours {o:9.0f}/s   raw {r:9.0f}/s   ratio {o / r:5.2f}")
+    """Mean throughputs, and the median of the per-round ratios: rounds are paired
+    (ours, then raw, under the same machine load), so the median resists a noisy
+    neighbor better than the ratio of means."""
+    o, r = statistics.mean(ours), statistics.mean(raw)
+    paired = statistics.median(a / b for a, b in zip(ours, raw, strict=True))
+    print(f"{name:<34} ours {o:7.0f}/s  raw {r:7.0f}/s  ratio {o / r:4.2f}  median {paired:4.2f}")
 
 
 def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n: int) -> None:

@@ -215,12 +215,21 @@ class AsyncPostgresLedger(AsyncLedgerBase):
     # -- the ledger --------------------------------------------------------------
 
     async def _spend(self, request_id: bytes) -> bool:
-        flow = flows.spend_flow(self._st, self._framed, request_id, new_token(), self._password)
-        return bool(await drive(flow, self._run))
+        token = new_token()
+        try:
+            row = await self._run(flows.spend_op(self._st, self._framed, request_id, token))
+        except Exception as exc:
+            flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
+            return bool(await drive(flow, self._run))
+        return row is not None
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        flow = flows.is_spent_flow(self._st, self._framed, request_id, self._password)
-        return bool(await drive(flow, self._run))
+        op = flows.is_spent_op(self._st, self._framed, request_id)
+        try:
+            row = await self._run(op)
+        except Exception as exc:
+            return bool(await drive(flows.is_spent_failed(op, exc, self._password), self._run))
+        return row is not None
 
     async def aclose(self) -> None:
         self._closed = True

@@ -1,9 +1,10 @@
 """What open, spend and is_spent do, written once without I/O.
 
-Each flow is a generator that yields an :class:`Op` (one message for one
-connection) and receives the row it asked for, or has the driver's exception thrown
-into it. The sync and async shells only run ops, so every decision (retry, re-read,
-error mapping) is made here, identically for both (C9).
+A spend or a read is one :class:`Op` (one message, one round trip). When it raises,
+or to open a ledger, a flow takes over: a generator that yields ops and receives the
+row each asked for, or has the driver's exception thrown into it. The sync and async
+shells only run ops, so every decision (retry, re-read, error mapping) is made here,
+identically for both (C9).
 """
 
 from __future__ import annotations
@@ -42,27 +43,24 @@ class Op(NamedTuple):
 Flow = Generator[Op, Row, Any]
 
 
-def spend_flow(
-    st: Statements, framed: bool, request_id: bytes, token: bytes, password: str | None
+def spend_op(st: Statements, framed: bool, request_id: bytes, token: bytes) -> Op:
+    """The one INSERT of a spend; a row back means this call recorded the id."""
+    if framed:
+        return Op(st.spend_framed(request_id, token), result=st.FRAMED_RESULT)
+    return Op(st.spend, (st.namespace, request_id, token))
+
+
+def spend_failed(
+    st: Statements, request_id: bytes, token: bytes, first: Exception, password: str | None
 ) -> Flow:
-    """One INSERT; after an unknown outcome, settle it with the same token (C5).
+    """After the INSERT raised: settle an unknown outcome with the same token (C5).
 
     Settling inserts again with the same token and reads whose token is stored: ours
     means this call recorded the id (in the first write or in this one), another
     token means another call did. Only if settling fails too is the spend ambiguous.
     """
-    if framed:
-        op = Op(st.spend_framed(request_id, token), result=st.FRAMED_RESULT)
-    else:
-        op = Op(st.spend, (st.namespace, request_id, token))
-    try:
-        row = yield op
-    except LedgerError:
-        raise
-    except Exception as exc:
-        first = exc
-    else:
-        return row is not None
+    if isinstance(first, LedgerError):
+        raise first
     if rules.classify(first) is not Failure.UNKNOWN:
         raise rules.unavailable("spend", first, password) from first
     try:
@@ -75,21 +73,19 @@ def spend_flow(
     return outcome
 
 
-def is_spent_flow(st: Statements, framed: bool, request_id: bytes, password: str | None) -> Flow:
-    """One indexed read; after a lost connection, read once more on a new one."""
+def is_spent_op(st: Statements, framed: bool, request_id: bytes) -> Op:
+    """One indexed read; a row back means the id is recorded."""
     if framed:
-        op = Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT)
-    else:
-        op = Op(st.is_spent, (st.namespace, request_id))
-    try:
-        row = yield op
-    except LedgerError:
-        raise
-    except Exception as exc:
-        if rules.classify(exc) is not Failure.UNKNOWN:
-            raise rules.unavailable("is_spent", exc, password) from exc
-    else:
-        return row is not None
+        return Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT)
+    return Op(st.is_spent, (st.namespace, request_id))
+
+
+def is_spent_failed(op: Op, first: Exception, password: str | None) -> Flow:
+    """After the read raised: on a lost connection, read once more on a new one."""
+    if isinstance(first, LedgerError):
+        raise first
+    if rules.classify(first) is not Failure.UNKNOWN:
+        raise rules.unavailable("is_spent", first, password) from first
     try:
         row = yield op._replace(fresh=True)
     except LedgerError:

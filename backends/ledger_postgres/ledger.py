@@ -195,12 +195,21 @@ class PostgresLedger(LedgerBase):
     # -- the ledger --------------------------------------------------------------
 
     def _spend(self, request_id: bytes) -> bool:
-        flow = flows.spend_flow(self._st, self._framed, request_id, new_token(), self._password)
-        return bool(drive(flow, self._run))
+        token = new_token()
+        try:
+            row = self._run(flows.spend_op(self._st, self._framed, request_id, token))
+        except Exception as exc:
+            flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
+            return bool(drive(flow, self._run))
+        return row is not None
 
     def _is_spent(self, request_id: bytes) -> bool:
-        flow = flows.is_spent_flow(self._st, self._framed, request_id, self._password)
-        return bool(drive(flow, self._run))
+        op = flows.is_spent_op(self._st, self._framed, request_id)
+        try:
+            row = self._run(op)
+        except Exception as exc:
+            return bool(drive(flows.is_spent_failed(op, exc, self._password), self._run))
+        return row is not None
 
     def close(self) -> None:
         self._closed = True

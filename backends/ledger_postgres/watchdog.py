@@ -4,7 +4,8 @@ psycopg's sync calls take no timeout, and a black-holed network (packets accepte
 nothing answered) would block them forever. Each operation arms a deadline on its
 connection's socket; if it is still armed when the time is up, the watchdog shuts the
 socket down and the blocked call raises. Arming is a lock and an append: deadlines of
-one ledger share one timeout, so they expire in the order they were armed.
+one ledger share one timeout, so they expire in the order they were armed, and the
+thread only wakes when the oldest one is due (or once per timeout when idle).
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ class Watchdog:
         self._stopped = False
 
     def arm(self, fileno: int) -> Deadline:
-        deadline = Deadline(fileno, time.monotonic() + self._timeout)
         with self._cond:
+            # Read the clock under the lock, so the queue stays in deadline order.
+            deadline = Deadline(fileno, time.monotonic() + self._timeout)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            if not self._queue:
-                self._cond.notify()
             self._queue.append(deadline)
         return deadline
 
@@ -63,7 +63,10 @@ class Watchdog:
                 while self._queue and self._queue[0].finished:
                     self._queue.popleft()
                 if not self._queue:
-                    self._cond.wait()
+                    # No need to be woken by arm(): anything armed during this wait
+                    # expires no sooner than the wait ends. A wake-up per operation
+                    # would cost more than the rest of the operation's client work.
+                    self._cond.wait(self._timeout)
                     continue
                 head = self._queue[0]
                 left = head.when - time.monotonic()
