@@ -119,9 +119,12 @@ def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n:
         ("is_spent", lambda: ledger.is_spent("ours-1"), raw_read),
     ):
         ours, raw = [], []
-        for _ in range(ROUNDS):
-            ours.append(_threads(ours_op, n))
-            raw.append(_threads(raw_op, n))
+        for i in range(ROUNDS):  # ABBA order, so going first or second favors neither
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                if side == 0:
+                    ours.append(_threads(ours_op, n))
+                else:
+                    raw.append(_threads(raw_op, n))
         _report(f"{name} {label} sync x{n}", ours, raw)
 
 
@@ -152,9 +155,12 @@ async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], ta
         ("is_spent", ours_read, raw_read),
     ):
         ours, raw = [], []
-        for _ in range(ROUNDS):
-            ours.append(await _tasks(ours_op, CONCURRENCY))
-            raw.append(await _tasks(raw_op, CONCURRENCY))
+        for i in range(ROUNDS):  # ABBA order, so going first or second favors neither
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                if side == 0:
+                    ours.append(await _tasks(ours_op, CONCURRENCY))
+                else:
+                    raw.append(await _tasks(raw_op, CONCURRENCY))
         _report(f"{name} {label} async x{CONCURRENCY}", ours, raw)
 
 
