@@ -255,7 +255,10 @@ class Statements:
         self.is_spent = self._render(is_spent)
         self._spend_framed = self._render(self.framed(spend))
         self._is_spent_framed = self._render(self.framed(is_spent))
-        self._settle = self._render(_script(self.framed(spend), read_token))
+        # Read inside the transaction: at READ COMMITTED the SELECT takes a new snapshot
+        # after the INSERT has waited out any writer of the same key; the answer only
+        # counts if the COMMIT after it succeeds too (the script raises otherwise).
+        self._settle = self._render(_script(_BEGIN, self._settings, spend, read_token, _COMMIT))
         self._read_token = self._render(read_token)
         self.namespace = config.namespace_bytes
         self._ns = bytea_literal(self.namespace)
@@ -279,7 +282,7 @@ class Statements:
 
     # Framed scripts answer with one result set per statement; these are the ones read.
     FRAMED_RESULT = 2
-    SETTLE_RESULT = 4
+    SETTLE_RESULT = 3
     IDENTITY_RESULT = 1
 
     def spend_framed(self, request_id: bytes, token: bytes) -> bytes:

@@ -2,7 +2,8 @@
 
 ``silence_replies()`` keeps every current link open but drops what the server sends
 on it: a statement reaches the server and commits, and its answer never arrives (the
-"connection lost around COMMIT" case). Links opened afterwards relay normally.
+"connection lost around COMMIT" case). ``silence_requests()`` drops what clients send
+instead: the statement never arrives. Links opened afterwards relay normally.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ class Relay:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
         self.port: int = self._listener.getsockname()[1]
-        self._links: list[tuple[socket.socket, socket.socket, threading.Event]] = []
+        self._links: list[
+            tuple[socket.socket, socket.socket, threading.Event, threading.Event]
+        ] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -41,16 +44,16 @@ class Relay:
                 return
             server = socket.create_connection(self._target, timeout=5)
             server.settimeout(None)
-            mute = threading.Event()
+            mute_up, mute_down = threading.Event(), threading.Event()
             with self._lock:
-                self._links.append((client, server, mute))
-            self._spawn(self._pump, client, server, None)
-            self._spawn(self._pump, server, client, mute)
+                self._links.append((client, server, mute_up, mute_down))
+            self._spawn(self._pump, client, server, mute_up)
+            self._spawn(self._pump, server, client, mute_down)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, mute: threading.Event | None) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, mute: threading.Event) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
-                if mute is None or not mute.is_set():
+                if not mute.is_set():
                     dst.sendall(data)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
@@ -58,15 +61,21 @@ class Relay:
     def silence_replies(self) -> None:
         """From now on, drop the server's answers on every link open at this moment."""
         with self._lock:
-            for _, _, mute in self._links:
-                mute.set()
+            for _, _, _, mute_down in self._links:
+                mute_down.set()
+
+    def silence_requests(self) -> None:
+        """From now on, drop what clients send on every link open at this moment."""
+        with self._lock:
+            for _, _, mute_up, _ in self._links:
+                mute_up.set()
 
     def close(self) -> None:
         self._stop.set()
         self._listener.close()
         with self._lock:
             links, self._links = self._links, []
-        for client, server, _ in links:
+        for client, server, _, _ in links:
             for sock in (client, server):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
