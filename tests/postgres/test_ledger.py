@@ -158,6 +158,30 @@ def test_libpq_options_in_the_url_pass_through(open_pg: Opener, pg_server: Postg
     assert ledger.spend("libpq") is True
 
 
+def test_tls_with_full_verification(open_pg: Opener, pg_server: PostgresServer) -> None:
+    if pg_server.tls_ca is None:
+        pytest.skip("the test server has no TLS certificate (openssl missing, or a URL given)")
+    url = pg_server.url + f"?sslmode=verify-full&sslrootcert={pg_server.tls_ca}"
+    ledger = open_pg(url)
+    assert ledger.spend("over-tls") is True
+    assert ledger.is_spent("over-tls") is True
+
+
+def test_tls_verification_failure_is_unavailable(
+    open_pg: Opener, pg_server: PostgresServer, tmp_path: Any
+) -> None:
+    if pg_server.tls_ca is None:
+        pytest.skip("the test server has no TLS certificate (openssl missing, or a URL given)")
+    wrong = tmp_path / "other-ca.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=other", "-keyout", str(tmp_path / "k"), "-out", str(wrong)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    with pytest.raises(LedgerUnavailable):
+        open_pg(pg_server.url + f"?sslmode=verify-full&sslrootcert={wrong}")
+
+
 def test_create_false_needs_setup_then_works_for_a_least_privilege_role(
     open_pg: Opener, admin: psycopg.Connection[Any], pg_server: PostgresServer, table: str
 ) -> None:

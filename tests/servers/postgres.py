@@ -43,6 +43,7 @@ class PostgresServer:
     password: str | None = None
     dbname: str = "postgres"
     datadir: str | None = None
+    tls_ca: str | None = None  # the server's self-signed certificate, when it speaks TLS
     _pg_ctl: str | None = field(default=None, repr=False)
     _as_user: list[str] = field(default_factory=list, repr=False)
     _start_args: list[str] = field(default_factory=list, repr=False)
@@ -83,6 +84,25 @@ class PostgresServer:
         self.start()
 
 
+def _tls(root: str, as_user: list[str]) -> str | None:
+    """A self-signed certificate for 127.0.0.1 when openssl is here; its path (the CA)."""
+    openssl = binary("openssl")
+    if openssl is None:
+        return None
+    crt, key = os.path.join(root, "server.crt"), os.path.join(root, "server.key")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", key, "-out", crt],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    os.chmod(key, 0o600)
+    if as_user:
+        shutil.chown(key, "postgres")
+        shutil.chown(crt, "postgres")
+    return crt
+
+
 def _local(root: str, as_user: list[str]) -> Iterator[PostgresServer]:
     initdb, pg_ctl = binary("initdb"), binary("pg_ctl")
     assert initdb is not None
@@ -117,10 +137,16 @@ def _local(root: str, as_user: list[str]) -> Iterator[PostgresServer]:
         f"-c listen_addresses=127.0.0.1 -p {port} -k {sockets} "
         "-c max_connections=200 -c shared_buffers=32MB -c log_min_messages=fatal"
     )
+    ca = _tls(root, as_user)
+    if ca is not None:
+        settings += (
+            f" -c ssl=on -c ssl_cert_file={root}/server.crt -c ssl_key_file={root}/server.key"
+        )
     server = PostgresServer(
         host="127.0.0.1",
         port=port,
         datadir=datadir,
+        tls_ca=ca,
         _pg_ctl=pg_ctl,
         _as_user=as_user,
         _start_args=["-o", settings, "-l", os.path.join(root, "server.log")],
