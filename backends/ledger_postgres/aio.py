@@ -20,7 +20,8 @@ from ledger_core.tokens import new_token
 
 from . import flows, rules
 from .flows import Flow, Op, Row
-from .rules import PgConfig, Statements, Target
+from .options import Target
+from .rules import PgConfig, Statements
 
 AConn = psycopg.AsyncConnection[Any]
 

@@ -32,14 +32,14 @@ class _PostgresBackend:
     def open(self, url: LedgerURL, options: Mapping[str, Any]) -> PostgresLedger:
         require_driver()
         from .ledger import PostgresLedger
-        from .rules import target_from_url
+        from .options import target_from_url
 
         return PostgresLedger.from_target(target_from_url(url, options))
 
     async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncPostgresLedger:
         require_driver()
         from .aio import AsyncPostgresLedger
-        from .rules import target_from_url
+        from .options import target_from_url
 
         return await AsyncPostgresLedger.from_target(target_from_url(url, options))
 
@@ -60,7 +60,8 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
 
     from . import flows
     from .ledger import drive, run_op
-    from .rules import Statements, target_from_conninfo
+    from .options import target_from_conninfo
+    from .rules import Statements
 
     target = target_from_conninfo(url_or_conninfo, options)
     st = Statements(target.config)

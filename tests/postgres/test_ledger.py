@@ -250,3 +250,24 @@ def test_import_without_the_driver_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "decision-ledger[postgres]" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "postgresql://u:s3cr3t-Pw@127.0.0.1:5432/db?bogus_key=1",
+        "postgresql://u@127.0.0.1:5432/db?password=s3cr3t-Pw&bogus_key=1",
+    ],
+)
+def test_unparseable_urls_never_show_the_password(bad: str) -> None:
+    with pytest.raises(InvalidLedgerURL) as raised:
+        open_ledger(bad)
+    assert "s3cr3t-Pw" not in str(raised.value)
+    assert "bogus_key" in str(raised.value)  # libpq's reason is still shown
+
+
+def test_unparseable_conninfo_never_shows_the_password() -> None:
+    with pytest.raises(InvalidLedgerURL) as raised:
+        setup("host=127.0.0.1 password=s3cr3t Pw")
+    assert "s3cr3t" not in str(raised.value)
+    assert "Pw" not in str(raised.value)
