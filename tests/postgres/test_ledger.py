@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from typing import Any
 
 import psycopg
 import pytest
-from ledger_postgres import setup
+from ledger_postgres import setup, setup_async
 from psycopg import sql
 
 from ledger_core.errors import InvalidLedgerURL, InvalidRequestId, LedgerUnavailable
@@ -201,6 +202,14 @@ def test_create_false_needs_setup_then_works_for_a_least_privilege_role(
         assert ledger.store_id == info.store_id
     finally:
         admin.execute(sql.SQL("REVOKE ALL ON {} FROM ledger_writer").format(sql.Identifier(table)))
+
+
+def test_setup_async_is_idempotent(pg_server: PostgresServer, table: str) -> None:
+    first = asyncio.run(setup_async(pg_server.url, table=table, namespace="n"))
+    again = asyncio.run(setup_async(pg_server.url, table=table, namespace="n"))
+    assert first.store_id is not None
+    assert first.store_id == again.store_id
+    assert first.namespace == "n"
 
 
 def test_setup_accepts_a_libpq_conninfo(pg_server: PostgresServer, table: str) -> None:
