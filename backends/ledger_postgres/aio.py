@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +21,7 @@ from . import flows, rules
 from .flows import Flow, Op, Row
 from .options import Target
 from .rules import PgConfig, Statements
+from .watchdog import LoopWatchdog
 
 AConn = psycopg.AsyncConnection[Any]
 
@@ -65,25 +65,6 @@ async def _tidy(conn: AConn, autocommit: bool) -> None:
         await conn.close()  # the pool replaces a closed connection
 
 
-class _Deadline:
-    """Shut the socket down if the operation is still running when time is up."""
-
-    __slots__ = ("expired", "handle")
-
-    def __init__(self, fileno: int, timeout: float) -> None:
-        self.expired = False
-        loop = asyncio.get_running_loop()
-        self.handle = loop.call_later(timeout, self._fire, fileno)
-
-    def _fire(self, fileno: int) -> None:
-        self.expired = True
-        rules.shutdown_socket(fileno)
-
-    def disarm(self) -> bool:
-        self.handle.cancel()
-        return self.expired
-
-
 class AsyncPostgresLedger(AsyncLedgerBase):
     """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9).
 
@@ -109,6 +90,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         self._st = Statements(config)
         self._framed = not owns_pool
         self._closed = False
+        self._watchdog = LoopWatchdog(config.timeout)
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
         flow = flows.open_flow(self._st, location, self._password)
@@ -198,18 +180,18 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         host_autocommit = conn.autocommit
         if not host_autocommit:
             await conn.set_autocommit(True)  # a host's session: our script brings its own
-        deadline = _Deadline(conn.fileno(), self._config.timeout)
+        deadline = self._watchdog.arm(conn.fileno())
         try:
             row = await run_op(conn, op)
         except Exception as exc:
             await _tidy(conn, host_autocommit)
-            if deadline.disarm():
+            if self._watchdog.disarm(deadline):
                 await conn.close()  # its socket is shut: the pool must not hand it out
                 raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
             raise
         if not host_autocommit:
             await _tidy(conn, host_autocommit)
-        if deadline.disarm():
+        if self._watchdog.disarm(deadline):
             await conn.close()
         return row
 
@@ -234,5 +216,6 @@ class AsyncPostgresLedger(AsyncLedgerBase):
 
     async def aclose(self) -> None:
         self._closed = True
+        self._watchdog.stop()
         if self._owns_pool:
             await self._pool.close()

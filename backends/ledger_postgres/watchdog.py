@@ -1,15 +1,18 @@
-"""Per-operation deadlines for the sync ledger, with one thread per ledger.
+"""Per-operation deadlines: a black-holed network ends in a raise, not a hang.
 
-psycopg's sync calls take no timeout, and a black-holed network (packets accepted,
-nothing answered) would block them forever. Each operation arms a deadline on its
-connection's socket; if it is still armed when the time is up, the watchdog shuts the
-socket down and the blocked call raises. Arming is a lock and an append: deadlines of
-one ledger share one timeout, so they expire in the order they were armed, and the
-thread only wakes when the oldest one is due (or once per timeout when idle).
+psycopg's calls take no timeout, and a network that accepts packets and answers none
+would block them forever. Each operation arms a deadline on its connection's socket;
+if it is still armed when time is up, the socket is shut down and the blocked call
+raises. Deadlines of one ledger share one timeout, so they expire in the order they
+were armed: arming is an append, and the one timer (a thread for the sync ledger, a
+loop callback for the async one) only wakes when the oldest is due, or once per
+timeout when idle. A wake-up per operation would cost more than the operation's
+client-side work.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -27,30 +30,67 @@ class Deadline:
         self.expired = False
 
 
-class Watchdog:
-    def __init__(self, timeout: float, name: str) -> None:
-        self._timeout = timeout
-        self._name = name
+class DeadlineQueue:
+    """The deadlines in arming order, and the one rule for expiring them.
+
+    Not locked: the thread watchdog calls it under its lock, the loop watchdog from
+    its event loop only.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
         self._queue: deque[Deadline] = deque()
+
+    def arm(self, fileno: int) -> Deadline:
+        deadline = Deadline(fileno, time.monotonic() + self.timeout)
+        self._queue.append(deadline)
+        return deadline
+
+    @staticmethod
+    def finish(deadline: Deadline) -> bool:
+        """The operation is over; ``True`` if its deadline had already ended it."""
+        deadline.finished = True
+        return deadline.expired
+
+    def expire_due(self) -> float | None:
+        """Shut the sockets of operations past their deadline; seconds until the next
+        deadline, or ``None`` when nothing is armed."""
+        queue = self._queue
+        while queue:
+            head = queue[0]
+            if head.finished:
+                queue.popleft()
+                continue
+            left = head.when - time.monotonic()
+            if left > 0:
+                return left
+            queue.popleft()
+            head.expired = True
+            shutdown_socket(head.fileno)
+        return None
+
+
+class Watchdog:
+    """For the sync ledger: one daemon thread, started on first use."""
+
+    def __init__(self, timeout: float, name: str) -> None:
+        self._deadlines = DeadlineQueue(timeout)
+        self._name = name
         self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def arm(self, fileno: int) -> Deadline:
-        with self._cond:
-            # Read the clock under the lock, so the queue stays in deadline order.
-            deadline = Deadline(fileno, time.monotonic() + self._timeout)
+        with self._cond:  # under the lock, so the queue stays in deadline order
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            self._queue.append(deadline)
-        return deadline
+            return self._deadlines.arm(fileno)
 
     def disarm(self, deadline: Deadline) -> bool:
         """Finish the operation; ``True`` if its deadline had already ended it."""
         with self._cond:
-            deadline.finished = True
-            return deadline.expired
+            return DeadlineQueue.finish(deadline)
 
     def stop(self) -> None:
         with self._cond:
@@ -60,21 +100,41 @@ class Watchdog:
     def _run(self) -> None:
         with self._cond:
             while not self._stopped:
-                while self._queue and self._queue[0].finished:
-                    self._queue.popleft()
-                if not self._queue:
-                    # No need to be woken by arm(): anything armed during this wait
-                    # expires no sooner than the wait ends. A wake-up per operation
-                    # would cost more than the rest of the operation's client work.
-                    self._cond.wait(self._timeout)
-                    continue
-                head = self._queue[0]
-                left = head.when - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                # Under the lock: the operation cannot finish and hand its connection
-                # to someone else while its socket is being shut down.
-                self._queue.popleft()
-                head.expired = True
-                shutdown_socket(head.fileno)
+                # Under the lock: an operation cannot finish and hand its connection to
+                # someone else while its socket is being shut down. Anything armed
+                # during an idle wait is due no sooner than the wait ends.
+                left = self._deadlines.expire_due()
+                self._cond.wait(self._deadlines.timeout if left is None else left)
+
+
+class LoopWatchdog:
+    """For the async ledger: one timer callback on the event loop, no thread."""
+
+    def __init__(self, timeout: float) -> None:
+        self._deadlines = DeadlineQueue(timeout)
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def arm(self, fileno: int) -> Deadline:
+        deadline = self._deadlines.arm(fileno)
+        loop = asyncio.get_running_loop()
+        if self._timer is None or self._loop is not loop:
+            self._loop = loop
+            self._timer = loop.call_later(self._deadlines.timeout, self._tick)
+        return deadline
+
+    @staticmethod
+    def disarm(deadline: Deadline) -> bool:
+        """Finish the operation; ``True`` if its deadline had already ended it."""
+        return DeadlineQueue.finish(deadline)
+
+    def _tick(self) -> None:
+        self._timer = None
+        left = self._deadlines.expire_due()
+        if left is not None and self._loop is not None and not self._loop.is_closed():
+            self._timer = self._loop.call_later(left, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
