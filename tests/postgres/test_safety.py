@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from ledger_postgres import PostgresLedger
+from ledger_postgres import PostgresLedger, flows
 from psycopg_pool import ConnectionPool
 
 from ledger_core.errors import UnsafeStoreConfig
@@ -153,3 +153,20 @@ def test_standby_host_pool_refuses(standby: str, table: str) -> None:
         pytest.raises(UnsafeStoreConfig, match="standby"),
     ):
         PostgresLedger.from_pool(pool, table=table)
+
+
+def test_a_connection_that_lands_on_a_standby_is_refused_per_operation(
+    pg_server: PostgresServer, standby: str, table: str
+) -> None:
+    """Between open and a spend, a failover or a multi-host URL may hand the ledger a
+    standby's connection: each operation checks the ``in_hot_standby`` status the server
+    reports, before sending anything."""
+    ledger: Any = open_ledger(pg_server.url, table=table)
+    try:
+        with psycopg.connect(standby, autocommit=True) as conn:
+            op = flows.spend_op(ledger._st, False, b"on-standby", b"t" * 16)
+            with pytest.raises(UnsafeStoreConfig, match="standby"):
+                ledger._on(conn, op)
+        assert ledger.is_spent("on-standby") is False
+    finally:
+        ledger.close()
