@@ -59,7 +59,8 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     import psycopg
 
     from . import flows
-    from .ledger import drive, run_op
+    from .flows import drive
+    from .ledger import run_op
     from .options import target_from_conninfo
     from .rules import Statements
 

@@ -9,7 +9,7 @@ identically for both (C9).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 from psycopg import sql
@@ -133,3 +133,18 @@ def open_flow(st: Statements, location: str, password: str | None, *, setup: boo
         identity_row=identity_row,
     )
     return info
+
+
+def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:
+    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
+    try:
+        op = next(flow)
+        while True:
+            try:
+                row = run(op)
+            except Exception as exc:
+                op = flow.throw(exc)
+            else:
+                op = flow.send(row)
+    except StopIteration as stop:
+        return stop.value

@@ -18,7 +18,7 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
-from .flows import Flow, Op, Row
+from .flows import Op, Row, drive
 from .options import Target
 from .rules import PgConfig, Statements
 from .watchdog import Watchdog
@@ -35,21 +35,6 @@ def run_op(conn: Conn, op: Op) -> Row:
     for _ in range(op.result):
         cur.nextset()
     return cur.fetchone()
-
-
-def drive(flow: Flow, run: Any) -> Any:
-    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
-    try:
-        op = next(flow)
-        while True:
-            try:
-                row = run(op)
-            except Exception as exc:
-                op = flow.throw(exc)
-            else:
-                op = flow.send(row)
-    except StopIteration as stop:
-        return stop.value
 
 
 def _tidy(conn: Conn, autocommit: bool) -> None:
@@ -153,7 +138,7 @@ class PostgresLedger(LedgerBase):
 
     def _run(self, op: Op) -> Row:
         if self._closed:
-            raise LedgerClosed(f"{self!r} is closed" if hasattr(self, "_info") else "closed")
+            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
         if op.fresh and self._conninfo is not None:
             with self._fresh() as conn:
                 return self._on(conn, op)
