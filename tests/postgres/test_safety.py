@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -20,8 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_core.registry import open_async_ledger, open_ledger
-from tests.servers.common import binary, free_port
-from tests.servers.postgres import PostgresServer
+from tests.servers.postgres import PostgresServer, ServerUnavailable, standby_of
 
 from .conftest import Opener
 
@@ -115,31 +110,11 @@ def test_read_only_default_on_a_host_pool_still_spends(
 def standby(pg_server: PostgresServer) -> Iterator[str]:
     """A hot standby of the session's server, streamed from it; yields its URL."""
     _restartable(pg_server)
-    basebackup, pg_ctl = binary("pg_basebackup"), binary("pg_ctl")
-    if basebackup is None or pg_ctl is None:
-        pytest.skip("pg_basebackup is not installed")
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    root = tempfile.mkdtemp(prefix="ledger-pg-standby-")
-    if as_user:
-        shutil.chown(root, "postgres")
-    datadir, port = os.path.join(root, "data"), free_port()
-
-    def run(args: list[str]) -> None:
-        subprocess.run(args, check=True, capture_output=True, timeout=60)
-
-    run(
-        [*as_user, basebackup, "-D", datadir, "-R", "-X", "stream", "-c", "fast",
-         "-h", pg_server.host, "-p", str(pg_server.port), "-U", pg_server.user]
-    )  # fmt: skip
-    # max_connections must be at least the primary's for a standby to start.
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200"
-    ctl = [*as_user, pg_ctl, "-D", datadir]
-    run([*ctl, "start", "-w", "-o", options, "-l", f"{root}/log"])
     try:
-        yield f"postgresql://{pg_server.user}@127.0.0.1:{port}/postgres"
-    finally:
-        run([*ctl, "stop", "-m", "immediate", "-w"])
-        shutil.rmtree(root, ignore_errors=True)
+        with standby_of(pg_server) as server:
+            yield server.url
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 def test_standby_refuses_with_a_clear_error(open_pg: Opener, standby: str) -> None:

@@ -194,3 +194,36 @@ def postgres_server() -> Iterator[PostgresServer]:
             )
         return
     raise ServerUnavailable(INSTALL_HINT)
+
+
+@contextmanager
+def standby_of(primary: PostgresServer) -> Iterator[PostgresServer]:
+    """A hot standby streaming from ``primary`` (one this module started), stopped after."""
+    basebackup = binary("pg_basebackup")
+    if basebackup is None or primary._pg_ctl is None:
+        raise ServerUnavailable("a standby needs pg_basebackup and a primary started here")
+    as_user = primary._as_user
+    with tempfile.TemporaryDirectory(prefix="ledger-pg-standby-") as root:
+        if as_user:
+            shutil.chown(root, "postgres")
+        datadir, port = os.path.join(root, "data"), free_port()
+        subprocess.run(
+            [*as_user, basebackup, "-D", datadir, "-R", "-X", "stream", "-c", "fast",
+             "-h", primary.host, "-p", str(primary.port), "-U", primary.user],
+            check=True, capture_output=True, timeout=_START_TIMEOUT,
+        )  # fmt: skip
+        # A standby refuses to start with fewer connections than its primary allows.
+        settings = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200"
+        standby = PostgresServer(
+            host="127.0.0.1",
+            port=port,
+            datadir=datadir,
+            _pg_ctl=primary._pg_ctl,
+            _as_user=as_user,
+            _start_args=["-o", settings, "-l", os.path.join(root, "server.log")],
+        )
+        standby.start()
+        try:
+            yield standby
+        finally:
+            standby.stop("immediate")
