@@ -214,6 +214,21 @@ class AsyncPostgresLedger(AsyncLedgerBase):
             return bool(await drive(flows.is_spent_failed(op, exc, self._password), self._run))
         return row is not None
 
+    async def spent_ids(self) -> AsyncIterator[str]:
+        """Every id spent in this namespace, in byte order, a page per round trip."""
+        after = b""
+        while True:
+            try:
+                row = await self._run(flows.page_op(self._st, after))
+            except Exception as exc:
+                raise flows.listing_failed(exc, self._password) from exc
+            ids = flows.page_ids(row)
+            for request_id in ids:
+                yield request_id.decode("utf-8")
+            if len(ids) < rules.PAGE_SIZE:
+                return
+            after = ids[-1]
+
     async def aclose(self) -> None:
         self._closed = True
         self._watchdog.stop()

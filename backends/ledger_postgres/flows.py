@@ -135,6 +135,21 @@ def open_flow(st: Statements, location: str, password: str | None, *, setup: boo
     return info
 
 
+def page_op(st: Statements, after: bytes) -> Op:
+    """The next page of spent ids after ``after`` (``b""`` for the first: ids are never
+    empty), in byte order: keyset paging, so memory stays flat for any table size."""
+    return Op(st.page, (st.namespace, after, rules.PAGE_SIZE))
+
+
+def page_ids(row: Row) -> list[bytes]:
+    """The ids a page op answered; a page shorter than ``PAGE_SIZE`` is the last."""
+    return [] if row is None or row[0] is None else [bytes(rid) for rid in row[0]]
+
+
+def listing_failed(exc: Exception, password: str | None) -> LedgerError:
+    return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
+
+
 def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:
     """Run a flow to its end: each op's row is sent in, each failure thrown in."""
     try:

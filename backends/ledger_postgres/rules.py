@@ -99,6 +99,12 @@ _SPEND = (
 )
 _READ_TOKEN = "SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
 _IS_SPENT = "SELECT true FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
+# A page of spent ids after a given one, in byte order, as one array (one row back).
+_PAGE = (
+    "SELECT array_agg(request_id ORDER BY request_id) FROM (SELECT request_id FROM {table} "
+    "WHERE namespace = {ns} AND request_id > {rid} ORDER BY request_id LIMIT {token}) AS page"
+)
+PAGE_SIZE = 1000
 # bytea compares bytes: no collation, no case folding, and NUL is data (C8).
 _CREATE_TABLE = (
     "CREATE TABLE IF NOT EXISTS {table} ("
@@ -161,6 +167,7 @@ class Statements:
         read_token = self._bind(_READ_TOKEN, 2)
         self.spend = self._render(spend)
         self.is_spent = self._render(is_spent)
+        self.page = self._render(self._bind(_PAGE, 3))
         self._spend_framed = self._render(self.framed(spend))
         self._is_spent_framed = self._render(self.framed(is_spent))
         # Read inside the transaction: at READ COMMITTED the SELECT takes a new snapshot

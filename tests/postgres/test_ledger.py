@@ -64,6 +64,26 @@ def test_hostile_ids_are_data(open_pg: Opener, admin: psycopg.Connection[Any], t
     assert sorted(bytes(r[0]) for r in stored) == sorted(r.encode() for r in HOSTILE_IDS)
 
 
+def test_spent_ids_lists_this_namespace_in_pages(
+    flavor: str, open_pg: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ledger_postgres.rules.PAGE_SIZE", 3)  # several pages, a short last
+    ledger = open_pg(namespace="listed")
+    open_pg(namespace="other").spend("not-mine")
+    ids = ["b", "a", "\x00nul", "é", "e\u0301", "zz", "Z", "b:c"]
+    for rid in ids:
+        assert ledger.spend(rid) is True
+    if flavor == "async":
+
+        async def collect() -> list[str]:
+            return [rid async for rid in ledger.ledger.spent_ids()]
+
+        listed = ledger._call(collect())
+    else:
+        listed = list(ledger.ledger.spent_ids())
+    assert listed == sorted(ids, key=lambda rid: rid.encode())
+
+
 @pytest.mark.parametrize("bad", ["", "x" * 1025, "\ud800", b"bytes", None, 7])
 def test_invalid_ids_raise_before_io(open_pg: Opener, bad: Any) -> None:
     ledger = open_pg()
