@@ -174,7 +174,6 @@ class Statements:
         # after the INSERT has waited out any writer of the same key; the answer only
         # counts if the COMMIT after it succeeds too (the script raises otherwise).
         self._settle = self._render(_script(_BEGIN, self._settings, spend, read_token, _COMMIT))
-        self._read_token = self._render(read_token)
         self.namespace = config.namespace_bytes
         self._ns = bytea_literal(self.namespace)
         # The text to_regclass() resolves: the quoted, qualified name.
@@ -198,7 +197,7 @@ class Statements:
     # Framed scripts answer with one result set per statement; these are the ones read.
     FRAMED_RESULT = 2
     SETTLE_RESULT = 3
-    IDENTITY_RESULT = 1
+    IDENTITY_RESULT = SETTLE_RESULT
 
     def spend_framed(self, request_id: bytes, token: bytes) -> bytes:
         return self._spend_framed % (self._ns, bytea_literal(request_id), bytea_literal(token))
@@ -220,6 +219,7 @@ class Statements:
         catalog (two ``CREATE TABLE IF NOT EXISTS`` at once can fail on pg_type)."""
         statements: list[sql.Composable] = [
             _BEGIN,
+            self._settings,
             sql.SQL("SELECT pg_advisory_xact_lock({})").format(sql.Literal(self.ddl_lock_key)),
         ]
         if self.config.schema != DEFAULT_SCHEMA:
@@ -230,9 +230,10 @@ class Statements:
         return _script(*statements)
 
     def identity_row(self, token: bytes) -> bytes:
-        """Create the fallback identity row (the first opener wins), then read it."""
+        """Create the fallback identity row (the first opener wins; a durable commit,
+        or a crash could change the store's identity), then read it."""
         ns, rid = bytea_literal(IDENTITY_NAMESPACE), bytea_literal(IDENTITY_ID)
-        return (self.spend + b"; " + self._read_token) % (ns, rid, bytea_literal(token), ns, rid)
+        return self._settle % (ns, rid, bytea_literal(token), ns, rid)
 
 
 PROBE = sql.SQL(
