@@ -300,3 +300,26 @@ def test_unparseable_conninfo_never_shows_the_password() -> None:
         setup("host=127.0.0.1 password=s3cr3t Pw")
     assert "s3cr3t" not in str(raised.value)
     assert "Pw" not in str(raised.value)
+
+
+def test_hostile_ids_are_data_on_a_host_pool_too(
+    pg_server: PostgresServer, admin: psycopg.Connection[Any], table: str
+) -> None:
+    """On a host's pool, values travel as hex bytea literals inside a script: the same
+    ids must land as the same bytes, with no way out of the literal."""
+    from ledger_postgres import PostgresLedger
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(pg_server.url, min_size=1, max_size=2) as pool:
+        ledger = PostgresLedger.from_pool(pool, table=table, namespace="it's a \\ns\x00")
+        for rid in HOSTILE_IDS:
+            assert ledger.is_spent(rid) is False, rid
+            assert ledger.spend(rid) is True, rid
+            assert ledger.spend(rid) is False, rid
+            assert ledger.is_spent(rid) is True, rid
+        ledger.close()
+    stored = admin.execute(
+        sql.SQL("SELECT request_id FROM {} WHERE namespace = %s").format(sql.Identifier(table)),
+        (b"it's a \\ns\x00",),
+    ).fetchall()
+    assert sorted(bytes(r[0]) for r in stored) == sorted(r.encode() for r in HOSTILE_IDS)
