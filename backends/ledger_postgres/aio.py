@@ -29,7 +29,9 @@ AConn = psycopg.AsyncConnection[Any]
 async def run_op(conn: AConn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
     cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(op.query, op.params)
+    # A script (no parameters) can never be a prepared statement, whatever the host's
+    # prepare_threshold says.
+    await cur.execute(op.query, op.params, prepare=False if op.params is None else None)
     if op.result is None:
         return None
     for _ in range(op.result):

@@ -29,7 +29,9 @@ Conn = psycopg.Connection[Any]
 def run_op(conn: Conn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
     cur = conn.cursor(row_factory=tuple_row)
-    cur.execute(op.query, op.params)
+    # A script (no parameters) can never be a prepared statement, whatever the host's
+    # prepare_threshold says.
+    cur.execute(op.query, op.params, prepare=False if op.params is None else None)
     if op.result is None:
         return None
     for _ in range(op.result):

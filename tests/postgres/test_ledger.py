@@ -310,7 +310,9 @@ def test_hostile_ids_are_data_on_a_host_pool_too(
     from ledger_postgres import PostgresLedger
     from psycopg_pool import ConnectionPool
 
-    with ConnectionPool(pg_server.url, min_size=1, max_size=2) as pool:
+    # prepare_threshold=0: the host prepares everything; a script must still run.
+    kwargs = {"prepare_threshold": 0}
+    with ConnectionPool(pg_server.url, kwargs=kwargs, min_size=1, max_size=2) as pool:
         ledger = PostgresLedger.from_pool(pool, table=table, namespace="it's a \\ns\x00")
         for rid in HOSTILE_IDS:
             assert ledger.is_spent(rid) is False, rid
