@@ -28,7 +28,8 @@ AConn = psycopg.AsyncConnection[Any]
 
 async def run_op(conn: AConn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
-    cur = conn.cursor(row_factory=tuple_row)
+    # Our own cursor class and row shape, whatever factories the host's pool configured.
+    cur = psycopg.AsyncCursor(conn, row_factory=tuple_row)
     # A script (no parameters) can never be a prepared statement, whatever the host's
     # prepare_threshold says.
     await cur.execute(op.query, op.params, prepare=False if op.params is None else None)

@@ -28,7 +28,8 @@ Conn = psycopg.Connection[Any]
 
 def run_op(conn: Conn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
-    cur = conn.cursor(row_factory=tuple_row)
+    # Our own cursor class and row shape, whatever factories the host's pool configured.
+    cur = psycopg.Cursor(conn, row_factory=tuple_row)
     # A script (no parameters) can never be a prepared statement, whatever the host's
     # prepare_threshold says.
     cur.execute(op.query, op.params, prepare=False if op.params is None else None)

@@ -311,7 +311,8 @@ def test_hostile_ids_are_data_on_a_host_pool_too(
     from psycopg_pool import ConnectionPool
 
     # prepare_threshold=0: the host prepares everything; a script must still run.
-    kwargs = {"prepare_threshold": 0}
+    # A raw cursor factory ($1 placeholders) is the host's, not the ledger's.
+    kwargs = {"prepare_threshold": 0, "cursor_factory": psycopg.RawCursor}
     with ConnectionPool(pg_server.url, kwargs=kwargs, min_size=1, max_size=2) as pool:
         ledger = PostgresLedger.from_pool(pool, table=table, namespace="it's a \\ns\x00")
         for rid in HOSTILE_IDS:
@@ -319,6 +320,7 @@ def test_hostile_ids_are_data_on_a_host_pool_too(
             assert ledger.spend(rid) is True, rid
             assert ledger.spend(rid) is False, rid
             assert ledger.is_spent(rid) is True, rid
+        assert sorted(ledger.spent_ids()) == sorted(HOSTILE_IDS, key=str.encode)
         ledger.close()
     stored = admin.execute(
         sql.SQL("SELECT request_id FROM {} WHERE namespace = %s").format(sql.Identifier(table)),
