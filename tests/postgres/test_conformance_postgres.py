@@ -14,22 +14,18 @@ from typing import Any
 
 import psycopg
 import pytest
+from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_core.registry import open_async_ledger, open_ledger
 from tests.servers.postgres import PostgresServer
 
-try:
-    from ledger_conformance import LedgerConformance
-except (ImportError, AttributeError):  # the suite is not installed here
-    pytest.skip("ledger_conformance is not available", allow_module_level=True)
-
 TABLE = "conformance"
 TIMEOUT = 2.0  # seconds per operation: faults end in a raise quickly
 
 
-def _url(server: PostgresServer, ctx: Any) -> str:
+def _url(server: PostgresServer, ctx: LedgerContext) -> str:
     host, port = ctx.route(server.host, server.port)
     return f"postgresql://{server.user}@{host}:{port}/{server.dbname}"
 
@@ -40,14 +36,14 @@ def _restart(server: PostgresServer) -> Callable[[], None]:
     return lambda: server.restart("immediate")
 
 
-class TestPostgresURL(LedgerConformance):  # type: ignore[misc]
+class TestPostgresURL(LedgerConformance):
     """``open_ledger("postgresql://...")``: the ledger owns its pool."""
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        def factory(ctx: Any) -> Any:
+        def factory(ctx: LedgerContext) -> Any:
             url = _url(pg_server, ctx)
-            options = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
+            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
             if ctx.flavor == "async":
                 return open_async_ledger(url, **options)
             return open_ledger(url, **options)
@@ -67,14 +63,14 @@ async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.set_isolation_level(psycopg.IsolationLevel.SERIALIZABLE)
 
 
-class TestPostgresHostPool(LedgerConformance):  # type: ignore[misc]
+class TestPostgresHostPool(LedgerConformance):
     """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        def factory(ctx: Any) -> Any:
+        def factory(ctx: LedgerContext) -> Any:
             url = _url(pg_server, ctx)
-            options = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
+            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
 
             @contextmanager
             def sync_ledger() -> Iterator[Any]:
