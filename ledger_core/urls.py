@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidLedgerURL
 
@@ -83,9 +83,13 @@ class LedgerURL:
         )
 
     def without_query(self, *keys: str) -> str:
-        """The raw URL minus the named query options (ours, not the driver's)."""
-        pairs = [(k, v) for k, v in parse_qsl(self.parts.query, keep_blank_values=True)]
-        kept = urlencode([(k, v) for k, v in pairs if k not in keys])
+        """The raw URL minus the named query options (ours, not the driver's).
+
+        The kept parameters stay byte for byte as written: re-encoding them would turn a
+        space into ``+``, which drivers such as libpq read as a literal plus.
+        """
+        segments = [s for s in self.parts.query.split("&") if s]
+        kept = "&".join(s for s in segments if unquote_plus(s.partition("=")[0]) not in keys)
         p = self.parts
         return urlunsplit((p.scheme, p.netloc, p.path, kept, p.fragment))
 

@@ -1,0 +1,165 @@
+"""What open, spend and is_spent do, written once without I/O.
+
+A spend or a read is one :class:`Op` (one message, one round trip). When it raises,
+or to open a ledger, a flow takes over: a generator that yields ops and receives the
+row each asked for, or has the driver's exception thrown into it. The sync and async
+shells only run ops, so every decision (retry, re-read, error mapping) is made here,
+identically for both (C9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
+
+from psycopg import sql
+
+from ledger_core.errors import LedgerError
+from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import attempt_outcome
+
+from . import rules
+from .rules import Failure, PgConfig, Statements
+
+Row = tuple[Any, ...] | None
+Query = sql.SQL | sql.Composed | bytes
+
+
+class Op(NamedTuple):
+    """One message to the server (one round trip) and which answer to read.
+
+    ``result``: the index of the result set whose first row is the op's answer (a
+    script answers with one result set per statement), or ``None`` for no answer.
+    ``fresh``: on a new connection of the ledger's own, not one from the pool (after a
+    connection died, the pool's other idle ones may have died with it).
+    """
+
+    query: Query
+    params: tuple[Any, ...] | None = None
+    result: int | None = 0
+    fresh: bool = False
+
+
+Flow = Generator[Op, Row, Any]
+
+
+def spend_op(st: Statements, framed: bool, request_id: bytes, token: bytes) -> Op:
+    """The one INSERT of a spend; a row back means this call recorded the id."""
+    if framed:
+        return Op(st.spend_framed(request_id, token), result=st.FRAMED_RESULT)
+    return Op(st.spend, (st.namespace, request_id, token))
+
+
+def spend_failed(
+    st: Statements, request_id: bytes, token: bytes, first: Exception, password: str | None
+) -> Flow:
+    """After the INSERT raised: settle an unknown outcome with the same token (C5).
+
+    Settling inserts again with the same token and reads whose token is stored: ours
+    means this call recorded the id (in the first write or in this one), another
+    token means another call did. Only if settling fails too is the spend ambiguous.
+    """
+    if isinstance(first, LedgerError):
+        raise first
+    if rules.classify(first) is not Failure.UNKNOWN:
+        raise rules.unavailable("spend", first, password) from first
+    try:
+        row = yield Op(st.settle(request_id, token), result=st.SETTLE_RESULT, fresh=True)
+    except Exception as exc:
+        raise rules.ambiguous(first, exc, password) from first
+    outcome = attempt_outcome(None if row is None else bytes(row[0]), token)
+    if outcome is None:  # the settling INSERT would have stored ours: nothing is proven
+        raise rules.ambiguous(first, None, password) from first
+    return outcome
+
+
+def is_spent_op(st: Statements, framed: bool, request_id: bytes) -> Op:
+    """One indexed read; a row back means the id is recorded."""
+    if framed:
+        return Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT)
+    return Op(st.is_spent, (st.namespace, request_id))
+
+
+def is_spent_failed(op: Op, first: Exception, password: str | None) -> Flow:
+    """After the read raised: on a lost connection, read once more on a new one."""
+    if isinstance(first, LedgerError):
+        raise first
+    if rules.classify(first) is not Failure.UNKNOWN:
+        raise rules.unavailable("is_spent", first, password) from first
+    try:
+        row = yield op._replace(fresh=True)
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise rules.unavailable("is_spent", exc, password) from exc
+    return row is not None
+
+
+def open_flow(st: Statements, location: str, password: str | None, *, setup: bool = False) -> Flow:
+    """Check the server and the table, create the table if allowed, derive ``store_id``."""
+    config: PgConfig = st.config
+    try:
+        probe_op = Op(rules.PROBE, (st.regclass_text,))
+        row = yield probe_op
+        assert row is not None
+        probe = rules.probe_from_row(row)
+        rules.refuse_standby(probe, config)
+        if probe.table_oid is None or setup:
+            if not (config.create or setup):
+                raise rules.missing_table(config)
+            yield Op(st.ddl(), result=None)
+            row = yield probe_op
+            assert row is not None
+            probe = rules.probe_from_row(row)
+        system_identifier = identity_row = None
+        if probe.may_read_control:
+            row = yield Op(rules.SYSTEM_IDENTIFIER)
+            assert row is not None
+            system_identifier = str(row[0])
+        else:
+            token = rules.new_identity_token()
+            row = yield Op(st.identity_row(token), result=st.IDENTITY_RESULT)
+            assert row is not None
+            identity_row = bytes(row[0])
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise rules.unavailable(f"opening ledger {config.qualified}", exc, password) from exc
+    info: LedgerInfo = rules.ledger_info(
+        probe,
+        config,
+        location,
+        system_identifier=system_identifier,
+        identity_row=identity_row,
+    )
+    return info
+
+
+def page_op(st: Statements, after: bytes) -> Op:
+    """The next page of spent ids after ``after`` (``b""`` for the first: ids are never
+    empty), in byte order: keyset paging, so memory stays flat for any table size."""
+    return Op(st.page, (st.namespace, after, rules.PAGE_SIZE))
+
+
+def page_ids(row: Row) -> list[bytes]:
+    """The ids a page op answered; a page shorter than ``PAGE_SIZE`` is the last."""
+    return [] if row is None or row[0] is None else [bytes(rid) for rid in row[0]]
+
+
+def listing_failed(exc: Exception, password: str | None) -> LedgerError:
+    return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
+
+
+def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:
+    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
+    try:
+        op = next(flow)
+        while True:
+            try:
+                row = run(op)
+            except Exception as exc:
+                op = flow.throw(exc)
+            else:
+                op = flow.send(row)
+    except StopIteration as stop:
+        return stop.value

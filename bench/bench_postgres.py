@@ -1,0 +1,206 @@
+"""Ledger ``spend``/``is_spent`` against the raw statement through the same pool.
+
+Run: ``python -m bench.bench_postgres`` (starts its own server like the tests do, or
+uses ``LEDGER_TEST_POSTGRES_URL``). Prints throughput and ours/raw ratios for:
+
+- ``own pool``: a ledger opened from a URL (its pool's sessions are set up once, so a
+  spend is one autocommit INSERT), raw statements borrowed from that same pool;
+- ``host pool``: ``from_pool`` on a pool the host owns (each spend framed in its own
+  READ COMMITTED transaction, pipelined), raw statements on that same pool;
+
+each sync (one thread, and 32 threads) and async (32 tasks). Measurements alternate
+ours/raw in short rounds so drift hits both; the whole run stays under a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import statistics
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ledger_postgres import AsyncPostgresLedger, PostgresLedger
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from ledger_core.registry import open_async_ledger, open_ledger
+from tests.servers.postgres import postgres_server
+
+ROUND_SECONDS = 0.25
+ROUNDS = 8
+CONCURRENCY = 32
+_ids = itertools.count()
+
+
+def _rid(tag: str) -> bytes:
+    return f"{tag}-{next(_ids)}".encode()
+
+
+def _insert(table: str) -> str:
+    """The raw statement as a host would write it by hand."""
+    return (
+        f"INSERT INTO {table} (namespace, request_id, token) VALUES (%s, %s, %s) "
+        "ON CONFLICT (namespace, request_id) DO NOTHING"
+    )
+
+
+def _select(table: str) -> str:
+    return f"SELECT true FROM {table} WHERE namespace = %s AND request_id = %s"
+
+
+def _threads(op: Callable[[], object], workers: int) -> float:
+    """Operations per second with ``workers`` threads for one round."""
+    counts = [0] * workers
+    barrier = threading.Barrier(workers + 1)
+    stop_at = [0.0]
+
+    def work(slot: int) -> None:
+        barrier.wait()
+        n = 0
+        while time.monotonic() < stop_at[0]:
+            op()
+            n += 1
+        counts[slot] = n
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.monotonic() + ROUND_SECONDS
+    barrier.wait()
+    for t in threads:
+        t.join(timeout=30)
+    return sum(counts) / ROUND_SECONDS
+
+
+async def _tasks(op: Callable[[], Awaitable[object]], workers: int) -> float:
+    stop_at = time.monotonic() + ROUND_SECONDS
+
+    async def work() -> int:
+        n = 0
+        while time.monotonic() < stop_at:
+            await op()
+            n += 1
+        return n
+
+    counts = await asyncio.gather(*(work() for _ in range(workers)))
+    return sum(counts) / ROUND_SECONDS
+
+
+def _report(name: str, ours: list[float], raw: list[float]) -> None:
+    """Mean throughputs, and the median of the per-round ratios: rounds are paired
+    (ours, then raw, under the same machine load), so the median resists a noisy
+    neighbor better than the ratio of means."""
+    o, r = statistics.mean(ours), statistics.mean(raw)
+    paired = statistics.median(a / b for a, b in zip(ours, raw, strict=True))
+    print(f"{name:<34} ours {o:7.0f}/s  raw {r:7.0f}/s  ratio {o / r:4.2f}  median {paired:4.2f}")
+
+
+def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n: int) -> None:
+    insert, select = _insert(table), _select(table)
+    ns = b"default"
+
+    def raw_spend() -> None:
+        with pool.connection() as conn:
+            conn.execute(insert, (ns, _rid("raw"), os.urandom(16)))
+            if not conn.autocommit:
+                conn.commit()
+
+    def raw_read() -> None:
+        with pool.connection() as conn:
+            conn.execute(select, (ns, b"raw-1")).fetchone()
+            if not conn.autocommit:
+                conn.commit()
+
+    for label, ours_op, raw_op in (
+        ("spend", lambda: ledger.spend(_rid("ours").decode()), raw_spend),
+        ("is_spent", lambda: ledger.is_spent("ours-1"), raw_read),
+    ):
+        ours, raw = [], []
+        for i in range(ROUNDS):  # ABBA order, so going first or second favors neither
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                if side == 0:
+                    ours.append(_threads(ours_op, n))
+                else:
+                    raw.append(_threads(raw_op, n))
+        _report(f"{name} {label} sync x{n}", ours, raw)
+
+
+async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], table: str) -> None:
+    insert, select = _insert(table), _select(table)
+    ns = b"default"
+
+    async def raw_spend() -> None:
+        async with pool.connection() as conn:
+            await conn.execute(insert, (ns, _rid("raw"), os.urandom(16)))
+            if not conn.autocommit:
+                await conn.commit()
+
+    async def raw_read() -> None:
+        async with pool.connection() as conn:
+            await (await conn.execute(select, (ns, b"raw-1"))).fetchone()
+            if not conn.autocommit:
+                await conn.commit()
+
+    async def ours_spend() -> None:
+        await ledger.spend(_rid("ours").decode())
+
+    async def ours_read() -> None:
+        await ledger.is_spent("ours-1")
+
+    for label, ours_op, raw_op in (
+        ("spend", ours_spend, raw_spend),
+        ("is_spent", ours_read, raw_read),
+    ):
+        ours, raw = [], []
+        for i in range(ROUNDS):  # ABBA order, so going first or second favors neither
+            for side in (0, 1) if i % 2 == 0 else (1, 0):
+                if side == 0:
+                    ours.append(await _tasks(ours_op, CONCURRENCY))
+                else:
+                    raw.append(await _tasks(raw_op, CONCURRENCY))
+        _report(f"{name} {label} async x{CONCURRENCY}", ours, raw)
+
+
+async def _async_main(url: str) -> None:
+    own = await open_async_ledger(url, table="bench_async", pool_max=CONCURRENCY)
+    assert isinstance(own, AsyncPostgresLedger)
+    try:
+        await _async_case("own pool", own, own._pool, "bench_async")  # the ledger's pool
+    finally:
+        await own.aclose()
+    host: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url, min_size=CONCURRENCY, max_size=CONCURRENCY, open=False
+    )
+    await host.open(wait=True)
+    try:
+        ledger = await AsyncPostgresLedger.from_pool(host, table="bench_async_host")
+        await _async_case("host pool", ledger, host, "bench_async_host")
+    finally:
+        await host.close()
+
+
+def main() -> None:
+    started = time.monotonic()
+    with postgres_server() as server:
+        url = server.url + "?sslmode=disable"  # the ledger, not TLS, is measured
+        own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
+        assert isinstance(own, PostgresLedger)
+        try:
+            for n in (1, CONCURRENCY):
+                _sync_case("own pool", own, own._pool, "bench_sync", n)
+        finally:
+            own.close()
+        with ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY) as host:
+            host.wait()
+            ledger = PostgresLedger.from_pool(host, table="bench_sync_host")
+            _sync_case("host pool", ledger, host, "bench_sync_host", CONCURRENCY)
+        asyncio.run(_async_main(url))
+    took = time.monotonic() - started
+    print(f"(ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The conformance suite against PostgreSQL, sync and async, through the fault proxy.
+
+Two configurations: a ledger opened from a URL (its own pool, sessions set up once),
+and a ledger on a pool the host owns whose sessions default to SERIALIZABLE (each
+operation framed in its own READ COMMITTED transaction). Store labels are namespaces
+of one table; the restart hook is an immediate shutdown (a crash) and a start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_postgres import AsyncPostgresLedger, PostgresLedger
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from ledger_core.registry import open_async_ledger, open_ledger
+from tests.servers.postgres import PostgresServer
+
+TABLE = "conformance"
+TIMEOUT = 2.0  # seconds per operation: faults end in a raise quickly
+
+
+def _url(server: PostgresServer, ctx: LedgerContext) -> str:
+    host, port = ctx.route(server.host, server.port)
+    return f"postgresql://{server.user}@{host}:{port}/{server.dbname}"
+
+
+def _restart(server: PostgresServer) -> Callable[[], None]:
+    if not server.can_restart:
+        pytest.skip("the server comes from LEDGER_TEST_POSTGRES_URL: no restart hook")
+    return lambda: server.restart("immediate")
+
+
+class TestPostgresURL(LedgerConformance):
+    """``open_ledger("postgresql://...")``: the ledger owns its pool."""
+
+    @pytest.fixture
+    def ledger_factory(self, pg_server: PostgresServer) -> Any:
+        def factory(ctx: LedgerContext) -> Any:
+            url = _url(pg_server, ctx)
+            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
+            if ctx.flavor == "async":
+                return open_async_ledger(url, **options)
+            return open_ledger(url, **options)
+
+        return factory
+
+    @pytest.fixture
+    def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
+        return _restart(pg_server)
+
+
+def _serializable(conn: psycopg.Connection[Any]) -> None:
+    conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+
+
+async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
+    await conn.set_isolation_level(psycopg.IsolationLevel.SERIALIZABLE)
+
+
+class TestPostgresHostPool(LedgerConformance):
+    """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
+
+    @pytest.fixture
+    def ledger_factory(self, pg_server: PostgresServer) -> Any:
+        def factory(ctx: LedgerContext) -> Any:
+            url = _url(pg_server, ctx)
+            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": TIMEOUT}
+
+            @contextmanager
+            def sync_ledger() -> Iterator[Any]:
+                with (
+                    ConnectionPool(
+                        url, configure=_serializable, min_size=1, max_size=8, timeout=TIMEOUT
+                    ) as pool,
+                    PostgresLedger.from_pool(pool, **options) as ledger,
+                ):
+                    yield ledger
+
+            @asynccontextmanager
+            async def async_ledger() -> AsyncIterator[Any]:
+                async with AsyncConnectionPool(
+                    url, configure=_aserializable, min_size=1, max_size=8, timeout=TIMEOUT
+                ) as pool:
+                    ledger = await AsyncPostgresLedger.from_pool(pool, **options)
+                    async with ledger:
+                        yield ledger
+
+            return async_ledger() if ctx.flavor == "async" else sync_ledger()
+
+        return factory
+
+    @pytest.fixture
+    def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
+        return _restart(pg_server)

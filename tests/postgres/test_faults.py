@@ -1,0 +1,142 @@
+"""C4 and C5 under faults: silence, black holes, held locks, and secrets in errors."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
+from ledger_core.registry import open_ledger
+from tests.servers.postgres import PostgresServer
+
+from .conftest import Opener
+from .proxy import black_hole, relay
+
+SECRET = "s3cr3t-Pa55"
+
+
+def test_black_holed_server_raises_within_the_timeout(open_pg: Opener) -> None:
+    with black_hole() as port:
+        started = time.monotonic()
+        with pytest.raises(LedgerUnavailable):
+            open_pg(f"postgresql://u:{SECRET}@127.0.0.1:{port}/db", timeout=2)
+        assert time.monotonic() - started < 10
+
+
+def test_answer_lost_after_commit_is_settled_by_the_token(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    """C5: the INSERT commits, its answer never arrives; the ledger times out, settles on
+    a new connection, finds its own token and answers True (a second spend: False)."""
+    with relay(pg_server.host, pg_server.port) as r:
+        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        assert ledger.spend("warm-up") is True  # the pool's one connection is now open
+        r.silence_replies()
+        started = time.monotonic()
+        assert ledger.spend("lost-answer") is True
+        assert 1 <= time.monotonic() - started < 5  # it waited out the deadline, then settled
+        assert ledger.spend("lost-answer") is False
+        assert ledger.is_spent("lost-answer") is True
+
+
+def test_request_lost_before_the_server_is_recorded_by_the_settling_insert(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    """C5, the other way: the INSERT never arrives; settling records it with the same
+    token, so the call that recorded it answers True, exactly once."""
+    with relay(pg_server.host, pg_server.port) as r:
+        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        assert ledger.spend("warm-up") is True
+        r.silence_requests()
+        started = time.monotonic()
+        assert ledger.spend("never-sent") is True  # on the muted link, then settled
+        assert time.monotonic() - started >= 1  # it did wait out the deadline
+        assert ledger.spend("never-sent") is False
+        assert ledger.is_spent("never-sent") is True
+
+
+def test_lost_answer_on_an_id_spent_elsewhere_is_false(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    other = open_pg()
+    assert other.spend("theirs") is True
+    with relay(pg_server.host, pg_server.port) as r:
+        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        assert ledger.spend("warm-up") is True
+        r.silence_replies()
+        assert ledger.spend("theirs") is False  # a foreign token: not ours
+
+
+def test_is_spent_after_a_silenced_connection_reads_again(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    with relay(pg_server.host, pg_server.port) as r:
+        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        assert ledger.spend("seen") is True
+        r.silence_replies()
+        assert ledger.is_spent("seen") is True
+
+
+def test_silence_everywhere_is_ambiguous_not_a_guess(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    with relay(pg_server.host, pg_server.port) as r:
+        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        assert ledger.spend("warm-up") is True
+        r.silence_replies()
+        r.close()  # and no new connection gets through either
+        started = time.monotonic()
+        with pytest.raises(AmbiguousSpend):
+            ledger.spend("unknowable")
+        with pytest.raises(LedgerUnavailable):
+            ledger.is_spent("unknowable")
+        assert time.monotonic() - started < 15
+
+
+def test_a_held_row_lock_fails_closed_then_spends(
+    open_pg: Opener, pg_server: PostgresServer, table: str
+) -> None:
+    """Another transaction holds the id's unique key uncommitted: the spend waits at
+    most its timeout, then raises (never False); after that transaction rolls back, the
+    id is still free."""
+    ledger = open_pg(timeout=1)
+    insert = sql.SQL(
+        "INSERT INTO {} (namespace, request_id, token) VALUES ('default', %s, 'x')"
+    ).format(sql.Identifier(table))
+    with psycopg.connect(pg_server.url) as holder:
+        holder.execute(insert, (b"held",))  # open transaction, not committed
+        with pytest.raises(LedgerUnavailable) as raised:
+            ledger.spend("held")
+        assert not isinstance(raised.value, AmbiguousSpend)  # the server said: rolled back
+        holder.rollback()
+    assert ledger.spend("held") is True
+
+
+def test_password_never_shows(open_pg: Opener, pg_server: PostgresServer) -> None:
+    # A closed port: the connection error must not echo the password.
+    url = f"postgresql://postgres@127.0.0.1:1/postgres?password={SECRET}&bogus=1"
+    with pytest.raises(LedgerError) as raised:
+        open_ledger(f"postgresql://postgres:{SECRET}@127.0.0.1:1/postgres", timeout=2)
+    assert SECRET not in str(raised.value)
+    with pytest.raises(LedgerError) as bad:
+        open_ledger(url)
+    assert SECRET not in str(bad.value)
+    # Trust authentication ignores the password: the ledger opens and must not show it.
+    good = open_pg(pg_server.url.replace("postgres@", f"postgres:{SECRET}@"))
+    assert SECRET not in repr(good.ledger)
+    assert SECRET not in str(good.describe())
+
+
+def test_closed_ledger_raises(open_pg: Opener) -> None:
+    ledger = open_pg()
+    ledger.close()
+    with pytest.raises(LedgerError):
+        ledger.spend("after-close")
