@@ -23,10 +23,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_core.registry import open_async_ledger, open_ledger
+from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import postgres_server
 
 ROUND_SECONDS = 0.25

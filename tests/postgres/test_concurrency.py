@@ -11,12 +11,12 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_core.registry import open_async_ledger, open_ledger
+from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import PostgresServer
 
 WORKERS = 32

@@ -14,11 +14,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from ledger_conformance import LedgerConformance, LedgerContext
-from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.registry import open_async_ledger, open_ledger
+from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import PostgresServer
 
 TABLE = "conformance"

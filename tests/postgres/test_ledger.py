@@ -9,11 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from ledger_postgres import setup, setup_async
 from psycopg import sql
 
 from ledger_core.errors import InvalidLedgerURL, InvalidRequestId, LedgerUnavailable
 from ledger_core.registry import open_ledger
+from ledger_postgres import setup, setup_async
 from tests.servers.postgres import PostgresServer
 
 from .conftest import Opener
@@ -307,8 +307,9 @@ def test_hostile_ids_are_data_on_a_host_pool_too(
 ) -> None:
     """On a host's pool, values travel as hex bytea literals inside a script: the same
     ids must land as the same bytes, with no way out of the literal."""
-    from ledger_postgres import PostgresLedger
     from psycopg_pool import ConnectionPool
+
+    from ledger_postgres import PostgresLedger
 
     # prepare_threshold=0: the host prepares everything; a script must still run.
     # A raw cursor factory ($1 placeholders) is the host's, not the ledger's.

@@ -11,11 +11,11 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from ledger_postgres import PostgresLedger, flows
 from psycopg_pool import ConnectionPool
 
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_core.registry import open_async_ledger, open_ledger
+from ledger_postgres import PostgresLedger, flows
 from tests.servers.postgres import PostgresServer, ServerUnavailable, standby_of
 
 from .conftest import Opener
