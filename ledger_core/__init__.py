@@ -55,6 +55,7 @@ from .registry import (
     open_async_ledger,
     open_ledger,
     register_backend,
+    setup_ledger,
 )
 from .urls import LedgerURL, redact_url
 
@@ -110,6 +111,7 @@ __all__ = [
     "register_backend",
     "resolve",
     "resolve_async",
+    "setup_ledger",
     "spend_landed",
     "spend_landed_async",
     "store_id_of",

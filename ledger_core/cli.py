@@ -24,7 +24,7 @@ from .errors import (
 )
 from .migrate import migrate
 from .protocol import DecisionLedger, describe
-from .registry import open_ledger
+from .registry import open_ledger, setup_ledger
 from .urls import redact_url
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -91,8 +91,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
-    with _opened(args) as ledger:
-        info = describe(ledger)
+    info = setup_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
     print(f"ready: {info.location or redact_url(args.url)} store_id={info.store_id}")
     return OK
 

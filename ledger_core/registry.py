@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from .errors import InvalidLedgerURL, MissingDriver, UnknownScheme
 from .ids import DEFAULT_NAMESPACE, validate_namespace
-from .protocol import AsyncDecisionLedger, DecisionLedger
+from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL
 
 ENTRY_POINT_GROUP = "decision_ledger.backends"
@@ -94,6 +94,28 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
     return await backend.open_async(parsed, merged)
 
 
+def setup_ledger(url: str, **options: Any) -> LedgerInfo:
+    """Create a store's tables or keys (idempotent) and describe it.
+
+    A backend with a ``setup(url, options)`` method does its own (e.g. DDL under a
+    privileged role); for the others, opening the ledger is the setup.
+    """
+    backend, parsed, merged = _prepare(url, options)
+    own = getattr(backend, "setup", None)
+    if callable(own):
+        info = own(parsed, merged)
+        if not isinstance(info, LedgerInfo):
+            raise TypeError(f"{type(backend).__name__}.setup returned {info!r}, not LedgerInfo")
+        return info
+    ledger = backend.open(parsed, merged)
+    try:
+        return describe(ledger)
+    finally:
+        close = getattr(ledger, "close", None)
+        if callable(close):
+            close()
+
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Backend",
@@ -103,4 +125,5 @@ __all__ = [
     "open_async_ledger",
     "open_ledger",
     "register_backend",
+    "setup_ledger",
 ]

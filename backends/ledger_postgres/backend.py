@@ -43,6 +43,10 @@ class _PostgresBackend:
 
         return await AsyncPostgresLedger.from_target(target_from_url(url, options))
 
+    def setup(self, url: LedgerURL, options: Mapping[str, Any]) -> LedgerInfo:
+        """``decision-ledger setup``: create the table even where ledgers open with create=false."""
+        return setup(url.raw, **options)
+
 
 BACKEND = _PostgresBackend()
 

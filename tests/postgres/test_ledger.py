@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from ledger_core.cli import main as cli_main
 from ledger_core.errors import InvalidLedgerURL, InvalidRequestId, LedgerUnavailable
 from ledger_core.registry import open_ledger
 from ledger_postgres import setup, setup_async
@@ -328,3 +329,14 @@ def test_hostile_ids_are_data_on_a_host_pool_too(
         (b"it's a \\ns\x00",),
     ).fetchall()
     assert sorted(bytes(r[0]) for r in stored) == sorted(r.encode() for r in HOSTILE_IDS)
+
+
+def test_cli_setup_creates_what_create_false_needs(
+    open_pg: Opener, pg_server: PostgresServer, table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = pg_server.url + f"?table={table}"
+    with pytest.raises(LedgerUnavailable, match="setup"):
+        open_pg(url, create="false")
+    assert cli_main(["setup", url + "&create=false"]) == 0
+    assert "store_id=postgres" in capsys.readouterr().out
+    assert open_pg(url, create="false").spend("after-setup") is True
