@@ -76,16 +76,18 @@ class RedisLedger(LedgerBase):
         try:
             cluster = isinstance(io, ClusterIO)
             facts = io.facts()
-            rules.check_topology(facts, cluster=cluster)
             plan = SpendPlan.build(options, rules.server_version(facts), driver_retries=cluster)
-            genesis = io.genesis(rules.genesis_key(namespace), rules.new_genesis())
+            rules.check_topology(facts, options, cluster=cluster)
+            verdict = rules.judge(facts, options)
+            genesis = None
+            if verdict.reason is None:
+                genesis = io.genesis(rules.genesis_key(namespace), rules.new_genesis())
             info = rules.ledger_info(
                 kind="redis-cluster" if cluster else "redis",
                 location=io.location,
                 namespace=namespace,
                 genesis=genesis,
-                facts=facts,
-                options=options,
+                verdict=verdict,
             )
         except BaseException:
             if on_close is not None:
@@ -161,16 +163,18 @@ class AsyncRedisLedger(AsyncLedgerBase):
         try:
             cluster = isinstance(io, AsyncClusterIO)
             facts = await io.facts()
-            rules.check_topology(facts, cluster=cluster)
             plan = SpendPlan.build(options, rules.server_version(facts), driver_retries=cluster)
-            genesis = await io.genesis(rules.genesis_key(namespace), rules.new_genesis())
+            rules.check_topology(facts, options, cluster=cluster)
+            verdict = rules.judge(facts, options)
+            genesis = None
+            if verdict.reason is None:
+                genesis = await io.genesis(rules.genesis_key(namespace), rules.new_genesis())
             info = rules.ledger_info(
                 kind="redis-cluster" if cluster else "redis",
                 location=io.location,
                 namespace=namespace,
                 genesis=genesis,
-                facts=facts,
-                options=options,
+                verdict=verdict,
             )
         except BaseException:
             if on_close is not None:

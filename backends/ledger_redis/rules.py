@@ -269,6 +269,11 @@ class SpendPlan:
         if self.wait is None:
             return
         ack = replies[1]
+        if isinstance(ack, Exception):
+            raise AmbiguousSpend(
+                f"the spend was recorded on the primary but {self.wait[0]} failed ({ack}): "
+                "it is not proof"
+            ) from ack
         if self.wait[0] == "WAITAOF":
             local, replicas = (int(x) for x in ack)
             if local >= 1 and replicas >= self.wait[2]:
@@ -470,8 +475,11 @@ def new_genesis() -> bytes:
     return os.urandom(16).hex().encode("ascii")
 
 
-def check_topology(facts: Sequence[ServerFacts], *, cluster: bool) -> None:
-    """A standalone URL on a Cluster node would see ``MOVED`` for most keys: say so."""
+def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, cluster: bool) -> None:
+    """Refuse what cannot work: a standalone URL on a Cluster node (``MOVED`` for most
+    keys), or ``wait_aof`` on a server without an append-only file."""
+    if options.wait_aof and any(f.aof_enabled is False for f in facts):
+        raise UnsafeStoreConfig("option 'wait_aof' needs appendonly yes on the server")
     if not cluster and any(f.cluster_enabled for f in facts):
         raise InvalidLedgerURL(
             "the server runs in Cluster mode: open it with redis+cluster:// "
@@ -484,21 +492,15 @@ def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...]:
     return min(f.version for f in facts)
 
 
-def ledger_info(
-    *,
-    kind: str,
-    location: str,
-    namespace: str,
-    genesis: bytes,
-    facts: Sequence[ServerFacts],
-    options: RedisOptions,
-) -> LedgerInfo:
-    """The ledger's identity (C6) and whether it may prove, decided once at open."""
-    if not GENESIS_PATTERN.match(genesis):
-        raise UnsafeStoreConfig(
-            f"key {genesis_key(namespace)!r} does not hold a ledger identity: "
-            "something else wrote it; refusing to guess"
-        )
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the servers behind a ledger can forget (``reason``), and caveats."""
+
+    reason: str | None
+    notes: tuple[str, ...]
+
+
+def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
     reasons: list[str] = []
     notes: list[str] = []
     for one in facts:
@@ -506,16 +508,39 @@ def ledger_info(
         notes.extend(more)
         if reason is not None:
             reasons.append(reason)
+    return Verdict("; ".join(reasons) or None, tuple(notes))
+
+
+def ledger_info(
+    *,
+    kind: str,
+    location: str,
+    namespace: str,
+    genesis: bytes | None,
+    verdict: Verdict,
+) -> LedgerInfo:
+    """The ledger's identity (C6) and whether it may prove, decided once at open.
+
+    ``genesis`` is ``None`` when the verdict already forbids proving (a replica cannot
+    even write one).
+    """
+    if genesis is not None and not GENESIS_PATTERN.match(genesis):
+        raise UnsafeStoreConfig(
+            f"key {genesis_key(namespace)!r} does not hold a ledger identity: "
+            "something else wrote it; refusing to guess"
+        )
     identity = (
-        f"random genesis value in key {genesis_key(namespace).decode()!r}, set with SET NX by the "
-        "first opener (a copy of the data set carries it: move a ledger with migrate)"
+        f"random genesis value in key {genesis_key(namespace).decode()!r}, set with "
+        "SET NX by the first opener (a copy of the data set carries it: move a ledger "
+        "with migrate)"
     )
-    if notes:
-        identity += "; " + "; ".join(notes)
+    if verdict.notes:
+        identity += "; " + "; ".join(verdict.notes)
+    proves = genesis is not None and verdict.reason is None
     return LedgerInfo(
         backend=kind,
-        store_id=None if reasons else store_id(kind, genesis, namespace),
-        reason="; ".join(reasons) or None,
+        store_id=store_id(kind, genesis, namespace) if proves and genesis else None,
+        reason=verdict.reason,
         location=location,
         namespace=namespace,
         identity=identity,

@@ -23,9 +23,11 @@ from .rules import Command, ServerFacts, driver_error, facts_from, io_errors
 
 
 def _first_error(replies: list[Any], what: str) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise driver_error(reply, what, sent=True) from reply
+    """Raise the first command's error reply; later replies are the plan's to judge
+    (a ``WAIT`` that fails after the write landed is not a plain refusal)."""
+    first = replies[0]
+    if isinstance(first, Exception):
+        raise driver_error(first, what, sent=True) from first
     return replies
 
 

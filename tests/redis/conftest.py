@@ -1,0 +1,61 @@
+"""Session-scoped Redis servers for the Redis backend's tests (see tests/servers/redis.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TypeVar
+
+import pytest
+
+from tests.servers import redis as servers
+
+T = TypeVar("T")
+
+
+def _enter(factory: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
+    try:
+        manager = factory()
+        value = manager.__enter__()
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield value
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A plain server (RDB snapshots, no eviction): the everyday configuration."""
+    yield from _enter(lambda: servers.redis_url(servers.PLAIN))
+
+
+@pytest.fixture(scope="session")
+def local_plain() -> Iterator[servers.RedisServer]:
+    """A plain local server the tests may reconfigure (ACL users) or stop."""
+    yield from _enter(lambda: servers.local_redis(servers.PLAIN))
+
+
+@pytest.fixture(scope="session")
+def durable_server() -> Iterator[servers.RedisServer]:
+    """``appendonly yes`` + ``appendfsync always``: survives kill -9."""
+    yield from _enter(lambda: servers.local_redis(servers.DURABLE))
+
+
+@pytest.fixture(scope="session")
+def lru_url() -> Iterator[str]:
+    """``maxmemory-policy allkeys-lru``: can evict, so it never proves."""
+    yield from _enter(lambda: servers.redis_url(servers.ALLKEYS_LRU, env=None))
+
+
+@pytest.fixture(scope="session")
+def cluster_url() -> Iterator[str]:
+    """A 3-master Redis Cluster (redis+cluster:// URL)."""
+    yield from _enter(servers.cluster_url)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A namespace of its own for each test, so tests never see each other's ids."""
+    return f"t-{request.node.name}"[:200]
