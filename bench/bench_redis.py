@@ -45,9 +45,9 @@ def _server() -> Iterator[str]:
         yield server.url
 
 
-def _rate(ops: int, run: Callable[[], None]) -> float:
+def _rate(ops: int, run: Callable[[int], None]) -> float:
     started = time.perf_counter()
-    run()
+    run(ops)
     return ops / (time.perf_counter() - started)
 
 
@@ -79,7 +79,7 @@ def _sync_contenders(client: redis.Redis, ledger: RedisLedger) -> dict[str, Call
         for rid in ids(n):
             ledger.is_spent(rid)
 
-    contenders = {
+    contenders: dict[str, Callable[[int], None]] = {
         "raw set(nx=True)": raw_set_nx,
         "raw setnx": raw_setnx,
         "ledger spend": ledger_spend,
@@ -158,7 +158,7 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in contenders}
         for _ in range(ROUNDS):
             for name, run in contenders.items():
-                rates[name].append(_rate(SYNC_OPS, lambda run=run: run(SYNC_OPS)))
+                rates[name].append(_rate(SYNC_OPS, run))
             if time.monotonic() > deadline:
                 break
         ledger.close()
