@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.urls import LedgerURL, check_options
@@ -25,7 +26,28 @@ def _parse(url: LedgerURL, options: Mapping[str, Any]) -> tuple[str, RedisOption
     for name in rules.DRIVER_URL_OPTIONS & set(options):
         if url.query.get(name) != options[name]:
             raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
-    return url.without_query(*rules.LEDGER_OPTIONS), RedisOptions.from_mapping(options)
+    return _driver_url(url), RedisOptions.from_mapping(options)
+
+
+def _driver_url(url: LedgerURL) -> str:
+    """The raw URL minus the ledger's options, keeping ``scheme://`` (``unix:///path``)."""
+    p = url.parts
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(p.query, keep_blank_values=True)
+        if k not in rules.LEDGER_OPTIONS
+    ]
+    query = urlencode(kept)
+    return f"{p.scheme}://{p.netloc}{p.path}" + (f"?{query}" if query else "")
+
+
+def _location(url: LedgerURL) -> str:
+    """Where the ledger points, for describe() and repr: redacted, ``scheme://`` kept."""
+    shown = url.redacted
+    scheme = url.parts.scheme
+    if not shown.startswith(f"{scheme}://"):
+        shown = f"{scheme}://" + shown[len(scheme) + 1 :]
+    return shown
 
 
 def _driver_kwargs(opts: RedisOptions) -> dict[str, Any]:
@@ -61,7 +83,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return RedisLedger.open_on(
-            PoolIO(pool, url.redacted),
+            PoolIO(pool, _location(url)),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,
@@ -75,7 +97,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return await AsyncRedisLedger.open_on(
-            AsyncPoolIO(pool, url.redacted),
+            AsyncPoolIO(pool, _location(url)),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,
@@ -99,7 +121,7 @@ class _ClusterBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return RedisLedger.open_on(
-            ClusterIO(cluster, url.redacted),
+            ClusterIO(cluster, _location(url)),
             namespace=options["namespace"],
             options=opts,
             on_close=cluster.close,
@@ -117,7 +139,7 @@ class _ClusterBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return await AsyncRedisLedger.open_on(
-            AsyncClusterIO(cluster, url.redacted),
+            AsyncClusterIO(cluster, _location(url)),
             namespace=options["namespace"],
             options=opts,
             on_close=cluster.aclose,

@@ -191,3 +191,43 @@ def test_unreachable_server_is_unavailable() -> None:
     with pytest.raises(LedgerUnavailable) as caught:
         open_ledger(url)
     assert type(caught.value) is LedgerUnavailable  # refused before sending: not ambiguous
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_unix_socket_url(flavor: str, tmp_path: Any) -> None:
+    from tests.servers import redis as servers
+
+    socket_path = tmp_path / "redis.sock"
+    try:
+        manager = servers.local_redis((*servers.PLAIN, "--unixsocket", str(socket_path)))
+        manager.__enter__()
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with Flavored(flavor, f"unix://{socket_path}?namespace=sock") as ledger:
+            assert ledger.describe().location.startswith("unix://")
+            assert ledger.store_id is not None
+            assert ledger.spend("over-unix") is True
+            assert ledger.spend("over-unix") is False
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_tls_url(flavor: str) -> None:
+    from tests.servers import redis as servers
+
+    try:
+        manager = servers.local_tls_redis()
+        tls = manager.__enter__()
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with Flavored(flavor, tls.url, namespace="tls") as ledger:
+            assert ledger.describe().location.startswith("rediss://")
+            assert ledger.spend("over-tls") is True
+            assert ledger.spend("over-tls") is False
+        with Flavored(flavor, f"redis://127.0.0.1:{tls.server.port}/0", namespace="tls") as plain:
+            assert plain.store_id == ledger.store_id  # one data set, two listeners
+    finally:
+        manager.__exit__(None, None, None)

@@ -227,3 +227,69 @@ def cluster_url() -> Iterator[str]:
         return
     with local_cluster() as servers:
         yield f"redis+cluster://127.0.0.1:{servers[0].port}"
+
+
+@dataclass
+class TLSRedis:
+    server: RedisServer
+    tls_port: int
+    ca_file: str
+
+    @property
+    def url(self) -> str:
+        return f"rediss://127.0.0.1:{self.tls_port}/0?ssl_ca_certs={self.ca_file}"
+
+
+@contextmanager
+def local_tls_redis() -> Iterator[TLSRedis]:
+    """A local server with a TLS port and a self-signed certificate for 127.0.0.1."""
+    openssl = binary("openssl")
+    if openssl is None or binary("redis-server") is None:
+        raise ServerUnavailable(INSTALL_HINT + " (and openssl for the TLS test)")
+    certs = tempfile.mkdtemp(prefix="ledger-redis-tls-")
+    cert, key = os.path.join(certs, "cert.pem"), os.path.join(certs, "key.pem")
+    done = subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(certs, ignore_errors=True)
+        raise ServerUnavailable(f"openssl could not make a certificate: {done.stderr[-300:]!r}")
+    tls_port = free_port()
+    args = (
+        *PLAIN,
+        "--tls-port",
+        str(tls_port),
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        cert,
+        "--tls-auth-clients",
+        "no",
+    )
+    try:
+        with local_redis(args) as server:
+            yield TLSRedis(server, tls_port, cert)
+    finally:
+        shutil.rmtree(certs, ignore_errors=True)
