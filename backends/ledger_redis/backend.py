@@ -60,6 +60,12 @@ def _driver_kwargs(opts: RedisOptions) -> dict[str, Any]:
     }
 
 
+def _pool_kwargs(opts: RedisOptions) -> dict[str, Any]:
+    # A bounded pool that makes callers wait for a free connection (at most `timeout`)
+    # instead of failing at once when many tasks spend together.
+    return {**_driver_kwargs(opts), "timeout": opts.timeout, "max_connections": 100}
+
+
 def _cluster_url(raw: str) -> str:
     scheme, sep, rest = raw.partition("://")
     if scheme.lower() != "redis+cluster" or not sep:
@@ -79,7 +85,7 @@ class _RedisBackend:
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:
-            pool = redis.ConnectionPool.from_url(raw, **_driver_kwargs(opts))
+            pool = redis.BlockingConnectionPool.from_url(raw, **_pool_kwargs(opts))
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return RedisLedger.open_on(
@@ -93,7 +99,7 @@ class _RedisBackend:
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:
-            pool = redis.asyncio.ConnectionPool.from_url(raw, **_driver_kwargs(opts))
+            pool = redis.asyncio.BlockingConnectionPool.from_url(raw, **_pool_kwargs(opts))
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return await AsyncRedisLedger.open_on(

@@ -85,6 +85,7 @@ DRIVER_URL_OPTIONS = frozenset(
     {
         "db",
         "client_name",
+        "max_connections",
         "ssl_cert_reqs",
         "ssl_ca_certs",
         "ssl_certfile",
@@ -161,6 +162,9 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     :class:`ReplyLost`. A server error reply means the command did not apply.
     """
     exceptions = redis_module().exceptions
+    if isinstance(exc, exceptions.MaxConnectionsError):
+        # The client's pool was exhausted: no connection, so nothing was sent.
+        return LedgerUnavailable(f"{what}: no free connection in the client's pool")
     if isinstance(exc, exceptions.ReadOnlyError):
         return UnsafeStoreConfig(f"{what}: the server is a read-only replica ({exc})")
     if isinstance(exc, exceptions.ResponseError):
@@ -170,17 +174,18 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
         return LedgerUnavailable(f"{what}: the server refused it ({text})")
     if isinstance(exc, exceptions.AuthenticationError | exceptions.AuthorizationError):
         return LedgerUnavailable(f"{what}: authentication failed ({type(exc).__name__})")
-    if isinstance(exc, exceptions.ConnectionError | exceptions.TimeoutError | OSError):
-        if sent:
-            return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
-        return LedgerUnavailable(f"{what}: cannot reach the server ({exc})")
-    return LedgerUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+    # Anything else (connection loss, timeouts, the Cluster client giving up, or an
+    # error nobody foresaw): after sending, the outcome is unknown.
+    if sent:
+        return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
+    return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
 
 
 def io_errors() -> tuple[type[BaseException], ...]:
-    """What a transport catches around one exchange (everything the driver raises)."""
-    exceptions = redis_module().exceptions
-    return (exceptions.RedisError, OSError)
+    """What a transport catches around one exchange: every ``Exception``, since redis-py
+    raises some outside ``RedisError`` (``RedisClusterException``), and a ledger must
+    never leak a raw driver error (C4). ``BaseException`` (cancellation) passes."""
+    return (Exception,)
 
 
 # ---------------------------------------------------------------- spend plan

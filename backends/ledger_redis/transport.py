@@ -14,6 +14,7 @@ fool (see :class:`rules.SpendPlan`). Every failure there counts as possibly sent
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,10 +69,10 @@ class PoolIO:
                 except self._response_error as exc:
                     replies.append(exc)  # the connection stays in step: read the rest
             return replies
-        except self._errors as exc:
-            raise driver_error(exc, what, sent=True) from exc
-        except BaseException:
-            conn.disconnect()  # interrupted mid-exchange: never reuse it
+        except BaseException as exc:
+            conn.disconnect()  # failed or interrupted mid-exchange: never reuse it
+            if isinstance(exc, self._errors):
+                raise driver_error(exc, what, sent=True) from exc
             raise
         finally:
             self._pool.release(conn)
@@ -123,10 +124,10 @@ class AsyncPoolIO:
                 except self._response_error as exc:
                     replies.append(exc)
             return replies
-        except self._errors as exc:
-            raise driver_error(exc, what, sent=True) from exc
-        except BaseException:
-            await conn.disconnect(nowait=True)  # cancelled mid-exchange: never reuse it
+        except BaseException as exc:
+            await conn.disconnect(nowait=True)  # failed or cancelled: never reuse it
+            if isinstance(exc, self._errors):
+                raise driver_error(exc, what, sent=True) from exc
             raise
         finally:
             await self._pool.release(conn)
@@ -188,12 +189,18 @@ class ClusterIO:
 
 
 class AsyncClusterIO:
-    """Redis Cluster, async."""
+    """Redis Cluster, async.
+
+    redis-py's async Cluster client fails at once when a node's connections are all in
+    use; a semaphore as wide as that limit makes many concurrent spends wait instead.
+    """
 
     def __init__(self, cluster: Any, location: str) -> None:
         _check_cluster(cluster)
         self._cluster = cluster
         self._errors = io_errors()
+        limit = cluster.get_connection_kwargs().get("max_connections") or 100
+        self._slots = asyncio.Semaphore(int(limit))
         self.location = location
         self.closed = False
 
@@ -201,10 +208,11 @@ class AsyncClusterIO:
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands
-        try:
-            return [await self._cluster.execute_command(*command, **_options(command))]
-        except self._errors as exc:
-            raise driver_error(exc, what, sent=True) from exc
+        async with self._slots:
+            try:
+                return [await self._cluster.execute_command(*command, **_options(command))]
+            except self._errors as exc:
+                raise driver_error(exc, what, sent=True) from exc
 
     async def facts(self) -> list[ServerFacts]:
         try:
