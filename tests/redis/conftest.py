@@ -44,15 +44,26 @@ def durable_server() -> Iterator[servers.RedisServer]:
 
 
 @pytest.fixture(scope="session")
-def lru_url() -> Iterator[str]:
+def lru_server() -> Iterator[servers.RedisServer]:
     """``maxmemory-policy allkeys-lru``: can evict, so it never proves."""
-    yield from _enter(lambda: servers.redis_url(servers.ALLKEYS_LRU, env=None))
+    yield from _enter(lambda: servers.local_redis(servers.ALLKEYS_LRU))
 
 
 @pytest.fixture(scope="session")
-def cluster_url() -> Iterator[str]:
-    """A 3-master Redis Cluster (redis+cluster:// URL)."""
-    yield from _enter(servers.cluster_url)
+def lru_url(lru_server: servers.RedisServer) -> str:
+    return lru_server.url
+
+
+@pytest.fixture(scope="session")
+def cluster_target() -> Iterator[servers.ClusterTarget]:
+    """A 3-master Redis Cluster (and its restart, when local)."""
+    yield from _enter(servers.cluster_target)
+
+
+@pytest.fixture(scope="session")
+def cluster_url(cluster_target: servers.ClusterTarget) -> str:
+    """The Cluster's redis+cluster:// URL."""
+    return cluster_target.url
 
 
 @pytest.fixture

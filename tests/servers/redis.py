@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -83,7 +83,13 @@ class RedisServer:
             self.proc = None
 
     def restart(self) -> None:
+        """kill -9, then start again on the same port and files (a crash)."""
         self.kill9()
+        self.start()
+
+    def graceful_restart(self) -> None:
+        """SIGTERM (Redis saves its snapshot and fsyncs its AOF), then start again."""
+        self.stop()
         self.start()
 
     def stop(self) -> None:
@@ -209,8 +215,7 @@ def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
         )
         if done.returncode != 0:
             raise ServerUnavailable(f"redis-cli --cluster create failed: {done.stdout[-500:]!r}")
-        for server in servers:
-            _wait(lambda s=server: _cluster_ok(s.port), f"cluster node {server.port}", 20)
+        _wait_cluster(servers)
         yield servers
     finally:
         for server in servers:
@@ -218,15 +223,40 @@ def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
             shutil.rmtree(server.directory, ignore_errors=True)
 
 
+def _wait_cluster(servers: Sequence[RedisServer]) -> None:
+    for server in servers:
+        _wait(lambda s=server: _cluster_ok(s.port), f"cluster node {server.port}", 20)
+
+
+@dataclass
+class ClusterTarget:
+    """A Cluster to test: its URL, and a restart when we own the processes."""
+
+    url: str
+    servers: Sequence[RedisServer] = ()
+
+    @property
+    def restart(self) -> Callable[[], None] | None:
+        if not self.servers:
+            return None
+
+        def restart() -> None:
+            for server in self.servers:
+                server.graceful_restart()
+            _wait_cluster(self.servers)
+
+        return restart
+
+
 @contextmanager
-def cluster_url() -> Iterator[str]:
-    """A Cluster URL: ``LEDGER_TEST_REDIS_CLUSTER_URL`` or a local 3-master cluster."""
+def cluster_target() -> Iterator[ClusterTarget]:
+    """``LEDGER_TEST_REDIS_CLUSTER_URL``, or a local 3-master cluster we can restart."""
     url = os.environ.get("LEDGER_TEST_REDIS_CLUSTER_URL")
     if url:
-        yield url
+        yield ClusterTarget(url)
         return
     with local_cluster() as servers:
-        yield f"redis+cluster://127.0.0.1:{servers[0].port}"
+        yield ClusterTarget(f"redis+cluster://127.0.0.1:{servers[0].port}", servers)
 
 
 @dataclass
