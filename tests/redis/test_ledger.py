@@ -231,3 +231,16 @@ def test_tls_url(flavor: str) -> None:
             assert plain.store_id == ledger.store_id  # one data set, two listeners
     finally:
         manager.__exit__(None, None, None)
+
+
+def test_a_small_pool_makes_callers_wait_not_fail(redis_url: str, namespace: str) -> None:
+    async def main() -> list[bool]:
+        ledger: Any = await open_async_ledger(redis_url + "?max_connections=4", namespace=namespace)
+        try:
+            return list(await asyncio.gather(*(ledger.spend(f"p-{i % 50}") for i in range(300))))
+        finally:
+            await ledger.aclose()
+
+    results = asyncio.run(main())
+    assert results.count(True) == 50
+    assert results.count(False) == 250

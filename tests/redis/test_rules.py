@@ -154,3 +154,24 @@ def test_info_and_config_parsing() -> None:
         "save": "",
         "appendfsync": "always",
     }
+
+
+def test_driver_errors_map_to_the_ledger_tree() -> None:
+    from redis import exceptions as rx
+
+    from ledger_core.errors import LedgerUnavailable
+
+    lost = rules.driver_error(rx.ConnectionError("closed"), "spend", sent=True)
+    assert isinstance(lost, rules.ReplyLost)
+    refused = rules.driver_error(rx.ConnectionError("refused"), "spend", sent=False)
+    assert type(refused) is LedgerUnavailable
+    exhausted = rules.driver_error(rx.MaxConnectionsError(), "spend", sent=True)
+    assert type(exhausted) is LedgerUnavailable  # no connection: nothing was sent
+    readonly = rules.driver_error(rx.ReadOnlyError("READONLY replica"), "spend", sent=True)
+    assert isinstance(readonly, UnsafeStoreConfig)
+    oom = rules.driver_error(rx.OutOfMemoryError("OOM"), "spend", sent=True)
+    assert type(oom) is LedgerUnavailable  # an error reply: the command did not apply
+    gave_up = rules.driver_error(rx.RedisClusterException("no node"), "spend", sent=True)
+    assert isinstance(gave_up, rules.ReplyLost)
+    odd = rules.driver_error(ValueError("parser"), "is_spent", sent=True)
+    assert isinstance(odd, LedgerUnavailable)
