@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TypeVar
@@ -9,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from tests.servers import redis as servers
+from tests.servers.common import binary
 
 T = TypeVar("T")
 
@@ -26,15 +28,29 @@ def _enter(factory: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A plain server (RDB snapshots, no eviction): the everyday configuration."""
-    yield from _enter(lambda: servers.redis_url(servers.PLAIN))
+def local_plain() -> Iterator[servers.RedisServer]:
+    """A plain local server the tests may reconfigure (ACL users) or restart."""
+    yield from _enter(lambda: servers.local_redis(servers.PLAIN))
 
 
 @pytest.fixture(scope="session")
-def local_plain() -> Iterator[servers.RedisServer]:
-    """A plain local server the tests may reconfigure (ACL users) or stop."""
-    yield from _enter(lambda: servers.local_redis(servers.PLAIN))
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A plain server (RDB snapshots, no eviction): ``LEDGER_TEST_REDIS_URL``, else the
+    local one, else a container."""
+    if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
+        yield from _enter(lambda: servers.redis_url(servers.PLAIN))
+    else:
+        local: servers.RedisServer = request.getfixturevalue("local_plain")
+        yield local.url
+
+
+@pytest.fixture(scope="session")
+def plain_restart(request: pytest.FixtureRequest, redis_url: str) -> Callable[[], None] | None:
+    """Restart the plain server cleanly, when it is ours."""
+    if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
+        return None
+    local: servers.RedisServer = request.getfixturevalue("local_plain")
+    return local.graceful_restart
 
 
 @pytest.fixture(scope="session")

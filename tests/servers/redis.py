@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .common import binary, docker_available, free_port
 
+PLAIN_ENV = "LEDGER_TEST_REDIS_URL"
 INSTALL_HINT = "install redis-server (apt-get install -y redis-server) or set LEDGER_TEST_REDIS_URL"
 START_TIMEOUT = 10.0
 
