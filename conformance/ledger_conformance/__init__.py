@@ -1,1 +1,26 @@
-"""The decision-ledger conformance suite (C1-C9, H1-H5) for any ledger."""
+"""The decision-ledger conformance suite (C1-C9, H1-H5) for any ledger.
+
+Run it with ``pytest --pyargs ledger_conformance --ledger-url URL`` (or
+``--ledger-factory module:callable``), with ``decision-ledger check``, or subclass
+:class:`LedgerConformance` in a project's own tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .context import LedgerContext, enter_factory
+
+if TYPE_CHECKING:
+    from .suite import LedgerConformance
+
+__all__ = ["LedgerConformance", "LedgerContext", "enter_factory"]
+
+
+def __getattr__(name: str) -> object:
+    # Imported lazily: the suite pulls in pytest and hypothesis, the contract does not.
+    if name == "LedgerConformance":
+        from .suite import LedgerConformance
+
+        return LedgerConformance
+    raise AttributeError(name)

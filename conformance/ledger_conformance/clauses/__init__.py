@@ -1,0 +1,1 @@
+"""The clause families, one module each; :class:`LedgerConformance` combines them."""

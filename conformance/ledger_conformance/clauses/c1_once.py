@@ -1,0 +1,211 @@
+"""C1 once: of any number of concurrent spends of one id, exactly one returns True."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from ..context import Factory, LedgerContext, enter_factory
+from ..harness import CALL_BOUND, KEY_SEPARATOR, Acked, Ledgers, error_text
+from ..history import History, Op
+from .common import (
+    assert_linearizable,
+    assert_one_winner,
+    collect,
+    empty_results,
+    expect_bool,
+    open_flavor,
+    require_store_id,
+    run_threads,
+)
+
+# Whole-test bound for the contention runs (each call is bounded by CALL_BOUND as well).
+RUN_BOUND = 300.0
+
+
+def _child(
+    factory: Factory,
+    label: str,
+    ids: list[str],
+    barrier: Any,
+    results: Any,
+) -> None:
+    """One OS process: re-open the ledger, then spend every id as the barrier releases it."""
+    process = f"pid{multiprocessing.current_process().pid}"
+
+    async def run() -> list[Op]:
+        ledger, cleanup = await enter_factory(factory, LedgerContext(store=label))
+        ops: list[Op] = []
+        try:
+            for request_id in ids:
+                barrier.wait(CALL_BOUND)
+                key = f"{label}{KEY_SEPARATOR}{request_id}"
+                invoke = time.monotonic_ns()
+                try:
+                    value = ledger.spend(request_id)
+                    if asyncio.iscoroutine(value):
+                        value = await value
+                except Exception as exc:
+                    ops.append(
+                        Op(
+                            process,
+                            "spend",
+                            key,
+                            invoke,
+                            time.monotonic_ns(),
+                            None,
+                            error_text(exc),
+                        )
+                    )
+                    continue
+                ops.append(Op(process, "spend", key, invoke, time.monotonic_ns(), value, None))
+        finally:
+            await cleanup()
+        return ops
+
+    try:
+        ops = asyncio.run(run())
+        results.put(("ok", _history(ops).to_json()))
+    except BaseException as exc:
+        barrier.abort()
+        results.put(("error", error_text(exc)))
+
+
+def _history(ops: list[Op]) -> History:
+    history = History()
+    history.extend(ops)
+    return history
+
+
+class C1Once:
+    @pytest.mark.clause("C1")
+    def test_C1_sequential(self, ledgers: Ledgers) -> None:
+        first = ledgers.open(ledgers.label())
+        ids = ledgers.ids(10)
+        for request_id in ids:
+            assert expect_bool(first.spend(request_id), "first spend") is True, (
+                f"the first spend of {request_id!r} did not return True"
+            )
+            assert expect_bool(first.spend(request_id), "second spend") is False, (
+                f"a second spend of {request_id!r} did not return False"
+            )
+        other = ledgers.open(ledgers.label())
+        for request_id in ids:
+            assert expect_bool(other.spend(request_id), "spend on a new instance") is False, (
+                f"a new instance on the same store spent {request_id!r} again"
+            )
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C1")
+    def test_C1_threads(self, ledgers: Ledgers) -> None:
+        profile = ledgers.profile
+        handle = ledgers.open(ledgers.label())
+        ids = ledgers.ids(profile.ids)
+        results = empty_results(ids)
+        barrier = threading.Barrier(profile.threads)
+
+        def worker(i: int) -> None:
+            for request_id in ids:
+                barrier.wait(CALL_BOUND)
+                collect(results, request_id, lambda rid: handle.spend(rid, f"t{i}"))
+
+        run_threads(profile.threads, worker, RUN_BOUND)
+        assert_one_winner(results, f"{profile.threads} threads per id")
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C1")
+    def test_C1_asyncio_tasks(self, ledgers: Ledgers) -> None:
+        profile = ledgers.profile
+        handle = open_flavor(ledgers, ledgers.label(), "async")
+        ids = ledgers.ids(profile.ids)
+        results = empty_results(ids)
+
+        async def one(request_id: str, gate: asyncio.Event, i: int) -> object:
+            await gate.wait()
+            try:
+                return await handle.aspend(request_id, f"task{i}")
+            except Exception as exc:
+                return exc
+
+        async def main() -> None:
+            for request_id in ids:
+                gate = asyncio.Event()
+                tasks = [
+                    asyncio.ensure_future(one(request_id, gate, i)) for i in range(profile.tasks)
+                ]
+                await asyncio.sleep(0)  # every task reaches the gate before it opens
+                gate.set()
+                results[request_id] = list(await asyncio.gather(*tasks))
+
+        ledgers.runtime.loop.run(main(), timeout=RUN_BOUND)
+        assert_one_winner(results, f"{profile.tasks} asyncio tasks per id")
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C1")
+    def test_C1_processes(self, ledgers: Ledgers) -> None:
+        profile = ledgers.profile
+        label = ledgers.label()
+        probe = ledgers.open(label)
+        require_store_id(probe, "once")
+        ids = ledgers.ids(profile.process_ids)
+        mp = multiprocessing.get_context("fork")
+        barrier = mp.Barrier(profile.processes)
+        queue = mp.Queue()
+        children = [
+            mp.Process(
+                target=_child,
+                args=(ledgers.factory, label, ids, barrier, queue),
+                name=f"ledger-suite-child{i}",
+            )
+            for i in range(profile.processes)
+        ]
+        for child in children:
+            child.start()
+        replies: list[tuple[str, Any]] = []
+        try:
+            for _ in children:
+                replies.append(queue.get(timeout=RUN_BOUND))
+        finally:
+            for child in children:
+                child.join(CALL_BOUND)
+                if child.is_alive():
+                    child.kill()
+                    child.join(CALL_BOUND)
+        errors = [text for status, text in replies if status == "error"]
+        assert not errors, f"a child process failed: {errors[0]}"
+        results = empty_results(ids)
+        for _, data in replies:
+            for op in History.from_json(data).ops:
+                request_id = op.key.split(KEY_SEPARATOR, 1)[1]
+                ledgers.history.add(op)
+                results[request_id].append(op.result if op.error is None else op.error)
+                if op.kind == "spend" and op.result is True:
+                    ledgers.acked.append(Acked(label, request_id, op))
+        assert_one_winner(results, f"{profile.processes} OS processes per id")
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C1")
+    def test_C1_mixed_sync_async(self, ledgers: Ledgers) -> None:
+        profile = ledgers.profile
+        label = ledgers.label()
+        sync = open_flavor(ledgers, label, "sync")
+        asyn = open_flavor(ledgers, label, "async")
+        ids = ledgers.ids(profile.mixed_ids)
+        results = empty_results(ids)
+        workers = 16
+        barrier = threading.Barrier(workers)
+
+        def worker(i: int) -> None:
+            handle = sync if i % 2 else asyn
+            for request_id in ids:
+                barrier.wait(CALL_BOUND)
+                collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
+
+        run_threads(workers, worker, RUN_BOUND)
+        assert_one_winner(results, "sync and async instances on one store")
+        assert_linearizable(ledgers)

@@ -1,0 +1,119 @@
+"""C2 permanent: a recorded id stays recorded across instances, time and restarts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from ..harness import Handle, Ledgers
+from ..history import History
+from .common import assert_linearizable, expect_bool, not_exercised
+
+FINAL = "final"
+
+
+def _still_spent(handle: Handle, ids: list[str], process: str) -> list[str]:
+    """The ids that no longer read as spent (is_spent, or a spend that must answer False)."""
+    lost: list[str] = []
+    for request_id in ids:
+        if handle.has_is_spent:
+            value = handle.is_spent(request_id, process)
+        else:
+            value = not handle.spend(request_id, process)
+        if value is not True:
+            lost.append(request_id)
+    return lost
+
+
+class C2Permanent:
+    @pytest.mark.clause("C2")
+    def test_C2_reopen(self, ledgers: Ledgers) -> None:
+        label = ledgers.label()
+        first = ledgers.open(label)
+        ids = ledgers.ids(20)
+        for request_id in ids:
+            assert expect_bool(first.spend(request_id), "spend") is True
+        ledgers.close_handle(first)
+        reopened = ledgers.open(label)
+        lost = _still_spent(reopened, ids, "reopened")
+        assert not lost, f"{len(lost)} id(s) not spent after close and reopen: {lost[:3]!r}"
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C2")
+    def test_C2_fresh_instance(self, ledgers: Ledgers) -> None:
+        label = ledgers.label()
+        first = ledgers.open(label)
+        ids = ledgers.ids(20)
+        for request_id in ids:
+            assert expect_bool(first.spend(request_id), "spend") is True
+        fresh = ledgers.open(label)
+        lost = _still_spent(fresh, ids, "fresh")
+        assert not lost, f"{len(lost)} id(s) not spent through a fresh instance: {lost[:3]!r}"
+        for request_id in ids:
+            assert fresh.spend(request_id) is False, f"{request_id!r} spent twice"
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C2")
+    def test_C2_after_waiting(self, ledgers: Ledgers) -> None:
+        wait = ledgers.profile.permanence_wait
+        if wait <= 0:
+            not_exercised(f"the {ledgers.profile.name} profile does not wait (use thorough)")
+        label = ledgers.label()
+        first = ledgers.open(label)
+        ids = ledgers.ids(10)
+        for request_id in ids:
+            assert expect_bool(first.spend(request_id), "spend") is True
+        time.sleep(wait)  # the clause itself: an expiring store must forget within this wait
+        for handle in (first, ledgers.open(label)):
+            lost = _still_spent(handle, ids, "waited")
+            assert not lost, f"{len(lost)} id(s) forgotten after {wait:g} s: {lost[:3]!r}"
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C2")
+    def test_C2_server_restart(
+        self, ledgers: Ledgers, ledger_restart: Callable[[], object] | None
+    ) -> None:
+        if ledger_restart is None:
+            not_exercised("no ledger_restart hook was given")
+        label = ledgers.label()
+        first = ledgers.open(label)
+        ids = ledgers.ids(10)
+        for request_id in ids:
+            assert expect_bool(first.spend(request_id), "spend") is True
+        ledger_restart()
+        # The old instance may fail while it reconnects, but it must never read False.
+        for request_id in ids:
+            try:
+                value = first.is_spent(request_id, "old") if first.has_is_spent else True
+            except Exception:
+                continue
+            assert value is True, f"{request_id!r} read {value!r} after a server restart"
+        lost = _still_spent(ledgers.open(label), ids, "restarted")
+        assert not lost, f"{len(lost)} id(s) lost in a server restart: {lost[:3]!r}"
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C2")
+    @pytest.mark.ledger_final
+    def test_C2_every_acknowledged_id_still_spent(self, ledgers: Ledgers) -> None:
+        """Jepsen's set check: every id acknowledged anywhere in this run is still spent."""
+        acked = list(ledgers.acked)
+        if not acked:
+            not_exercised("no spend was acknowledged earlier in this run")
+        history = History()
+        history.extend(a.op for a in acked)
+        by_label: dict[str, list[str]] = {}
+        for entry in acked:
+            by_label.setdefault(entry.label, []).append(entry.request_id)
+        for label, ids in by_label.items():
+            handle = ledgers.open(label)
+            for request_id in dict.fromkeys(ids):
+                if handle.has_is_spent:
+                    handle.is_spent(request_id, FINAL)
+                else:
+                    handle.spend(request_id, FINAL)  # must answer False
+        final_ops = [op for op in ledgers.history.ops if op.process == FINAL]
+        history.extend(final_ops)
+        ledgers.history = history
+        assert_linearizable(ledgers)

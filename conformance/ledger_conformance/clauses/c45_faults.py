@@ -1,0 +1,118 @@
+"""C4 fail closed and C5 ambiguity, through the TCP fault proxy.
+
+Under each fault the suite spends ids that are already spent and ids that are fresh,
+and reads the spent ones, from every variant the factory offers, all at once. A call
+may raise or return, but a ``True`` must be backed by a record (a later spend from a
+healthy instance must not also win) and a read must never say ``False`` for a spent
+id. If calls hang in a black hole, a watchdog heals the network and waits, bounded.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+
+from ledger_core.errors import LedgerError
+
+from ..faults import ProxyRouter, Toxic
+from ..harness import Handle, Ledgers, error_text
+from ..urlmode import URLFactory
+from .common import assert_linearizable, expect_bool, not_exercised
+
+LATENCY = 0.2
+
+
+def _open_routed(ledgers: Ledgers, router: ProxyRouter) -> list[Handle]:
+    label = ledgers.label()
+    factory = ledgers.factory
+    if isinstance(factory, URLFactory) and not factory.routable:
+        scheme = factory.url.split(":", 1)[0]
+        not_exercised(f"{scheme}:// has no network address to put the fault proxy in front of")
+    handles = [ledgers.open(label, "sync", route=router)]
+    second = ledgers.open(label, "async", route=router)
+    if second.flavor != handles[0].flavor:
+        handles.append(second)
+    if not router.used:
+        not_exercised("the factory never called ctx.route, so no fault could be injected")
+    return handles
+
+
+def _settle(
+    ledgers: Ledgers, router: ProxyRouter, futures: list[concurrent.futures.Future[object]]
+) -> tuple[list[str], bool]:
+    """Wait a little under the fault, then heal and wait (bounded).
+
+    Returns what still hung, and whether a server reply was dropped under the fault.
+    """
+    profile = ledgers.profile
+    _, pending = concurrent.futures.wait(futures, timeout=profile.watchdog)
+    dropped = router.wait_reply_dropped(0)
+    router.heal()
+    router.reset_connections()  # unstick what a black hole or a lost reply still holds
+    if pending:
+        _, pending = concurrent.futures.wait(pending, timeout=profile.settle)
+    if pending:
+        return [f"{len(pending)} call(s) still running {profile.settle:g} s after healing"], dropped
+    return [], dropped
+
+
+def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list[str]:
+    """Failures must be LedgerError subclasses (C4), never a raw driver exception."""
+    bad: list[str] = []
+    for future in futures:
+        if not future.done():
+            continue
+        exc = future.exception()
+        if exc is not None and not isinstance(exc, LedgerError):
+            bad.append(error_text(exc))
+    return bad
+
+
+def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
+    """Run the scenario; return whether the proxy saw a reply dropped (for C5)."""
+    toxic = Toxic(toxic_name)
+    count = ledgers.profile.fault_ids
+    with ProxyRouter() as router:
+        handles = _open_routed(ledgers, router)
+        taken = ledgers.ids(count, "taken")
+        fresh = ledgers.ids(count * len(handles), "fresh")
+        for request_id in taken:
+            assert expect_bool(handles[0].spend(request_id, "setup"), "spend") is True
+        for handle in handles:  # warm every variant's connections before the fault
+            if handle.has_is_spent:
+                handle.is_spent(taken[0], f"warm-{handle.flavor}")
+        router.set(toxic, latency=LATENCY if toxic is Toxic.LATENCY else 0.0)
+        futures: list[concurrent.futures.Future[object]] = []
+        for n, handle in enumerate(handles):
+            who = f"{toxic.value}-{handle.flavor}"
+            for request_id in taken:
+                futures.append(handle.submit("spend", request_id, who))
+                if handle.has_is_spent:
+                    futures.append(handle.submit("is_spent", request_id, who))
+            for request_id in fresh[n * count : (n + 1) * count]:
+                futures.append(handle.submit("spend", request_id, who))
+        hung, dropped = _settle(ledgers, router, futures)
+    assert not hung, f"under {toxic.value}: " + hung[0]
+    bad = _unexpected_errors(futures)
+    assert not bad, f"under {toxic.value}, a call raised a non-LedgerError: {bad[0]}"
+    healthy = ledgers.open(handles[0].label)  # straight to the store, no proxy
+    for request_id in [*taken, *fresh]:
+        healthy.spend(request_id, "after")
+        if healthy.has_is_spent:
+            healthy.is_spent(request_id, "after")
+    assert_linearizable(ledgers)
+    return dropped
+
+
+class C45Faults:
+    @pytest.mark.clause("C4")
+    @pytest.mark.parametrize("toxic", ["refuse", "reset", "latency", "blackhole"])
+    def test_C4_fail_closed(self, ledgers: Ledgers, toxic: str) -> None:
+        _under_fault(ledgers, toxic)
+
+    @pytest.mark.clause("C5")
+    @pytest.mark.parametrize("toxic", ["drop_replies", "reset_after_request"])
+    def test_C5_ambiguous_write(self, ledgers: Ledgers, toxic: str) -> None:
+        if not _under_fault(ledgers, toxic):
+            not_exercised("no server reply was dropped, so no write was ambiguous")

@@ -1,0 +1,52 @@
+"""C6 store identity: one store_id per backing store, a different one for any other."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..harness import Handle, Ledgers
+from .common import not_applicable
+
+
+def _identity(handle: Handle) -> str | None:
+    """The handle's store_id, checked for type, and for a reason when it is None."""
+    value = handle.store_id
+    if value is None:
+        describe = getattr(handle.ledger, "describe", None)
+        info = describe() if callable(describe) else None
+        reason = getattr(info, "reason", None)
+        has_reason = isinstance(reason, str) and bool(reason.strip())
+        assert has_reason, "store_id is None but describe() gives no reason it cannot prove"
+        return None
+    assert isinstance(value, str), f"store_id must be a str or None, not {value!r}"
+    assert value, "store_id is an empty str"
+    return value
+
+
+class C6Identity:
+    @pytest.mark.clause("C6")
+    def test_C6_same_store_same_id(self, ledgers: Ledgers) -> None:
+        label = ledgers.label()
+        first = ledgers.open(label)
+        expected = _identity(first)
+        second = ledgers.open(label)
+        assert _identity(second) == expected, (
+            f"two instances on one store report {expected!r} and {second.store_id!r}"
+        )
+        ledgers.close_handle(first)
+        reopened = ledgers.open(label)
+        assert _identity(reopened) == expected, (
+            f"reopening the store changed store_id from {expected!r} to {reopened.store_id!r}"
+        )
+        other_flavor = ledgers.open(label, "async")
+        assert _identity(other_flavor) == expected, (
+            f"the {other_flavor.flavor} variant reports {other_flavor.store_id!r}, not {expected!r}"
+        )
+
+    @pytest.mark.clause("C6")
+    def test_C6_different_stores_differ(self, ledgers: Ledgers) -> None:
+        handles = [ledgers.open(ledgers.label(f"store{i}")) for i in range(3)]
+        ids = [_identity(h) for h in handles]
+        if all(i is None for i in ids):
+            not_applicable("store_id is None (with a reason): there is no identity to compare")
+        assert len(set(ids)) == len(ids), f"different stores share a store_id: {ids!r}"

@@ -1,0 +1,155 @@
+"""C8 ids: any 1..1024-byte Unicode string, compared exactly; anything else refused."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger_core.errors import InvalidRequestId
+
+from ..harness import Handle, Ledgers
+from .common import assert_linearizable, expect_bool
+
+NFC = unicodedata.normalize("NFC", "caf\u00e9")
+NFD = unicodedata.normalize("NFD", "caf\u00e9")
+
+# Each pair differs only in a way a careless store erases (case, space, form, length).
+EDGE_IDS = (
+    "a",
+    "A",
+    "z",
+    "\x00",
+    ":",
+    "a:b",
+    "a\x00b",
+    "a\x00",
+    "\x00a",
+    "key",
+    "Key",
+    "KEY",
+    "stra\u00dfe",
+    "STRASSE",
+    "strasse",
+    "\u0130",
+    "i\u0307",
+    "a ",
+    " a",
+    "a  ",
+    "a\t",
+    "a\n",
+    NFC,
+    NFD,
+    "\u212b",
+    "\u00c5",  # Angstrom sign vs A-ring (NFC-equal)
+    "\U0001f600",
+    "\U0001f600\U0001f600",
+    "\ufeffa",
+    "x" * 64 + "a",
+    "x" * 64 + "b",
+    "y" * 1023 + "a",
+    "y" * 1023 + "b",
+    "x" * 1024,
+    "\u00e9" * 512,
+    "\U0001f600" * 256,
+    "\u00e9" * 511 + "ab",
+    "'; DROP TABLE decision_ledger; --",
+    "*",
+    "?",
+    "[a-z]",
+    "${id}",
+    "%s",
+    "{}",
+    "\\",
+    '"',
+    "$where",
+    "../..",
+    "\r\n",
+)
+
+INVALID_IDS: tuple[tuple[object, str | None], ...] = (
+    # (invalid id, the valid id a sloppy store might record in its place)
+    (b"abc", "abc"),
+    (123, "123"),
+    (None, "None"),
+    ("", None),
+    ("w" * 1025, "w" * 1024),
+    ("\u00e9" * 513, "\u00e9" * 512),
+    ("\ud800", "\ufffd"),
+    ("a\udfffb", "a\ufffdb"),
+    ("a\udfffb", "a?b"),
+    ("a\udfffb", "ab"),
+)
+
+
+def _assert_invalid(handle: Handle, method: str, value: object) -> None:
+    with pytest.raises(InvalidRequestId):
+        handle.call(method, value)
+
+
+_valid_text = st.text(
+    alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=24
+).filter(lambda s: len(s.encode("utf-8")) <= 1024)
+_ids = st.one_of(_valid_text, st.sampled_from(EDGE_IDS))
+
+
+class C8Ids:
+    @pytest.mark.clause("C8")
+    def test_C8_edge_ids_are_distinct(self, ledgers: Ledgers) -> None:
+        label = ledgers.label()
+        handle = ledgers.open(label)
+        assert len(set(EDGE_IDS)) == len(EDGE_IDS)
+        for request_id in EDGE_IDS:
+            assert expect_bool(handle.spend(request_id), "spend") is True, (
+                f"spend({request_id[:80]!r}) returned False: an earlier, different id "
+                "was taken for it (case, space, normalization or truncation)"
+            )
+        other = ledgers.open(label)
+        for request_id in EDGE_IDS:  # round-trip through a fresh instance
+            if other.has_is_spent:
+                assert other.is_spent(request_id) is True, f"{request_id[:80]!r} not read back"
+            assert other.spend(request_id) is False, f"{request_id[:80]!r} spent twice"
+        assert_linearizable(ledgers)
+
+    @pytest.mark.clause("C8")
+    def test_C8_invalid_ids_refused(self, ledgers: Ledgers) -> None:
+        handle = ledgers.open(ledgers.label())
+        for value, _ in INVALID_IDS:
+            _assert_invalid(handle, "spend", value)
+            if handle.has_is_spent:
+                _assert_invalid(handle, "is_spent", value)
+        for value, lookalike in INVALID_IDS:
+            if lookalike is None:
+                continue
+            assert handle.spend(lookalike) is True, (
+                f"refusing {value!r} recorded {lookalike[:40]!r} (the spend of it returned False)"
+            )
+
+    @pytest.mark.clause("C8")
+    def test_C8_generated_ids(self, ledgers: Ledgers) -> None:
+        handle = ledgers.open(ledgers.label())
+        spent: set[str] = set()
+
+        @settings(
+            max_examples=ledgers.profile.examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(st.lists(_ids, min_size=1, max_size=6))
+        def exact_ids(batch: list[str]) -> None:
+            for request_id in batch:
+                expected = request_id not in spent
+                if handle.has_is_spent:
+                    assert handle.is_spent(request_id) is (not expected), (
+                        f"is_spent({request_id!r}) disagrees with the ids spent so far"
+                    )
+                assert handle.spend(request_id) is expected, (
+                    f"spend({request_id!r}) returned the wrong answer: ids compare exactly"
+                )
+                spent.add(request_id)
+
+        exact_ids()
+        assert_linearizable(ledgers)

@@ -1,0 +1,113 @@
+"""Helpers the clause modules share: skips with a reason, and outcome checks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import NoReturn
+
+import pytest
+
+from ..context import Flavor
+from ..harness import Handle, Ledgers, describe_violations, error_text
+
+NOT_EXERCISED = "not exercised"
+NOT_APPLICABLE = "not applicable"
+
+
+def not_exercised(why: str) -> NoReturn:
+    pytest.skip(f"{NOT_EXERCISED}: {why}")
+
+
+def not_applicable(why: str) -> NoReturn:
+    pytest.skip(f"{NOT_APPLICABLE}: {why}")
+
+
+def require_store_id(handle: Handle, what: str) -> None:
+    """Cross-process and proof clauses hold only for a ledger that has a store_id."""
+    if handle.store_id is None:
+        not_applicable(f"store_id is None, so the ledger promises {what} only in one process")
+
+
+def require_is_spent(handle: Handle) -> None:
+    if not handle.has_is_spent:
+        not_applicable("the ledger has no is_spent (an optional method)")
+
+
+def open_flavor(ledgers: Ledgers, label: str, flavor: Flavor) -> Handle:
+    """Open the asked-for variant; a factory that has only the other one makes it a skip."""
+    handle = ledgers.open(label, flavor)
+    if handle.flavor != flavor:
+        not_exercised(f"the factory gave a {handle.flavor} ledger when asked for {flavor}")
+    return handle
+
+
+def open_both(ledgers: Ledgers, label: str) -> list[Handle]:
+    """A sync and an async instance on ``label`` (just one if the factory has one shape)."""
+    first = ledgers.open(label, "sync")
+    second = ledgers.open(label, "async")
+    return [first] if first.flavor == second.flavor else [first, second]
+
+
+def assert_linearizable(ledgers: Ledgers) -> None:
+    violations = ledgers.violations()
+    assert not violations, describe_violations(violations)
+
+
+def assert_one_winner(results: dict[str, list[object]], context: str) -> None:
+    """Exactly one ``True`` per id, every other answer ``False``, nothing raised."""
+    problems: list[str] = []
+    for request_id, answers in results.items():
+        wins = sum(1 for a in answers if a is True)
+        odd = [a for a in answers if not isinstance(a, bool)]
+        if odd:
+            shown = ", ".join(
+                error_text(a) if isinstance(a, BaseException) else repr(a) for a in odd[:3]
+            )
+            problems.append(f"{request_id!r}: {len(odd)} answer(s) not a bool: {shown}")
+        if wins != 1:
+            problems.append(f"{request_id!r}: {wins} callers got True (exactly one must)")
+    assert not problems, f"{context}:\n  " + "\n  ".join(problems[:10])
+
+
+def run_threads(count: int, target: Callable[[int], None], timeout: float) -> None:
+    """Run ``target(i)`` on ``count`` threads and join them, bounded; re-raise a crash."""
+    crashes: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # a crashed worker must fail the test, not vanish
+            crashes.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), name=f"t{i}") for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    alive = sum(t.is_alive() for t in threads)
+    assert not alive, f"{alive} worker thread(s) still running after {timeout:g} s"
+    if crashes:
+        raise crashes[0]
+
+
+def expect_bool(value: object, what: str) -> bool:
+    assert isinstance(value, bool), (
+        f"{what} returned {value!r} ({type(value).__name__}), not a bool"
+    )
+    return value
+
+
+def collect(
+    results: dict[str, list[object]], request_id: str, call: Callable[[str], object]
+) -> None:
+    """Append ``call(request_id)``'s answer, or what it raised, to ``results[request_id]``."""
+    try:
+        value = call(request_id)
+    except Exception as exc:
+        value = exc
+    results[request_id].append(value)
+
+
+def empty_results(ids: Iterable[str]) -> dict[str, list[object]]:
+    return {request_id: [] for request_id in ids}

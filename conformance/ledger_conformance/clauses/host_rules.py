@@ -1,0 +1,130 @@
+"""H1-H5: the core's host rules, driven against the ledger under test (sync and async)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ledger_core import host
+from ledger_core.host import CloseVerdict, LandedVerdict, PendingRequest, ResolveVerdict
+from ledger_core.ids import closed_proven_id
+
+from ..harness import Handle, Ledgers
+from .common import not_applicable, open_both
+
+
+def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
+    if handle.is_async:
+        return ledgers.runtime.loop.run(host.resolve_async(handle.ledger, pending))
+    return host.resolve(handle.ledger, pending)
+
+
+def _close(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Closure:
+    if handle.is_async:
+        return ledgers.runtime.loop.run(host.close_pause_async(handle.ledger, pending))
+    return host.close_pause(handle.ledger, pending)
+
+
+def _landed(ledgers: Ledgers, handle: Handle, request_id: str) -> LandedVerdict:
+    if handle.is_async:
+        return ledgers.runtime.loop.run(host.spend_landed_async(handle.ledger, request_id))
+    return host.spend_landed(handle.ledger, request_id)
+
+
+def _why(result: Any) -> str:
+    error = getattr(result, "error", None)
+    return f" ({type(error).__name__}: {error})" if error is not None else ""
+
+
+class HostRules:
+    @pytest.mark.clause("H1")
+    def test_H1_only_true_runs(self, ledgers: Ledgers) -> None:
+        for handle in open_both(ledgers, ledgers.label()):
+            pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
+            first = _resolve(ledgers, handle, pending)
+            assert first.verdict is ResolveVerdict.RUN, (
+                f"{handle.flavor}: the first answer gave {first.verdict.value}{_why(first)}"
+            )
+            second = _resolve(ledgers, handle, pending)
+            assert second.verdict is ResolveVerdict.ALREADY_SPENT, (
+                f"{handle.flavor}: a second answer gave {second.verdict.value}{_why(second)}"
+            )
+
+    @pytest.mark.clause("H2")
+    def test_H2_landed_after_failure(self, ledgers: Ledgers) -> None:
+        for handle in open_both(ledgers, ledgers.label()):
+            request_id = ledgers.ids(1, handle.flavor)[0]
+            expected = (
+                LandedVerdict.NOT_LANDED if handle.has_is_spent else LandedVerdict.COUNTS_AS_SPENT
+            )
+            before = _landed(ledgers, handle, request_id)
+            assert before is expected, f"{handle.flavor}: an unspent id gave {before.value}"
+            assert handle.spend(request_id) is True
+            after = _landed(ledgers, handle, request_id)
+            assert after is LandedVerdict.COUNTS_AS_SPENT, (
+                f"{handle.flavor}: a spent id gave {after.value}"
+            )
+
+    @pytest.mark.clause("H3")
+    def test_H3_close_with_proof(self, ledgers: Ledgers) -> None:
+        for handle in open_both(ledgers, ledgers.label()):
+            pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
+            closure = _close(ledgers, handle, pending)
+            if handle.store_id is None:
+                assert closure.verdict is CloseVerdict.POSSIBLY_RUN, (
+                    "a ledger without store_id let the host claim a proof"
+                )
+                continue
+            assert closure.proven, (
+                f"{handle.flavor}: close gave {closure.verdict.value}: {closure.reason}"
+                f"{_why(closure)}"
+            )
+            assert closure.recorded, f"{handle.flavor}: proven, but not recorded: {closure.reason}"
+            if handle.has_is_spent:
+                marker = closed_proven_id(pending.request_id)
+                assert handle.is_spent(marker) is True, "the close was not recorded"
+            answered = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
+            assert _resolve(ledgers, handle, answered).verdict is ResolveVerdict.RUN
+            late = _close(ledgers, handle, answered)
+            assert late.verdict is CloseVerdict.POSSIBLY_RUN, (
+                f"{handle.flavor}: closing an answered request claimed a proof"
+            )
+
+    @pytest.mark.clause("H4")
+    def test_H4_retried_close_keeps_verdict(self, ledgers: Ledgers) -> None:
+        label = ledgers.label()
+        for handle in open_both(ledgers, label):
+            if handle.store_id is None:
+                not_applicable("store_id is None: the host never closes with a proof")
+            pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
+            assert _close(ledgers, handle, pending).proven
+            fresh = ledgers.open(label, handle.flavor)
+            again = _close(ledgers, fresh, pending)
+            assert again.proven, f"{handle.flavor}: a retried close lost its proof: {again.reason}"
+            late = _resolve(ledgers, fresh, pending)
+            assert late.verdict is ResolveVerdict.CLOSED_BY_HOST, (
+                f"{handle.flavor}: a late answer gave {late.verdict.value}{_why(late)}"
+            )
+
+    @pytest.mark.clause("H5")
+    def test_H5_spent_only_where_minted(self, ledgers: Ledgers) -> None:
+        label = ledgers.label("minted")
+        for handle in open_both(ledgers, label):
+            if handle.store_id is None:
+                not_applicable("store_id is None: the host cannot tell stores apart")
+            other = ledgers.open(ledgers.label("elsewhere"), handle.flavor)
+            pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
+            moved = _resolve(ledgers, other, pending)
+            assert moved.verdict is ResolveVerdict.LEDGER_CHANGED, (
+                f"{handle.flavor}: resolving under another store gave {moved.verdict.value}"
+            )
+            if other.has_is_spent:
+                assert other.is_spent(pending.request_id) is False, (
+                    "a ledger-changed answer still spent the id in the other store"
+                )
+            same = ledgers.open(label, handle.flavor)
+            home = _resolve(ledgers, same, pending)
+            assert home.verdict is ResolveVerdict.RUN, (
+                f"{handle.flavor}: a new instance of the minting store gave {home.verdict.value}"
+            )

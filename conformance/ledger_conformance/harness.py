@@ -1,0 +1,297 @@
+"""The machinery every clause shares: one event loop, opened ledgers, recorded operations.
+
+Clauses are plain (sync) pytest tests. Async ledgers live on the suite's own event loop
+(a daemon thread), so threads, tasks and the fault watchdog drive sync and async ledgers
+the same way. Every operation a :class:`Handle` performs is timed and recorded into the
+test's :class:`History`; every ``spend`` that answered ``True`` is remembered for the
+end-of-run permanence check (C2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ledger_core.protocol import is_async_ledger
+
+from .context import Cleanup, Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
+from .history import History, Op, OpKind, Violation, check
+from .profile import Profile
+
+T = TypeVar("T")
+
+# How long any single call may take outside of an injected fault before the suite gives up.
+CALL_BOUND = 60.0
+KEY_SEPARATOR = "\x1f"
+
+
+class SuiteLoop:
+    """An event loop on a daemon thread that async ledgers are opened on and driven by."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="ledger-suite-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_BOUND) -> T:
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("SuiteLoop.run called from the loop's own thread")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"a ledger call did not finish within {timeout:g} s") from None
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+@dataclass(frozen=True)
+class Acked:
+    """A spend that answered True: the id must stay spent for the rest of the run (C2)."""
+
+    label: str
+    request_id: str
+    op: Op
+
+
+@dataclass
+class Runtime:
+    """Session-wide state: the loop, the run id, the profile, acknowledged spends per suite."""
+
+    profile: Profile
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    loop: SuiteLoop = field(default_factory=SuiteLoop)
+    acked: dict[str, list[Acked]] = field(default_factory=dict)
+    _labels: itertools.count[int] = field(default_factory=itertools.count)
+
+    def acked_for(self, suite_key: str) -> list[Acked]:
+        return self.acked.setdefault(suite_key, [])
+
+    def next_number(self) -> int:
+        return next(self._labels)
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def process_name() -> str:
+    return threading.current_thread().name
+
+
+class Handle:
+    """One opened ledger, callable from any thread (sync) or from the suite loop (async)."""
+
+    def __init__(self, ledger: Any, label: str, owner: Ledgers) -> None:
+        self.ledger = ledger
+        self.label = label
+        self.is_async = is_async_ledger(ledger)
+        self._owner = owner
+        self._loop = owner.runtime.loop
+
+    @property
+    def flavor(self) -> Flavor:
+        return "async" if self.is_async else "sync"
+
+    @property
+    def has_is_spent(self) -> bool:
+        return callable(getattr(self.ledger, "is_spent", None))
+
+    @property
+    def store_id(self) -> object:
+        """The raw attribute (absent is None): C6 checks its type."""
+        return getattr(self.ledger, "store_id", None)
+
+    def key(self, request_id: str) -> str:
+        return f"{self.label}{KEY_SEPARATOR}{request_id}"
+
+    # -- unrecorded calls (invalid ids, host rules) ------------------------------------
+    def call(self, method: str, request_id: object) -> object:
+        """Call ``method`` from a sync thread, whatever the ledger's shape."""
+        fn = getattr(self.ledger, method)
+        if self.is_async:
+            return self._loop.run(_awaited(fn, request_id))
+        return fn(request_id)
+
+    async def acall(self, method: str, request_id: object) -> object:
+        """Call ``method`` from the suite loop (a sync ledger runs on a worker thread)."""
+        fn = getattr(self.ledger, method)
+        if self.is_async:
+            return await fn(request_id)
+        return await asyncio.to_thread(fn, request_id)
+
+    # -- recorded calls ----------------------------------------------------------------
+    def spend(self, request_id: str, process: str | None = None) -> object:
+        return self._record(process, "spend", request_id, lambda: self.call("spend", request_id))
+
+    def is_spent(self, request_id: str, process: str | None = None) -> object:
+        return self._record(
+            process, "is_spent", request_id, lambda: self.call("is_spent", request_id)
+        )
+
+    async def aspend(self, request_id: str, process: str) -> object:
+        return await self._arecord(
+            process, "spend", request_id, lambda: self.acall("spend", request_id)
+        )
+
+    async def ais_spent(self, request_id: str, process: str) -> object:
+        return await self._arecord(
+            process, "is_spent", request_id, lambda: self.acall("is_spent", request_id)
+        )
+
+    def submit(self, kind: OpKind, request_id: str, process: str) -> concurrent.futures.Future[Any]:
+        """Start a recorded call without waiting for it (the fault clauses watch it)."""
+        if self.is_async:
+            coro = self.aspend if kind == "spend" else self.ais_spent
+            return self._loop.submit(coro(request_id, process))
+        method = self.spend if kind == "spend" else self.is_spent
+        return self._owner.executor.submit(method, request_id, process)
+
+    def _record(
+        self, process: str | None, kind: OpKind, request_id: str, call: Callable[[], object]
+    ) -> object:
+        who = process or process_name()
+        invoke = time.monotonic_ns()
+        try:
+            value = call()
+        except Exception as exc:
+            self._done(who, kind, request_id, invoke, None, exc)
+            raise
+        self._done(who, kind, request_id, invoke, value, None)
+        return value
+
+    async def _arecord(
+        self, process: str, kind: OpKind, request_id: str, call: Callable[[], Awaitable[object]]
+    ) -> object:
+        invoke = time.monotonic_ns()
+        try:
+            value = await call()
+        except Exception as exc:
+            self._done(process, kind, request_id, invoke, None, exc)
+            raise
+        self._done(process, kind, request_id, invoke, value, None)
+        return value
+
+    def _done(
+        self,
+        process: str,
+        kind: OpKind,
+        request_id: str,
+        invoke: int,
+        value: object,
+        exc: BaseException | None,
+    ) -> None:
+        error = None if exc is None else error_text(exc)
+        op = Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, error)
+        self._add(op, request_id)
+
+    def _add(self, op: Op, request_id: str) -> None:
+        self._owner.history.add(op)
+        if op.kind == "spend" and op.result is True:
+            self._owner.acked.append(Acked(self.label, request_id, op))
+
+
+async def _awaited(fn: Callable[[object], Any], arg: object) -> object:
+    return await fn(arg)
+
+
+class Ledgers:
+    """Per test: opens ledgers through the factory, records their history, closes them."""
+
+    def __init__(self, runtime: Runtime, factory: Factory, suite_key: str) -> None:
+        self.runtime = runtime
+        self.factory = factory
+        self.profile = runtime.profile
+        self.history = History()
+        self.acked = runtime.acked_for(suite_key)
+        self._number = runtime.next_number()
+        self._cleanups: list[tuple[Handle, Cleanup]] = []
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._ids = itertools.count()
+
+    @property
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                32, thread_name_prefix=f"ledger-suite-{self._number}"
+            )
+        return self._executor
+
+    def label(self, name: str = "store") -> str:
+        """A store label unique to this run and test (the same name gives the same label)."""
+        return f"{self.runtime.run_id}-{self._number}-{name}"
+
+    def ids(self, count: int, tag: str = "id") -> list[str]:
+        """``count`` request ids never used before in this run."""
+        base = f"{self.runtime.run_id}-{self._number}-{tag}"
+        return [f"{base}-{next(self._ids)}" for _ in range(count)]
+
+    def open(self, label: str, flavor: Flavor = "sync", route: Route = identity_route) -> Handle:
+        """A new ledger instance on the store ``label``."""
+        ctx = LedgerContext(store=label, route=route, flavor=flavor)
+        ledger, cleanup = self.runtime.loop.run(enter_factory(self.factory, ctx))
+        handle = Handle(ledger, label, self)
+        self._cleanups.append((handle, cleanup))
+        return handle
+
+    def close_handle(self, handle: Handle) -> None:
+        """Close one ledger now (C2 reopen); the others close at teardown."""
+        for i, (owner, cleanup) in enumerate(self._cleanups):
+            if owner is handle:
+                del self._cleanups[i]
+                self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
+                return
+
+    def violations(self, ops: History | None = None) -> list[Violation]:
+        return check(self.history if ops is None else ops)
+
+    def close(self) -> None:
+        errors: list[BaseException] = []
+        for _, cleanup in reversed(self._cleanups):
+            try:
+                self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
+            except Exception as exc:
+                errors.append(exc)
+        self._cleanups.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if errors:
+            raise RuntimeError(f"closing a ledger failed: {error_text(errors[0])}") from errors[0]
+
+
+def describe_violations(violations: list[Violation], limit: int = 8) -> str:
+    """A failure message that shows what went wrong and the ops that prove it."""
+    lines = [f"{len(violations)} violation(s) of the history checker (times in ms):"]
+    for v in violations[:limit]:
+        lines.append(f"  [{v.clause}] {v.key!r}: {v.message}")
+        base = min((op.invoke_ns for op in v.ops), default=0)
+        for op in v.ops[:6]:
+            outcome = op.error if op.error is not None else repr(op.result)
+            start, end = (op.invoke_ns - base) / 1e6, (op.complete_ns - base) / 1e6
+            lines.append(f"      {op.process} {op.kind} [{start:.1f}..{end:.1f}] -> {outcome}")
+    if len(violations) > limit:
+        lines.append(f"  ... and {len(violations) - limit} more")
+    return "\n".join(lines)

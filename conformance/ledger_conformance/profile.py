@@ -1,0 +1,62 @@
+"""How hard the suite pushes: ``quick`` meets the issue's minimums, ``thorough`` scales up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    ids: int  # ids contended by threads, and by asyncio tasks
+    threads: int  # threads released together on each id
+    tasks: int  # asyncio tasks released together on each id
+    processes: int  # OS processes released together on each id
+    process_ids: int
+    mixed_ids: int  # ids contended by sync and async instances at once
+    permanence_wait: float  # seconds C2 waits before re-reading (an expiring store must fail)
+    fault_ids: int  # fresh and already-spent ids tried under each fault
+    watchdog: float  # seconds an op may hang in a fault before the suite heals the network
+    settle: float  # bound on how long an op may take once the network is healed
+    examples: int  # hypothesis examples for C8
+
+
+PROFILES = {
+    "quick": Profile(
+        name="quick",
+        ids=100,
+        threads=64,
+        tasks=256,
+        processes=4,
+        process_ids=25,
+        mixed_ids=50,
+        permanence_wait=0.0,
+        fault_ids=4,
+        watchdog=2.0,
+        settle=30.0,
+        examples=60,
+    ),
+    "thorough": Profile(
+        name="thorough",
+        ids=300,
+        threads=96,
+        tasks=512,
+        processes=8,
+        process_ids=100,
+        mixed_ids=200,
+        permanence_wait=3.0,
+        fault_ids=16,
+        watchdog=4.0,
+        settle=60.0,
+        examples=400,
+    ),
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown profile {name!r} (expected one of: {', '.join(PROFILES)})"
+        ) from None

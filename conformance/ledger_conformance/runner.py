@@ -1,0 +1,158 @@
+"""``decision-ledger check``: run the suite in-process and print the per-clause table.
+
+Exit codes: 0 every clause passed (or was not exercised, with the reason shown); 1 a
+clause failed; 2 usage (both or neither of URL and factory, a bad factory path, a
+factory that raised); 3 the store cannot be reached. Bad input is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+
+from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, MissingDriver
+from ledger_core.registry import backend_for
+from ledger_core.urls import LedgerURL, redact_url
+
+from .context import LedgerContext, NotALedger, enter_factory
+from .loading import FactoryPathError, load_factory
+from .profile import PROFILES
+from .report import CaseOutcome, clause_of_name, render, summarize
+
+OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+PREFLIGHT_TIMEOUT = 30.0
+_UNREACHABLE = (LedgerUnavailable, ConnectionError, TimeoutError, OSError)
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Collector:
+    """A pytest plugin object that keeps one outcome per test."""
+
+    def __init__(self) -> None:
+        self.clauses: dict[str, str] = {}
+        self.outcomes: dict[str, CaseOutcome] = {}
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        marker = item.get_closest_marker("clause")
+        clause = str(marker.args[0]) if marker and marker.args else clause_of_name(item.name)
+        if clause:
+            self.clauses[item.nodeid] = clause
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        clause = self.clauses.get(report.nodeid)
+        if clause is None:
+            return
+        name = report.nodeid.rsplit("::", 1)[-1]
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            outcome = CaseOutcome(clause, name, "skipped", reason.removeprefix("Skipped: "))
+        elif report.failed:
+            outcome = CaseOutcome(clause, name, "failed", _first_line(report))
+        elif report.when == "call":
+            outcome = CaseOutcome(clause, name, "passed")
+        else:
+            return
+        previous = self.outcomes.get(report.nodeid)
+        if previous is None or previous.outcome != "failed":  # a teardown error wins
+            self.outcomes[report.nodeid] = outcome
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None) or str(report.longrepr)
+    return message.strip().splitlines()[0][:300] if message.strip() else "failed"
+
+
+def _fail(message: str) -> None:
+    print(f"decision-ledger check: {message}", file=sys.stderr)
+
+
+def _factory_from(url: str | None, factory: str | None) -> Any:
+    if bool(url) == bool(factory):
+        raise _Refused(USAGE, "give a ledger URL or --factory module:callable (exactly one)")
+    if factory:
+        try:
+            return load_factory(factory)
+        except FactoryPathError as exc:
+            raise _Refused(USAGE, str(exc)) from None
+    assert url is not None
+    try:
+        backend_for(LedgerURL.parse(url).scheme)
+    except MissingDriver as exc:
+        raise _Refused(USAGE, str(exc)) from None
+    except InvalidLedgerURL as exc:
+        raise _Refused(USAGE, str(exc)) from None
+    from .urlmode import URLFactory
+
+    return URLFactory(url, "check")
+
+
+async def _preflight(factory: Any) -> None:
+    ledger, cleanup = await enter_factory(factory, LedgerContext(store="preflight"))
+    try:
+        probe = getattr(ledger, "is_spent", None)
+        if callable(probe):
+            result = probe("decision-ledger-check-preflight")
+            if asyncio.iscoroutine(result):
+                await result
+    finally:
+        await cleanup()
+
+
+def _check_reachable(factory: Any, what: str) -> None:
+    """Open one ledger before the run, so a bad factory or a dead store is one clear line."""
+    try:
+        asyncio.run(asyncio.wait_for(_preflight(factory), PREFLIGHT_TIMEOUT))
+    except _UNREACHABLE as exc:
+        raise _Refused(UNAVAILABLE, f"cannot reach the store of {what}: {_text(exc)}") from None
+    except (NotALedger, LedgerError) as exc:
+        raise _Refused(USAGE, f"{what}: {_text(exc)}") from None
+    except Exception as exc:
+        raise _Refused(USAGE, f"the factory {what} raised {_text(exc)}") from None
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def run_check(*, url: str | None, factory: str | None, profile: str) -> int:
+    """Run the suite against one ledger; print the table; return the exit code."""
+    if profile not in PROFILES:
+        _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
+        return USAGE
+    try:
+        made = _factory_from(url, factory)
+        _check_reachable(made, redact_url(url) if url else str(factory))
+    except _Refused as refused:
+        _fail(str(refused))
+        return refused.code
+    args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
+    args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
+    args += [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=short",
+        "-o",
+        "addopts=",
+        "-W",
+        "ignore::DeprecationWarning",
+    ]
+    collector = _Collector()
+    code = pytest.main(args, plugins=[collector])
+    rows = summarize(collector.outcomes.values())
+    print()
+    print(render(rows))
+    if code == pytest.ExitCode.USAGE_ERROR:
+        return USAGE
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return FAILED
+    return FAILED if any(r.status == "failed" for r in rows) or not rows else OK

@@ -1,0 +1,46 @@
+"""The base class a backend's own tests subclass to run the whole suite in one file.
+
+::
+
+    from ledger_conformance import LedgerConformance
+
+    class TestMyLedger(LedgerConformance):
+        @pytest.fixture
+        def ledger_factory(self):
+            return my_factory          # LedgerContext -> ledger (see context.py)
+
+Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .clauses.c1_once import C1Once
+from .clauses.c2_permanent import C2Permanent
+from .clauses.c3_reads import C3Reads
+from .clauses.c6_identity import C6Identity
+from .clauses.c7_isolation import C7Isolation
+from .clauses.c8_ids import C8Ids
+from .clauses.c9_variants import C9Variants
+from .clauses.c45_faults import C45Faults
+from .clauses.host_rules import HostRules
+
+
+# pytest collects the bases last-to-first: this order runs C1 first and H5 last.
+class LedgerConformance(
+    HostRules, C9Variants, C8Ids, C7Isolation, C6Identity, C45Faults, C3Reads, C2Permanent, C1Once
+):
+    """Every clause, C1-C9 and H1-H5. Override ``ledger_factory``; the default reads
+    ``--ledger-url`` / ``--ledger-factory``."""
+
+    @pytest.fixture
+    def ledger_factory(self, ledger_option_factory: Any) -> Any:
+        return ledger_option_factory
+
+    @pytest.fixture
+    def ledger_restart(self, ledger_option_restart: Any) -> Callable[[], object] | None:
+        return ledger_option_restart  # type: ignore[no-any-return]

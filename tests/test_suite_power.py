@@ -1,0 +1,173 @@
+"""The suite proves its own power: it fails every mutant in the zoo, naming the clause,
+and passes the correct ledgers (memory, SQLite, and the zoo's own control).
+
+Each run is a subprocess (``python -m pytest --pyargs ledger_conformance ...``), the
+way a store author runs the suite; runs go in parallel, each limited to the tests
+that can catch its mutant, so the whole meta-test stays short.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.servers.common import binary, free_port
+from tests.zoo.base import ENV
+from tests.zoo.mutants import EXPECTED
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_TIMEOUT = 240.0
+FAILED_LINE = re.compile(r"^FAILED \S*::(test_([CH]\d)_\S*)", re.MULTILINE)
+PARALLEL = 3
+FORGETS_ON_RESTART = "volatile_server_restart"  # a redis-server without persistence
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    output: str
+
+    @property
+    def failed_clauses(self) -> set[str]:
+        return {m.group(2) for m in FAILED_LINE.finditer(self.output)}
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.output.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def zoo_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway redis-server on a free loopback port, for the zoo's TCP ledgers."""
+    server = binary("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("zoo-redis")
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_until_listening(proc, port)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _wait_until_listening(proc: subprocess.Popen[bytes], port: int) -> None:
+    """Poll the new server with PING, bounded (200 x 0.05 s): a startup wait, not a race."""
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1.0)
+    try:
+        for _ in range(200):
+            if proc.poll() is not None:
+                pytest.fail(f"redis-server exited with {proc.returncode}")
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        pytest.fail(f"redis-server did not listen on port {port} within 10 s")
+    finally:
+        client.close()
+
+
+def _suite(target: list[str], select: str, profile: str, redis_addr: str) -> Run:
+    env = {**os.environ, ENV: redis_addr, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "ledger_conformance",
+        *target,
+        "--ledger-profile",
+        profile,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rfE",
+        "--tb=line",
+        "-o",
+        "addopts=",
+        "-W",
+        "ignore::DeprecationWarning",
+    ]
+    if select:
+        cmd += ["-k", select]
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+    )
+    return Run(done.returncode, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module")
+def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every mutant and every control, run once, in parallel."""
+    db = tmp_path_factory.mktemp("power") / "ledger.db"
+    jobs: dict[str, tuple[list[str], str, str]] = {
+        name: (["--ledger-factory", f"tests.zoo.mutants:{name}"], select, profile)
+        for name, (_, select, profile) in EXPECTED.items()
+    }
+    jobs["control:memory"] = (["--ledger-url", "memory://power"], "", "quick")
+    jobs["control:sqlite"] = (["--ledger-url", f"sqlite:///{db}"], "", "quick")
+    jobs["control:zoo"] = (["--ledger-factory", "tests.zoo.base:correct"], "C4 or C5", "quick")
+    restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
+    jobs["control:restart"] = (
+        ["--ledger-factory", "tests.zoo.restartable:persistent", *restart],
+        "C2",
+        "quick",
+    )
+    jobs[FORGETS_ON_RESTART] = (
+        ["--ledger-factory", "tests.zoo.restartable:volatile", *restart],
+        "C2_server",
+        "quick",
+    )
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {
+            name: pool.submit(_suite, target, select, profile, zoo_redis)
+            for name, (target, select, profile) in jobs.items()
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("mutant", [*sorted(EXPECTED), FORGETS_ON_RESTART])
+def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
+    clause = EXPECTED[mutant][0] if mutant in EXPECTED else "C2"
+    run = runs[mutant]
+    assert run.code == 1, f"{mutant}: the suite exited {run.code}, not 1:\n{run.tail()}"
+    assert clause in run.failed_clauses, (
+        f"{mutant}: expected a failure of {clause}, got {sorted(run.failed_clauses)}:\n{run.tail()}"
+    )
+
+
+@pytest.mark.parametrize(
+    "control", ["control:memory", "control:sqlite", "control:zoo", "control:restart"]
+)
+def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
+    run = runs[control]
+    assert run.code == 0, f"{control} failed the suite:\n{run.tail(60)}"

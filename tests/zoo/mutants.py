@@ -1,0 +1,296 @@
+"""The mutants: each factory builds a ledger that is wrong in exactly one way.
+
+``EXPECTED`` maps each factory to the clause the suite must fail it on, the ``-k``
+selection of tests that is enough to catch it, and the profile to run them with.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import unicodedata
+import uuid
+from typing import Any
+
+import redis
+from ledger_conformance import LedgerContext
+
+from ledger_core.ids import validate_request_id
+
+from .base import AsyncZooLedger, ZooLedger, build, redis_address
+
+# -- C1 ------------------------------------------------------------------------------
+
+
+class CheckThenSet(ZooLedger):
+    """Reads, then writes: two callers both see "not spent" and both win."""
+
+    def write(self, key: str, token: str) -> bool:
+        if self.client.exists(key):
+            return False
+        time.sleep(0.002)  # widen the race window the mutant has anyway
+        self.client.set(key, token)
+        return True
+
+
+class ReturnsOne(ZooLedger):
+    """Answers 1/0 instead of True/False: truthy is not True (C1, H1)."""
+
+    def spend(self, request_id: str) -> Any:
+        return int(super().spend(request_id))
+
+
+class InProcessWithStoreId:
+    """A dict in one process that claims a store_id: other processes never see it."""
+
+    _stores: dict[str, dict[str, str]] = {}  # noqa: RUF012 - the mutant's whole store
+    _lock = threading.Lock()
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.store_id = f"inproc:{label}"
+        with self._lock:
+            self._spent = self._stores.setdefault(label, {})
+
+    def spend(self, request_id: str) -> bool:
+        validate_request_id(request_id)
+        with self._lock:
+            if request_id in self._spent:
+                return False
+            self._spent[request_id] = "x"
+            return True
+
+    def is_spent(self, request_id: str) -> bool:
+        validate_request_id(request_id)
+        with self._lock:
+            return request_id in self._spent
+
+
+# -- C2 ------------------------------------------------------------------------------
+
+
+class Expiring(ZooLedger):
+    """Records expire after a second, like a cache."""
+
+    def write(self, key: str, token: str) -> bool:
+        return bool(self.client.set(key, token, nx=True, px=1000))
+
+
+class ForgetsOnReopen(ZooLedger):
+    """Each instance keys under a fresh prefix, yet keeps the store's store_id."""
+
+    def __init__(self, label: str, host: str, port: int) -> None:
+        self.prefix = uuid.uuid4().hex
+        super().__init__(label, host, port)
+
+    def key(self, request_id: str) -> str:
+        return f"{self.prefix}:{super().key(request_id)}"
+
+
+# -- C3 ------------------------------------------------------------------------------
+
+
+class ReadingRecords(ZooLedger):
+    """is_spent records the id it was asked about."""
+
+    def read(self, key: str) -> bool:
+        return not bool(self.client.set(key, "read", nx=True))
+
+
+class StaleCache(ZooLedger):
+    """is_spent caches its answers per instance: another instance's spend goes unseen."""
+
+    def __init__(self, label: str, host: str, port: int) -> None:
+        self.cache: dict[str, bool] = {}
+        super().__init__(label, host, port)
+
+    def read(self, key: str) -> bool:
+        if key not in self.cache:
+            self.cache[key] = super().read(key)
+        return self.cache[key]
+
+
+# -- C4 / C5 ---------------------------------------------------------------------------
+
+
+class SwallowsErrors(ZooLedger):
+    """Any failure becomes False: an outage reads as "already spent" / "not spent"."""
+
+    def spend(self, request_id: str) -> Any:
+        try:
+            return super().spend(request_id)
+        except Exception:
+            return False
+
+    def read(self, key: str) -> bool:
+        try:
+            return bool(self.client.exists(key))
+        except redis.RedisError:
+            return False
+
+
+class FalseWhenUnreachable(ZooLedger):
+    """spend is correct, but is_spent answers False when the store is unreachable."""
+
+    def read(self, key: str) -> bool:
+        try:
+            return bool(self.client.exists(key))
+        except redis.RedisError:
+            return False
+
+
+class TrueAfterAmbiguous(ZooLedger):
+    """After an unknown outcome, assumes its write landed instead of checking its token."""
+
+    def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
+        return True
+
+
+class FalseAfterAmbiguous(ZooLedger):
+    """After an unknown outcome, guesses "someone else won" instead of checking."""
+
+    def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
+        return False
+
+
+# -- C6 ------------------------------------------------------------------------------
+
+
+class StoreIdPerInstance(ZooLedger):
+    def identity(self) -> str | None:
+        return f"zoo:{uuid.uuid4().hex}"
+
+
+class StoreIdShared(ZooLedger):
+    def identity(self) -> str | None:
+        return "zoo:one-for-all"
+
+
+class NoneWithoutReason(ZooLedger):
+    """store_id None with no describe(): a host cannot tell why it never proves."""
+
+    def identity(self) -> str | None:
+        return None
+
+
+# -- C7 ------------------------------------------------------------------------------
+
+
+class NaiveConcatenation(ZooLedger):
+    def key(self, request_id: str) -> str:
+        validate_request_id(request_id)
+        return f"zoo-naive:{self.label}:{request_id}"
+
+
+# -- C8 ------------------------------------------------------------------------------
+
+
+class CaseFolding(ZooLedger):
+    def key(self, request_id: str) -> str:
+        validate_request_id(request_id)
+        return super().key(request_id.casefold())
+
+
+class Truncating(ZooLedger):
+    def key(self, request_id: str) -> str:
+        raw = validate_request_id(request_id)[:64]
+        return f"zoo:{self.label.encode().hex()}:{raw.hex()}"
+
+
+class Normalizing(ZooLedger):
+    def key(self, request_id: str) -> str:
+        validate_request_id(request_id)
+        return super().key(unicodedata.normalize("NFC", request_id))
+
+
+class Stripping(ZooLedger):
+    def key(self, request_id: str) -> str:
+        validate_request_id(request_id)
+        return super().key(request_id.strip() or request_id)
+
+
+class LaxIds(ZooLedger):
+    """No validation: bytes, numbers and over-long ids are stored under their str()."""
+
+    def key(self, request_id: Any) -> str:
+        text = request_id.decode() if isinstance(request_id, bytes) else str(request_id)
+        raw = text.encode("utf-8", "replace")
+        return f"zoo:{self.label.encode().hex()}:{raw.hex()}"
+
+
+# -- C9 ------------------------------------------------------------------------------
+
+
+class OtherPrefix(ZooLedger):
+    def key(self, request_id: str) -> str:
+        return "async-" + super().key(request_id)
+
+
+# -- the factories -----------------------------------------------------------------
+
+
+def _factory(cls: type[Any]) -> Any:
+    def factory(ctx: LedgerContext) -> Any:
+        return build(cls, ctx)
+
+    factory.__name__ = factory.__qualname__ = cls.__name__
+    return factory
+
+
+check_then_set = _factory(CheckThenSet)
+returns_one = _factory(ReturnsOne)
+expiring = _factory(Expiring)
+forgets_on_reopen = _factory(ForgetsOnReopen)
+reading_records = _factory(ReadingRecords)
+stale_cache = _factory(StaleCache)
+swallows_errors = _factory(SwallowsErrors)
+false_when_unreachable = _factory(FalseWhenUnreachable)
+true_after_ambiguous = _factory(TrueAfterAmbiguous)
+false_after_ambiguous = _factory(FalseAfterAmbiguous)
+store_id_per_instance = _factory(StoreIdPerInstance)
+store_id_shared = _factory(StoreIdShared)
+none_without_reason = _factory(NoneWithoutReason)
+naive_concatenation = _factory(NaiveConcatenation)
+case_folding = _factory(CaseFolding)
+truncating = _factory(Truncating)
+normalizing = _factory(Normalizing)
+stripping = _factory(Stripping)
+lax_ids = _factory(LaxIds)
+
+
+def in_process_with_store_id(ctx: LedgerContext) -> Any:
+    return InProcessWithStoreId(ctx.store)
+
+
+def async_variant_differs(ctx: LedgerContext) -> Any:
+    """The sync variant is right; the async one keys its records elsewhere."""
+    if ctx.flavor == "async":
+        host, port = ctx.route(*redis_address())
+        return AsyncZooLedger(OtherPrefix(ctx.store, host, port))
+    return build(ZooLedger, ctx)
+
+
+# factory name -> (clause the suite must fail, -k selection, profile)
+EXPECTED: dict[str, tuple[str, str, str]] = {
+    "check_then_set": ("C1", "C1_threads", "quick"),
+    "returns_one": ("C1", "C1_sequential", "quick"),
+    "in_process_with_store_id": ("C1", "C1_processes", "quick"),
+    "expiring": ("C2", "C2_after_waiting", "thorough"),
+    "forgets_on_reopen": ("C2", "C2", "quick"),
+    "reading_records": ("C3", "C3", "quick"),
+    "stale_cache": ("C3", "C3", "quick"),
+    "swallows_errors": ("C4", "C4", "quick"),
+    "false_when_unreachable": ("C4", "C4", "quick"),
+    "true_after_ambiguous": ("C5", "C5", "quick"),
+    "false_after_ambiguous": ("C5", "C5", "quick"),
+    "store_id_per_instance": ("C6", "C6", "quick"),
+    "store_id_shared": ("C6", "C6", "quick"),
+    "none_without_reason": ("C6", "C6", "quick"),
+    "naive_concatenation": ("C7", "C7", "quick"),
+    "case_folding": ("C8", "C8_edge", "quick"),
+    "truncating": ("C8", "C8_edge", "quick"),
+    "normalizing": ("C8", "C8_edge", "quick"),
+    "stripping": ("C8", "C8_edge", "quick"),
+    "lax_ids": ("C8", "C8_invalid", "quick"),
+    "async_variant_differs": ("C9", "C9", "quick"),
+}

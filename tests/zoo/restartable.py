@@ -1,0 +1,113 @@
+"""A redis-server this process owns and can restart, for C2 across a server restart.
+
+``persistent`` writes every change to an append-only file with ``fsync`` per write, so a
+restart keeps every spent id; ``volatile`` keeps nothing on disk, so a restart forgets
+(the suite must fail it on C2). ``restart`` stops the server and starts it again on the
+same port and directory. Use with ``--ledger-restart tests.zoo.restartable:restart``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any
+
+import redis
+from ledger_conformance import LedgerContext
+
+from tests.servers.common import binary, free_port
+
+from .base import ZooLedger, build
+
+PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+VOLATILE = ["--appendonly", "no", "--save", ""]
+
+
+class _Server:
+    def __init__(self, options: list[str]) -> None:
+        found = binary("redis-server")
+        if found is None:
+            raise RuntimeError("redis-server is not on PATH")
+        self.binary = found
+        self.options = options
+        self.port = free_port()
+        self.workdir = tempfile.mkdtemp(prefix="zoo-restart-")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.workdir,
+                *self.options,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1.0)
+        try:
+            for _ in range(200):  # bounded: 10 s for the server to listen
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            raise RuntimeError(f"redis-server did not listen on {self.port}")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()  # SIGTERM: redis-server exits cleanly
+            self.proc.wait(10)
+            self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+_lock = threading.Lock()
+_server: _Server | None = None
+
+
+def _ensure(options: list[str]) -> _Server:
+    global _server
+    with _lock:
+        if _server is None:
+            _server = _Server(options)
+            atexit.register(_server.close)
+        return _server
+
+
+def _open(ctx: LedgerContext, options: list[str]) -> Any:
+    server = _ensure(options)
+    return build(ZooLedger, ctx, address=("127.0.0.1", server.port))
+
+
+def persistent(ctx: LedgerContext) -> Any:
+    return _open(ctx, PERSISTENT)
+
+
+def volatile(ctx: LedgerContext) -> Any:
+    return _open(ctx, VOLATILE)
+
+
+def restart() -> None:
+    if _server is None:
+        raise RuntimeError("no server to restart: open a ledger first")
+    _server.restart()
