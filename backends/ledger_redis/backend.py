@@ -1,0 +1,156 @@
+"""``redis://``, ``rediss://``, ``unix://`` and ``redis+cluster://`` URLs -> ledgers.
+
+Ledger options (``namespace``, ``timeout``, ``wait_replicas``...) are taken out of the
+URL; the few driver options allowed in it (``db``, ``ssl_*``, ``client_name``) are left
+for redis-py to parse. Clients built here have finite timeouts and no driver retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from ledger_core.errors import InvalidLedgerURL
+from ledger_core.urls import LedgerURL, check_options
+
+from . import rules
+from .driver import redis_module
+from .ledger import AsyncRedisLedger, RedisLedger
+from .rules import RedisOptions
+from .transport import AsyncClusterIO, AsyncPoolIO, ClusterIO, PoolIO
+
+
+def _parse(url: LedgerURL, options: Mapping[str, Any]) -> tuple[str, RedisOptions]:
+    check_options(url, options, rules.LEDGER_OPTIONS | rules.DRIVER_URL_OPTIONS)
+    for name in rules.DRIVER_URL_OPTIONS & set(options):
+        if url.query.get(name) != options[name]:
+            raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
+    return _driver_url(url), RedisOptions.from_mapping(options)
+
+
+def _driver_url(url: LedgerURL) -> str:
+    """The raw URL minus the ledger's options, keeping ``scheme://`` (``unix:///path``)."""
+    p = url.parts
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(p.query, keep_blank_values=True)
+        if k not in rules.LEDGER_OPTIONS
+    ]
+    query = urlencode(kept)
+    return f"{p.scheme}://{p.netloc}{p.path}" + (f"?{query}" if query else "")
+
+
+def _location(url: LedgerURL) -> str:
+    """Where the ledger points, for describe() and repr: redacted, ``scheme://`` kept."""
+    shown = url.redacted
+    scheme = url.parts.scheme
+    if not shown.startswith(f"{scheme}://"):
+        shown = f"{scheme}://" + shown[len(scheme) + 1 :]
+    return shown
+
+
+def _driver_kwargs(opts: RedisOptions) -> dict[str, Any]:
+    redis = redis_module()
+    return {
+        "socket_timeout": opts.timeout,
+        "socket_connect_timeout": opts.connect_timeout,
+        # The ledger resolves lost replies itself (C5); the driver must not resend.
+        "retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+    }
+
+
+def _pool_kwargs(opts: RedisOptions) -> dict[str, Any]:
+    # A bounded pool that makes callers wait for a free connection (at most `timeout`)
+    # instead of failing at once when many tasks spend together.
+    return {**_driver_kwargs(opts), "timeout": opts.timeout, "max_connections": 100}
+
+
+def _cluster_url(raw: str) -> str:
+    scheme, sep, rest = raw.partition("://")
+    if scheme.lower() != "redis+cluster" or not sep:
+        raise InvalidLedgerURL("expected a redis+cluster:// URL")
+    return "redis://" + rest
+
+
+def _driver_error(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:
+    # redis-py's message may quote the URL; never repeat it.
+    return InvalidLedgerURL(f"redis-py cannot use {url} ({type(exc).__name__})")
+
+
+class _RedisBackend:
+    """Standalone Redis: one connection pool owned by the ledger."""
+
+    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> RedisLedger:
+        raw, opts = _parse(url, options)
+        redis = redis_module()
+        try:
+            pool = redis.BlockingConnectionPool.from_url(raw, **_pool_kwargs(opts))
+        except (ValueError, TypeError) as exc:
+            raise _driver_error(url, exc) from None
+        return RedisLedger.open_on(
+            PoolIO(pool, _location(url)),
+            namespace=options["namespace"],
+            options=opts,
+            on_close=pool.disconnect,
+        )
+
+    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncRedisLedger:
+        raw, opts = _parse(url, options)
+        redis = redis_module()
+        try:
+            pool = redis.asyncio.BlockingConnectionPool.from_url(raw, **_pool_kwargs(opts))
+        except (ValueError, TypeError) as exc:
+            raise _driver_error(url, exc) from None
+        return await AsyncRedisLedger.open_on(
+            AsyncPoolIO(pool, _location(url)),
+            namespace=options["namespace"],
+            options=opts,
+            on_close=pool.disconnect,
+        )
+
+
+class _ClusterBackend:
+    """``redis+cluster://host:port`` (any node; the rest are discovered)."""
+
+    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> RedisLedger:
+        raw, opts = _parse(url, options)
+        redis = redis_module()
+        try:
+            cluster = redis.cluster.RedisCluster.from_url(
+                _cluster_url(raw),
+                socket_timeout=opts.timeout,
+                socket_connect_timeout=opts.connect_timeout,
+            )
+        except redis.exceptions.RedisError as exc:
+            raise rules.driver_error(exc, "open", sent=False) from exc
+        except (ValueError, TypeError) as exc:
+            raise _driver_error(url, exc) from None
+        return RedisLedger.open_on(
+            ClusterIO(cluster, _location(url)),
+            namespace=options["namespace"],
+            options=opts,
+            on_close=cluster.close,
+        )
+
+    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncRedisLedger:
+        raw, opts = _parse(url, options)
+        redis = redis_module()
+        try:
+            cluster = redis.asyncio.cluster.RedisCluster.from_url(
+                _cluster_url(raw),
+                socket_timeout=opts.timeout,
+                socket_connect_timeout=opts.connect_timeout,
+            )
+        except (ValueError, TypeError) as exc:
+            raise _driver_error(url, exc) from None
+        return await AsyncRedisLedger.open_on(
+            AsyncClusterIO(cluster, _location(url)),
+            namespace=options["namespace"],
+            options=opts,
+            on_close=cluster.aclose,
+        )
+
+
+BACKEND = _RedisBackend()
+CLUSTER_BACKEND = _ClusterBackend()

@@ -1,0 +1,278 @@
+"""How commands reach Redis: four thin shells (standalone or Cluster, sync or async).
+
+Standalone ledgers borrow one connection from a redis-py pool per exchange and speak
+on it directly. That is what lets a failure be told apart precisely: a pool that
+cannot hand out a connected connection has sent nothing (``LedgerUnavailable``), a
+failure after sending is a lost reply (``ReplyLost``, which a spend resolves), and no
+layer in between resends a command behind the ledger's back. Commands of one exchange
+share one trip (a spend and its ``WAIT`` are pipelined).
+
+Cluster ledgers go through redis-py's Cluster client, which follows ``MOVED``/``ASK``
+and retries on its own; its spends therefore use ``SET NX GET``, which a resend cannot
+fool (see :class:`rules.SpendPlan`). Every failure there counts as possibly sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ledger_core.errors import LedgerClosed, UnsafeStoreConfig
+
+from .rules import Command, ServerFacts, driver_error, facts_from, io_errors
+
+
+def _first_error(replies: list[Any], what: str) -> list[Any]:
+    """Raise the first command's error reply; later replies are the plan's to judge
+    (a ``WAIT`` that fails after the write landed is not a plain refusal)."""
+    first = replies[0]
+    if isinstance(first, Exception):
+        raise driver_error(first, what, sent=True) from first
+    return replies
+
+
+def _options(command: Command) -> dict[str, Any]:
+    # redis-py parses replies by command name; SET with GET must come back raw.
+    return {"get": True} if command[0] == "SET" and "GET" in command else {}
+
+
+class PoolIO:
+    """Standalone, sync: one pooled connection per exchange (never the caller's retries)."""
+
+    def __init__(self, pool: Any, location: str) -> None:
+        if getattr(pool, "cache", None) is not None:
+            raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self._pool = pool
+        self._errors = io_errors()
+        self._response_error = _response_error()
+        self.location = location
+        self.closed = False
+
+    def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+        """Send ``commands`` in one trip; each reply, or the server's error for it."""
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        try:
+            conn = self._pool.get_connection()
+        except self._errors as exc:
+            raise driver_error(exc, what, sent=False) from exc
+        try:
+            if len(commands) == 1:
+                conn.send_command(*commands[0])
+            else:
+                conn.send_packed_command(conn.pack_commands(commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response(disable_decoding=True))
+                except self._response_error as exc:
+                    replies.append(exc)  # the connection stays in step: read the rest
+            return replies
+        except BaseException as exc:
+            conn.disconnect()  # failed or interrupted mid-exchange: never reuse it
+            if isinstance(exc, self._errors):
+                raise driver_error(exc, what, sent=True) from exc
+            raise
+        finally:
+            self._pool.release(conn)
+
+    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+        return _first_error(self.exchange(commands, what), what)
+
+    def facts(self) -> list[ServerFacts]:
+        info, save, fsync = self.exchange(
+            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
+        )
+        return [_facts(self.location, info, save, fsync)]
+
+    def genesis(self, key: bytes, fresh: bytes) -> bytes:
+        return bytes(self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")[1])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class AsyncPoolIO:
+    """Standalone, async: the same exchange as :class:`PoolIO`, awaited."""
+
+    def __init__(self, pool: Any, location: str) -> None:
+        if getattr(pool, "cache", None) is not None:
+            raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self._pool = pool
+        self._errors = io_errors()
+        self._response_error = _response_error()
+        self.location = location
+        self.closed = False
+
+    async def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        try:
+            conn = await self._pool.get_connection()
+        except self._errors as exc:
+            raise driver_error(exc, what, sent=False) from exc
+        try:
+            if len(commands) == 1:
+                await conn.send_command(*commands[0])
+            else:
+                await conn.send_packed_command(conn.pack_commands(commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(await conn.read_response(disable_decoding=True))
+                except self._response_error as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException as exc:
+            await conn.disconnect(nowait=True)  # failed or cancelled: never reuse it
+            if isinstance(exc, self._errors):
+                raise driver_error(exc, what, sent=True) from exc
+            raise
+        finally:
+            await self._pool.release(conn)
+
+    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+        return _first_error(await self.exchange(commands, what), what)
+
+    async def facts(self) -> list[ServerFacts]:
+        info, save, fsync = await self.exchange(
+            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
+        )
+        return [_facts(self.location, info, save, fsync)]
+
+    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
+        replies = await self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")
+        return bytes(replies[1])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ClusterIO:
+    """Redis Cluster, sync: one command per trip through redis-py's Cluster client."""
+
+    def __init__(self, cluster: Any, location: str) -> None:
+        _check_cluster(cluster)
+        self._cluster = cluster
+        self._errors = io_errors()
+        self.location = location
+        self.closed = False
+
+    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        (command,) = commands  # no WAIT here: see rules.SpendPlan.build
+        try:
+            return [self._cluster.execute_command(*command, **_options(command))]
+        except self._errors as exc:
+            raise driver_error(exc, what, sent=True) from exc
+
+    def facts(self) -> list[ServerFacts]:
+        out = []
+        for node in self._cluster.get_primaries():
+            replies = []
+            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+                try:
+                    replies.append(self._cluster.execute_command(*command, target_nodes=node))
+                except self._errors as exc:
+                    replies.append(exc)
+            out.append(_facts(f"node {node.name}", *replies))
+        return out
+
+    def genesis(self, key: bytes, fresh: bytes) -> bytes:
+        self.call([("SET", key, fresh, "NX")], "open")
+        return bytes(self.call([("GET", key)], "open")[0])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class AsyncClusterIO:
+    """Redis Cluster, async.
+
+    redis-py's async Cluster client fails at once when a node's connections are all in
+    use; a semaphore as wide as that limit makes many concurrent spends wait instead.
+    """
+
+    def __init__(self, cluster: Any, location: str) -> None:
+        _check_cluster(cluster)
+        self._cluster = cluster
+        self._errors = io_errors()
+        limit = cluster.get_connection_kwargs().get("max_connections") or 100
+        self._slots = asyncio.Semaphore(int(limit))
+        self.location = location
+        self.closed = False
+
+    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        (command,) = commands
+        async with self._slots:
+            try:
+                return [await self._cluster.execute_command(*command, **_options(command))]
+            except self._errors as exc:
+                raise driver_error(exc, what, sent=True) from exc
+
+    async def facts(self) -> list[ServerFacts]:
+        try:
+            await self._cluster.initialize()
+        except self._errors as exc:
+            raise driver_error(exc, "open", sent=False) from exc
+        out = []
+        for node in self._cluster.get_primaries():
+            replies = []
+            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+                try:
+                    replies.append(await self._cluster.execute_command(*command, target_nodes=node))
+                except self._errors as exc:
+                    replies.append(exc)
+            out.append(_facts(f"node {node.name}", *replies))
+        return out
+
+    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
+        await self.call([("SET", key, fresh, "NX")], "open")
+        return bytes((await self.call([("GET", key)], "open"))[0])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _response_error() -> type[Exception]:
+    from .driver import redis_module
+
+    error: type[Exception] = redis_module().exceptions.ResponseError
+    return error
+
+
+def _facts(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
+    config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
+    config: list[Any] = []
+    if config_error is None:
+        config = [*_pairs(save), *_pairs(fsync)]
+    return facts_from(
+        node,
+        None if isinstance(info, BaseException) else info,
+        config,
+        info_error=info if isinstance(info, BaseException) else None,
+        config_error=config_error,
+    )
+
+
+def _pairs(reply: Any) -> list[Any]:
+    if isinstance(reply, dict):
+        return [x for item in reply.items() for x in item]
+    return list(reply)
+
+
+def _check_cluster(cluster: Any) -> None:
+    """Refuse Cluster clients that could read a stale replica (C3) or decode tokens."""
+    if getattr(cluster, "read_from_replicas", False) or getattr(
+        cluster, "load_balancing_strategy", None
+    ):
+        raise UnsafeStoreConfig(
+            "a Cluster client that reads from replicas can miss a fresh spend (C3): "
+            "build it without read_from_replicas / load_balancing_strategy"
+        )
+    if cluster.get_encoder().decode_responses:
+        raise UnsafeStoreConfig("a Cluster client with decode_responses=True cannot hold tokens")

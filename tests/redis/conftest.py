@@ -1,0 +1,88 @@
+"""Session-scoped Redis servers for the Redis backend's tests (see tests/servers/redis.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TypeVar
+
+import pytest
+
+from tests.servers import redis as servers
+from tests.servers.common import binary
+
+T = TypeVar("T")
+
+
+def _enter(factory: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
+    try:
+        manager = factory()
+        value = manager.__enter__()
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield value
+    finally:
+        manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def local_plain() -> Iterator[servers.RedisServer]:
+    """A plain local server the tests may reconfigure (ACL users) or restart."""
+    yield from _enter(lambda: servers.local_redis(servers.PLAIN))
+
+
+@pytest.fixture(scope="session")
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A plain server (RDB snapshots, no eviction): ``LEDGER_TEST_REDIS_URL``, else the
+    local one, else a container."""
+    if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
+        yield from _enter(lambda: servers.redis_url(servers.PLAIN))
+    else:
+        local: servers.RedisServer = request.getfixturevalue("local_plain")
+        yield local.url
+
+
+@pytest.fixture(scope="session")
+def plain_restart(request: pytest.FixtureRequest, redis_url: str) -> Callable[[], None] | None:
+    """Restart the plain server cleanly, when it is ours."""
+    if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
+        return None
+    local: servers.RedisServer = request.getfixturevalue("local_plain")
+    return local.graceful_restart
+
+
+@pytest.fixture(scope="session")
+def durable_server() -> Iterator[servers.RedisServer]:
+    """``appendonly yes`` + ``appendfsync always``: survives kill -9."""
+    yield from _enter(lambda: servers.local_redis(servers.DURABLE))
+
+
+@pytest.fixture(scope="session")
+def lru_server() -> Iterator[servers.RedisServer]:
+    """``maxmemory-policy allkeys-lru``: can evict, so it never proves."""
+    yield from _enter(lambda: servers.local_redis(servers.ALLKEYS_LRU))
+
+
+@pytest.fixture(scope="session")
+def lru_url(lru_server: servers.RedisServer) -> str:
+    return lru_server.url
+
+
+@pytest.fixture(scope="session")
+def cluster_target() -> Iterator[servers.ClusterTarget]:
+    """A 3-master Redis Cluster (and its restart, when local)."""
+    yield from _enter(servers.cluster_target)
+
+
+@pytest.fixture(scope="session")
+def cluster_url(cluster_target: servers.ClusterTarget) -> str:
+    """The Cluster's redis+cluster:// URL."""
+    return cluster_target.url
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A namespace of its own for each test, so tests never see each other's ids."""
+    return f"t-{request.node.name}"[:200]

@@ -1,0 +1,326 @@
+"""Redis servers for tests and benches: local ``redis-server`` processes on free ports.
+
+Order (see ``common.py``): a URL from the environment (``LEDGER_TEST_REDIS_URL``,
+``LEDGER_TEST_REDIS_CLUSTER_URL``), else ``redis-server`` from PATH started in a
+temporary directory, else testcontainers when a Docker engine answers, else a skip
+that says what to install. Configurations that need to kill or reconfigure the server
+(durable, allkeys-lru) only run on a local binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .common import binary, docker_available, free_port
+
+PLAIN_ENV = "LEDGER_TEST_REDIS_URL"
+INSTALL_HINT = "install redis-server (apt-get install -y redis-server) or set LEDGER_TEST_REDIS_URL"
+START_TIMEOUT = 10.0
+
+
+class ServerUnavailable(Exception):
+    """No way to get this server here; the message says what to install."""
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _wait(check: object, what: str, timeout: float = START_TIMEOUT) -> None:
+    """Poll ``check()`` until true, for at most ``timeout`` seconds (bounded)."""
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise ServerUnavailable(f"{what} did not come up within {timeout} s")
+        time.sleep(0.01)
+
+
+@dataclass
+class RedisServer:
+    """One ``redis-server`` process we own: stop, kill -9 and restart on the same port."""
+
+    port: int
+    directory: str
+    args: Sequence[str]
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        exe = binary("redis-server")
+        if exe is None:
+            raise ServerUnavailable(INSTALL_HINT)
+        log = open(os.path.join(self.directory, "redis.log"), "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), *self.args],
+            cwd=self.directory,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        _wait(lambda: _ping(self.port), f"redis-server on port {self.port}")
+
+    def kill9(self) -> None:
+        """Crash the server: no shutdown save, no fsync beyond what it already did."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def restart(self) -> None:
+        """kill -9, then start again on the same port and files (a crash)."""
+        self.kill9()
+        self.start()
+
+    def graceful_restart(self) -> None:
+        """SIGTERM (Redis saves its snapshot and fsyncs its AOF), then start again."""
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.proc = None
+
+
+BASE_ARGS = ("--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no")
+PLAIN = ("--save", "3600 1", "--appendonly", "no")
+DURABLE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
+ALLKEYS_LRU = ("--save", "3600 1", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+
+
+def start_local(args: Sequence[str]) -> RedisServer:
+    directory = tempfile.mkdtemp(prefix="ledger-redis-")
+    server = RedisServer(free_port(), directory, (*BASE_ARGS, "--dir", directory, *args))
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return server
+
+
+@contextmanager
+def redis_url(
+    args: Sequence[str] = PLAIN, *, env: str | None = "LEDGER_TEST_REDIS_URL"
+) -> Iterator[str]:
+    """A server's URL for the duration of the block (environment, local, container)."""
+    if env and os.environ.get(env):
+        yield os.environ[env]
+        return
+    if binary("redis-server") is not None:
+        with local_redis(args) as server:
+            yield server.url
+        return
+    if docker_available():  # pragma: no cover - no Docker engine on the dev machine
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer("redis:7") as container:
+            host = container.get_container_host_ip()
+            yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
+        return
+    raise ServerUnavailable(INSTALL_HINT)
+
+
+@contextmanager
+def local_redis(args: Sequence[str] = PLAIN) -> Iterator[RedisServer]:
+    """A local server we can kill and restart (needs the binary)."""
+    server = start_local(args)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.directory, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- Cluster
+
+
+def _cluster_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"CLUSTER INFO\r\n")
+            data = b""
+            while b"cluster_known_nodes" not in data and len(data) < 4096:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return b"cluster_state:ok" in data
+    except OSError:
+        return False
+
+
+@contextmanager
+def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
+    """``masters`` cluster nodes on free ports, joined by ``redis-cli --cluster create``."""
+    cli = binary("redis-cli")
+    if binary("redis-server") is None or cli is None:
+        raise ServerUnavailable(INSTALL_HINT)
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(masters):
+            servers.append(
+                start_local(
+                    (
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-port",
+                        str(free_port()),
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "yes",
+                    )
+                )
+            )
+        done = subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{s.port}" for s in servers),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ServerUnavailable(f"redis-cli --cluster create failed: {done.stdout[-500:]!r}")
+        _wait_cluster(servers)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+            shutil.rmtree(server.directory, ignore_errors=True)
+
+
+def _wait_cluster(servers: Sequence[RedisServer]) -> None:
+    for server in servers:
+        _wait(lambda s=server: _cluster_ok(s.port), f"cluster node {server.port}", 20)
+
+
+@dataclass
+class ClusterTarget:
+    """A Cluster to test: its URL, and a restart when we own the processes."""
+
+    url: str
+    servers: Sequence[RedisServer] = ()
+
+    @property
+    def restart(self) -> Callable[[], None] | None:
+        if not self.servers:
+            return None
+
+        def restart() -> None:
+            for server in self.servers:
+                server.graceful_restart()
+            _wait_cluster(self.servers)
+
+        return restart
+
+
+@contextmanager
+def cluster_target() -> Iterator[ClusterTarget]:
+    """``LEDGER_TEST_REDIS_CLUSTER_URL``, or a local 3-master cluster we can restart."""
+    url = os.environ.get("LEDGER_TEST_REDIS_CLUSTER_URL")
+    if url:
+        yield ClusterTarget(url)
+        return
+    with local_cluster() as servers:
+        yield ClusterTarget(f"redis+cluster://127.0.0.1:{servers[0].port}", servers)
+
+
+@dataclass
+class TLSRedis:
+    server: RedisServer
+    tls_port: int
+    ca_file: str
+
+    @property
+    def url(self) -> str:
+        return f"rediss://127.0.0.1:{self.tls_port}/0?ssl_ca_certs={self.ca_file}"
+
+
+@contextmanager
+def local_tls_redis() -> Iterator[TLSRedis]:
+    """A local server with a TLS port and a self-signed certificate for 127.0.0.1."""
+    openssl = binary("openssl")
+    if openssl is None or binary("redis-server") is None:
+        raise ServerUnavailable(INSTALL_HINT + " (and openssl for the TLS test)")
+    certs = tempfile.mkdtemp(prefix="ledger-redis-tls-")
+    cert, key = os.path.join(certs, "cert.pem"), os.path.join(certs, "key.pem")
+    done = subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(certs, ignore_errors=True)
+        raise ServerUnavailable(f"openssl could not make a certificate: {done.stderr[-300:]!r}")
+    tls_port = free_port()
+    args = (
+        *PLAIN,
+        "--tls-port",
+        str(tls_port),
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        cert,
+        "--tls-auth-clients",
+        "no",
+    )
+    try:
+        with local_redis(args) as server:
+            yield TLSRedis(server, tls_port, cert)
+    finally:
+        shutil.rmtree(certs, ignore_errors=True)
