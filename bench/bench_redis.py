@@ -25,8 +25,8 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from ledger_redis import AsyncRedisLedger, RedisLedger
 
+from ledger_redis import AsyncRedisLedger, RedisLedger
 from tests.servers import redis as servers
 
 ROUNDS = 21  # short, interleaved rounds: a noisy neighbour hits every contender alike

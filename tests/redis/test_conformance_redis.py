@@ -24,11 +24,11 @@ import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
+
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_conformance.urlmode import rewrite
-from ledger_redis import AsyncRedisLedger, RedisLedger
-
 from ledger_core import open_async_ledger, open_ledger
+from ledger_redis import AsyncRedisLedger, RedisLedger
 from tests.servers import redis as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the servers may be shared

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from ledger_redis import AsyncRedisLedger, RedisLedger
 
 from ledger_core import open_ledger
 from ledger_core.errors import (
@@ -19,6 +18,7 @@ from ledger_core.errors import (
     MissingDriver,
     UnsafeStoreConfig,
 )
+from ledger_redis import AsyncRedisLedger, RedisLedger
 from tests.servers import redis as servers
 
 from .flavors import Flavored

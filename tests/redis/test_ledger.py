@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import redis
-from ledger_redis import rules
 
 from ledger_core import open_async_ledger, open_ledger
 from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable
 from ledger_core.ids import ledger_key
+from ledger_redis import rules
 
 from .flavors import Flavored
 

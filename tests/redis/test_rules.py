@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from ledger_redis import rules
-from ledger_redis.rules import RedisOptions, ServerFacts, SpendPlan
 from redis.crc import key_slot
 
 from ledger_core.errors import (
@@ -13,6 +11,8 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
+from ledger_redis import rules
+from ledger_redis.rules import RedisOptions, ServerFacts, SpendPlan
 
 TOKEN = b"\x01" * 16
 OTHER = b"\x02" * 16
