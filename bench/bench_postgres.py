@@ -9,7 +9,15 @@ uses ``LEDGER_TEST_POSTGRES_URL``). Prints throughput and ours/raw ratios for:
   READ COMMITTED transaction, pipelined), raw statements on that same pool;
 
 each sync (one thread, and 32 threads) and async (32 tasks). Measurements alternate
-ours/raw in short rounds so drift hits both; the whole run stays under a minute.
+ours/raw in short rounds (ABBA) so drift hits both; the ratio to trust is the median
+of the per-round paired ratios. ``us/call`` is wall time per call and worker
+(1 / per-worker throughput): at one thread, the difference is our client overhead.
+
+``--client-cost`` runs the server with ``fsync = off`` (set server-wide for this run
+only, with ``ALTER SYSTEM``; never how a ledger should run: it then reports
+``store_id`` None). Both sides still commit synchronously, but no commit waits for
+the disk, whose flush times otherwise swing far more than the client's work: this
+mode measures what the ledger adds on the client, the default mode what a host sees.
 """
 
 from __future__ import annotations
@@ -18,19 +26,21 @@ import asyncio
 import itertools
 import os
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import postgres_server
 
-ROUND_SECONDS = 0.25
-ROUNDS = 8
+ROUND_SECONDS = 0.1
+ROUNDS = 20
 CONCURRENCY = 32
 _ids = itertools.count()
 
@@ -89,13 +99,18 @@ async def _tasks(op: Callable[[], Awaitable[object]], workers: int) -> float:
     return sum(counts) / ROUND_SECONDS
 
 
-def _report(name: str, ours: list[float], raw: list[float]) -> None:
-    """Mean throughputs, and the median of the per-round ratios: rounds are paired
-    (ours, then raw, under the same machine load), so the median resists a noisy
-    neighbor better than the ratio of means."""
+def _report(name: str, ours: list[float], raw: list[float], workers: int) -> None:
+    """Mean throughputs, wall microseconds per call and worker, and the median of the
+    per-round ratios: rounds are paired (ours and raw back to back, under the same
+    machine load), so the median resists a noisy neighbor better than the ratio of
+    means."""
     o, r = statistics.mean(ours), statistics.mean(raw)
     paired = statistics.median(a / b for a, b in zip(ours, raw, strict=True))
-    print(f"{name:<34} ours {o:7.0f}/s  raw {r:7.0f}/s  ratio {o / r:4.2f}  median {paired:4.2f}")
+    us_o, us_r = workers * 1e6 / o, workers * 1e6 / r
+    print(
+        f"{name:<30} ours {o:6.0f}/s {us_o:6.0f} us/call  raw {r:6.0f}/s {us_r:6.0f} us/call"
+        f"  ratio {o / r:4.2f}  median {paired:4.2f}"
+    )
 
 
 def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n: int) -> None:
@@ -125,7 +140,7 @@ def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n:
                     ours.append(_threads(ours_op, n))
                 else:
                     raw.append(_threads(raw_op, n))
-        _report(f"{name} {label} sync x{n}", ours, raw)
+        _report(f"{name} {label} sync x{n}", ours, raw, n)
 
 
 async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], table: str) -> None:
@@ -161,7 +176,7 @@ async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], ta
                     ours.append(await _tasks(ours_op, CONCURRENCY))
                 else:
                     raw.append(await _tasks(raw_op, CONCURRENCY))
-        _report(f"{name} {label} async x{CONCURRENCY}", ours, raw)
+        _report(f"{name} {label} async x{CONCURRENCY}", ours, raw, CONCURRENCY)
 
 
 async def _async_main(url: str) -> None:
@@ -182,24 +197,43 @@ async def _async_main(url: str) -> None:
         await host.close()
 
 
+def _set_fsync(url: str, off: bool) -> None:
+    """Server-wide ``fsync`` for the client-cost mode (needs a superuser)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off" if off else "ALTER SYSTEM RESET fsync")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 def main() -> None:
+    client_cost = "--client-cost" in sys.argv[1:]
     started = time.monotonic()
     with postgres_server() as server:
         url = server.url + "?sslmode=disable"  # the ledger, not TLS, is measured
-        own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
-        assert isinstance(own, PostgresLedger)
+        if client_cost:
+            _set_fsync(url, off=True)
         try:
-            for n in (1, CONCURRENCY):
-                _sync_case("own pool", own, own._pool, "bench_sync", n)
+            _measure(url)
         finally:
-            own.close()
-        with ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY) as host:
-            host.wait()
-            ledger = PostgresLedger.from_pool(host, table="bench_sync_host")
-            _sync_case("host pool", ledger, host, "bench_sync_host", CONCURRENCY)
-        asyncio.run(_async_main(url))
+            if client_cost:
+                _set_fsync(url, off=False)
     took = time.monotonic() - started
-    print(f"(ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+    mode = "client cost: server fsync off" if client_cost else "durable: server defaults"
+    print(f"({mode}; ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+
+
+def _measure(url: str) -> None:
+    own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
+    assert isinstance(own, PostgresLedger)
+    try:
+        for n in (1, CONCURRENCY):
+            _sync_case("own pool", own, own._pool, "bench_sync", n)
+    finally:
+        own.close()
+    with ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY) as host:
+        host.wait()
+        ledger = PostgresLedger.from_pool(host, table="bench_sync_host")
+        _sync_case("host pool", ledger, host, "bench_sync_host", CONCURRENCY)
+    asyncio.run(_async_main(url))
 
 
 if __name__ == "__main__":
