@@ -73,12 +73,15 @@ class Watchdog:
     def __init__(self, timeout: float, name: str) -> None:
         self._deadlines = DeadlineQueue(timeout)
         self._name = name
-        self._cond = threading.Condition(threading.Lock())
+        # arm/disarm take the bare lock: the same lock as the condition's, without the
+        # condition's Python-level __enter__/__exit__ on every operation.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def arm(self, fileno: int) -> int:
-        with self._cond:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
@@ -86,7 +89,7 @@ class Watchdog:
 
     def disarm(self, deadline: int) -> bool:
         """Finish the operation; ``True`` if its deadline had already ended it."""
-        with self._cond:
+        with self._lock:
             return self._deadlines.finish(deadline)
 
     def stop(self) -> None:
