@@ -9,7 +9,19 @@ uses ``LEDGER_TEST_POSTGRES_URL``). Prints throughput and ours/raw ratios for:
   READ COMMITTED transaction, pipelined), raw statements on that same pool;
 
 each sync (one thread, and 32 threads) and async (32 tasks). Measurements alternate
-ours/raw in short rounds so drift hits both; the whole run stays under a minute.
+ours/raw in short rounds (ABBA) so drift hits both; the ratio to trust is the median
+of the per-round paired ratios. ``us/call`` is wall time per call and worker
+(1 / per-worker throughput): at one thread, the difference is our client overhead.
+
+``--client-cost`` runs the server with ``fsync = off`` (set server-wide for this run
+only, with ``ALTER SYSTEM``; never how a ledger should run: it then reports
+``store_id`` None). Both sides still commit synchronously, but no commit waits for
+the disk, whose flush times otherwise swing far more than the client's work: this
+mode measures what the ledger adds on the client, the default mode what a host sees.
+
+``--per-call`` (implies ``--client-cost``) only times single-thread spends: 30
+alternated rounds of 1000 each side, wall and thread CPU microseconds per call, paired
+per round (median of ours minus raw).
 """
 
 from __future__ import annotations
@@ -18,19 +30,21 @@ import asyncio
 import itertools
 import os
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import postgres_server
 
-ROUND_SECONDS = 0.25
-ROUNDS = 8
+ROUND_SECONDS = 0.1
+ROUNDS = 20
 CONCURRENCY = 32
 _ids = itertools.count()
 
@@ -89,13 +103,18 @@ async def _tasks(op: Callable[[], Awaitable[object]], workers: int) -> float:
     return sum(counts) / ROUND_SECONDS
 
 
-def _report(name: str, ours: list[float], raw: list[float]) -> None:
-    """Mean throughputs, and the median of the per-round ratios: rounds are paired
-    (ours, then raw, under the same machine load), so the median resists a noisy
-    neighbor better than the ratio of means."""
+def _report(name: str, ours: list[float], raw: list[float], workers: int) -> None:
+    """Mean throughputs, wall microseconds per call and worker, and the median of the
+    per-round ratios: rounds are paired (ours and raw back to back, under the same
+    machine load), so the median resists a noisy neighbor better than the ratio of
+    means."""
     o, r = statistics.mean(ours), statistics.mean(raw)
     paired = statistics.median(a / b for a, b in zip(ours, raw, strict=True))
-    print(f"{name:<34} ours {o:7.0f}/s  raw {r:7.0f}/s  ratio {o / r:4.2f}  median {paired:4.2f}")
+    us_o, us_r = workers * 1e6 / o, workers * 1e6 / r
+    print(
+        f"{name:<30} ours {o:6.0f}/s {us_o:6.0f} us/call  raw {r:6.0f}/s {us_r:6.0f} us/call"
+        f"  ratio {o / r:4.2f}  median {paired:4.2f}"
+    )
 
 
 def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n: int) -> None:
@@ -125,7 +144,7 @@ def _sync_case(name: str, ledger: Any, pool: ConnectionPool[Any], table: str, n:
                     ours.append(_threads(ours_op, n))
                 else:
                     raw.append(_threads(raw_op, n))
-        _report(f"{name} {label} sync x{n}", ours, raw)
+        _report(f"{name} {label} sync x{n}", ours, raw, n)
 
 
 async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], table: str) -> None:
@@ -161,7 +180,7 @@ async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], ta
                     ours.append(await _tasks(ours_op, CONCURRENCY))
                 else:
                     raw.append(await _tasks(raw_op, CONCURRENCY))
-        _report(f"{name} {label} async x{CONCURRENCY}", ours, raw)
+        _report(f"{name} {label} async x{CONCURRENCY}", ours, raw, CONCURRENCY)
 
 
 async def _async_main(url: str) -> None:
@@ -182,24 +201,91 @@ async def _async_main(url: str) -> None:
         await host.close()
 
 
+def _per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
+    """Per-spend client cost at one thread: paired rounds, medians."""
+    own = open_ledger(url, table="bench_per_call", pool_max=2)
+    assert isinstance(own, PostgresLedger)
+    pool, insert = own._pool, _insert("bench_per_call")
+
+    def raw() -> None:
+        with pool.connection() as conn:
+            conn.execute(insert, (b"default", _rid("raw"), os.urandom(16)))
+
+    def ours() -> None:
+        own.spend(_rid("ours").decode())
+
+    def timed(op: Callable[[], None]) -> tuple[float, float]:
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        for _ in range(calls):
+            op()
+        return (
+            (time.perf_counter_ns() - wall) / calls / 1e3,
+            (time.thread_time_ns() - cpu) / calls / 1e3,
+        )
+
+    try:
+        for _ in range(calls):  # warm up: pool, prepared statements
+            raw()
+            ours()
+        got: dict[str, list[tuple[float, float]]] = {"ours": [], "raw": []}
+        for i in range(rounds):
+            sides = (("ours", ours), ("raw", raw))
+            for side, op in sides if i % 2 == 0 else sides[::-1]:
+                got[side].append(timed(op))
+    finally:
+        own.close()
+    for k, what in ((0, "wall"), (1, "cpu")):
+        o = statistics.median(x[k] for x in got["ours"])
+        r = statistics.median(x[k] for x in got["raw"])
+        diff = statistics.median(a[k] - b[k] for a, b in zip(got["ours"], got["raw"], strict=True))
+        ratio = statistics.median(b[k] / a[k] for a, b in zip(got["ours"], got["raw"], strict=True))
+        print(
+            f"spend x1 {what:<4} ours {o:6.1f} us  raw {r:6.1f} us  "
+            f"ours-raw {diff:5.1f} us  ratio {ratio:4.2f}"
+        )
+
+
+def _set_fsync(url: str, off: bool) -> None:
+    """Server-wide ``fsync`` for the client-cost mode (needs a superuser)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off" if off else "ALTER SYSTEM RESET fsync")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 def main() -> None:
+    per_call = "--per-call" in sys.argv[1:]
+    client_cost = per_call or "--client-cost" in sys.argv[1:]
     started = time.monotonic()
     with postgres_server() as server:
         url = server.url + "?sslmode=disable"  # the ledger, not TLS, is measured
-        own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
-        assert isinstance(own, PostgresLedger)
+        if client_cost:
+            _set_fsync(url, off=True)
         try:
-            for n in (1, CONCURRENCY):
-                _sync_case("own pool", own, own._pool, "bench_sync", n)
+            if per_call:
+                _per_call(url)
+            else:
+                _measure(url)
         finally:
-            own.close()
-        with ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY) as host:
-            host.wait()
-            ledger = PostgresLedger.from_pool(host, table="bench_sync_host")
-            _sync_case("host pool", ledger, host, "bench_sync_host", CONCURRENCY)
-        asyncio.run(_async_main(url))
+            if client_cost:
+                _set_fsync(url, off=False)
     took = time.monotonic() - started
-    print(f"(ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+    mode = "client cost: server fsync off" if client_cost else "durable: server defaults"
+    print(f"({mode}; ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+
+
+def _measure(url: str) -> None:
+    own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
+    assert isinstance(own, PostgresLedger)
+    try:
+        for n in (1, CONCURRENCY):
+            _sync_case("own pool", own, own._pool, "bench_sync", n)
+    finally:
+        own.close()
+    with ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY) as host:
+        host.wait()
+        ledger = PostgresLedger.from_pool(host, table="bench_sync_host")
+        _sync_case("host pool", ledger, host, "bench_sync_host", CONCURRENCY)
+    asyncio.run(_async_main(url))
 
 
 if __name__ == "__main__":

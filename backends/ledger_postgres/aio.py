@@ -33,6 +33,8 @@ async def run_op(conn: AConn, op: Op) -> Row:
     # A script (no parameters) can never be a prepared statement, whatever the host's
     # prepare_threshold says.
     await cur.execute(op.query, op.params, prepare=False if op.params is None else None)
+    if op.counted:
+        return () if cur.rowcount > 0 else None
     if op.result is None:
         return None
     for _ in range(op.result):

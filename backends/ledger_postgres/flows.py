@@ -32,12 +32,15 @@ class Op(NamedTuple):
     script answers with one result set per statement), or ``None`` for no answer.
     ``fresh``: on a new connection of the ledger's own, not one from the pool (after a
     connection died, the pool's other idle ones may have died with it).
+    ``counted``: the answer is the statement's row count instead: ``()`` (a row) if it
+    touched a row, else ``None``; cheaper than a ``RETURNING`` row to decode.
     """
 
     query: Query
     params: tuple[Any, ...] | None = None
     result: int | None = 0
     fresh: bool = False
+    counted: bool = False
 
 
 Flow = Generator[Op, Row, Any]
@@ -47,7 +50,7 @@ def spend_op(st: Statements, framed: bool, request_id: bytes, token: bytes) -> O
     """The one INSERT of a spend; a row back means this call recorded the id."""
     if framed:
         return Op(st.spend_framed(request_id, token), result=st.FRAMED_RESULT)
-    return Op(st.spend, (st.namespace, request_id, token))
+    return Op(st.spend, (st.namespace, request_id, token), counted=True)
 
 
 def spend_failed(

@@ -95,8 +95,11 @@ def _literal_ms(seconds: float) -> sql.Literal:
 
 _SPEND = (
     "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, {token}) "
-    "ON CONFLICT (namespace, request_id) DO NOTHING RETURNING true"
+    "ON CONFLICT (namespace, request_id) DO NOTHING"
 )
+# Inside a framed script an answer is a row of one statement's result set; alone, the
+# statement's row count answers (no row to describe, send and decode).
+_RETURNING = " RETURNING true"
 _READ_TOKEN = "SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
 _IS_SPENT = "SELECT true FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
 # A page of spent ids after a given one, in byte order, as one array (one row back).
@@ -165,10 +168,10 @@ class Statements:
         self._settings = settings
         spend, is_spent = self._bind(_SPEND, 3), self._bind(_IS_SPENT, 2)
         read_token = self._bind(_READ_TOKEN, 2)
-        self.spend = self._render(spend)
+        self.spend = self._render(spend)  # answers with its row count: 1 if it recorded
         self.is_spent = self._render(is_spent)
         self.page = self._render(self._bind(_PAGE, 3))
-        self._spend_framed = self._render(self.framed(spend))
+        self._spend_framed = self._render(self.framed(self._bind(_SPEND + _RETURNING, 3)))
         self._is_spent_framed = self._render(self.framed(is_spent))
         # Read inside the transaction: at READ COMMITTED the SELECT takes a new snapshot
         # after the INSERT has waited out any writer of the same key; the answer only

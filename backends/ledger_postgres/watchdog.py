@@ -3,35 +3,32 @@
 psycopg's calls take no timeout, and a network that accepts packets and answers none
 would block them forever. Each operation arms a deadline on its connection's socket;
 if it is still armed when time is up, the socket is shut down and the blocked call
-raises. Deadlines of one ledger share one timeout, so they expire in the order they
-were armed: arming is an append, and the one timer (a thread for the sync ledger, a
-loop callback for the async one) only wakes when the oldest is due, or once per
-timeout when idle. A wake-up per operation would cost more than the operation's
-client-side work.
+raises. Deadlines of one ledger share one timeout, and the one timer (a thread for
+the sync ledger, a loop callback for the async one) only wakes when the oldest armed
+one is due, or once per timeout when idle. A wake-up per operation would cost more
+than the operation's client-side work.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
-from collections import deque
 
 from .rules import shutdown_socket
 
 
-class Deadline:
-    __slots__ = ("expired", "fileno", "finished", "when")
-
-    def __init__(self, fileno: int, when: float) -> None:
-        self.fileno = fileno
-        self.when = when
-        self.finished = False
-        self.expired = False
-
-
 class DeadlineQueue:
-    """The deadlines in arming order, and the one rule for expiring them.
+    """The armed deadlines, and the one rule for expiring them.
+
+    An armed deadline is an entry keyed by a ticket (a counter), removed when its
+    operation finishes: nothing armed outlives its operation. A per-operation object
+    kept queued for a whole timeout (thousands of them under load) survived into the
+    garbage collector's older generations and made its collections slower, which cost
+    more than the rest of a deadline's work. Expiry scans the armed entries (one per
+    operation in flight, so at most the pool's size plus a fresh connection or two)
+    once per wake-up, and wake-ups come about once per timeout.
 
     Not locked: the thread watchdog calls it under its lock, the loop watchdog from
     its event loop only.
@@ -39,35 +36,35 @@ class DeadlineQueue:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._queue: deque[Deadline] = deque()
+        self._tickets = itertools.count()
+        self._armed: dict[int, tuple[int, float]] = {}  # ticket -> (socket, due time)
+        self._expired: set[int] = set()  # tickets whose socket was shut mid-operation
 
-    def arm(self, fileno: int) -> Deadline:
-        deadline = Deadline(fileno, time.monotonic() + self.timeout)
-        self._queue.append(deadline)
-        return deadline
+    def arm(self, fileno: int) -> int:
+        ticket = next(self._tickets)
+        self._armed[ticket] = (fileno, time.monotonic() + self.timeout)
+        return ticket
 
-    @staticmethod
-    def finish(deadline: Deadline) -> bool:
+    def finish(self, ticket: int) -> bool:
         """The operation is over; ``True`` if its deadline had already ended it."""
-        deadline.finished = True
-        return deadline.expired
+        if self._armed.pop(ticket, None) is not None:
+            return False
+        self._expired.discard(ticket)
+        return True
 
     def expire_due(self) -> float | None:
         """Shut the sockets of operations past their deadline; seconds until the next
         deadline, or ``None`` when nothing is armed."""
-        queue = self._queue
-        while queue:
-            head = queue[0]
-            if head.finished:
-                queue.popleft()
-                continue
-            left = head.when - time.monotonic()
-            if left > 0:
-                return left
-            queue.popleft()
-            head.expired = True
-            shutdown_socket(head.fileno)
-        return None
+        now = time.monotonic()
+        next_due: float | None = None
+        for ticket, (fileno, when) in list(self._armed.items()):
+            if when <= now:
+                del self._armed[ticket]
+                self._expired.add(ticket)
+                shutdown_socket(fileno)
+            elif next_due is None or when < next_due:
+                next_due = when
+        return None if next_due is None else next_due - now
 
 
 class Watchdog:
@@ -76,21 +73,24 @@ class Watchdog:
     def __init__(self, timeout: float, name: str) -> None:
         self._deadlines = DeadlineQueue(timeout)
         self._name = name
-        self._cond = threading.Condition(threading.Lock())
+        # arm/disarm take the bare lock: the same lock as the condition's, without the
+        # condition's Python-level __enter__/__exit__ on every operation.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopped = False
 
-    def arm(self, fileno: int) -> Deadline:
-        with self._cond:  # under the lock, so the queue stays in deadline order
+    def arm(self, fileno: int) -> int:
+        with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             return self._deadlines.arm(fileno)
 
-    def disarm(self, deadline: Deadline) -> bool:
+    def disarm(self, deadline: int) -> bool:
         """Finish the operation; ``True`` if its deadline had already ended it."""
-        with self._cond:
-            return DeadlineQueue.finish(deadline)
+        with self._lock:
+            return self._deadlines.finish(deadline)
 
     def stop(self) -> None:
         with self._cond:
@@ -115,7 +115,7 @@ class LoopWatchdog:
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def arm(self, fileno: int) -> Deadline:
+    def arm(self, fileno: int) -> int:
         deadline = self._deadlines.arm(fileno)
         loop = asyncio.get_running_loop()
         if self._timer is None or self._loop is not loop:
@@ -123,10 +123,9 @@ class LoopWatchdog:
             self._timer = loop.call_later(self._deadlines.timeout, self._tick)
         return deadline
 
-    @staticmethod
-    def disarm(deadline: Deadline) -> bool:
+    def disarm(self, deadline: int) -> bool:
         """Finish the operation; ``True`` if its deadline had already ended it."""
-        return DeadlineQueue.finish(deadline)
+        return self._deadlines.finish(deadline)
 
     def _tick(self) -> None:
         self._timer = None
