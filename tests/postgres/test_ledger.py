@@ -79,7 +79,7 @@ def test_spent_ids_lists_this_namespace_in_pages(
         async def collect() -> list[str]:
             return [rid async for rid in ledger.ledger.spent_ids()]
 
-        listed = ledger._call(collect())
+        listed = ledger.run(collect())
     else:
         listed = list(ledger.ledger.spent_ids())
     assert listed == sorted(ids, key=lambda rid: rid.encode())

@@ -19,9 +19,9 @@ from ledger_core.errors import (
     UnsafeStoreConfig,
 )
 from ledger_redis import AsyncRedisLedger, RedisLedger
+from tests.flavors import Flavored
 from tests.servers import redis as servers
 
-from .flavors import Flavored
 from .proxy import LossyProxy
 
 FLAVORS = ["sync", "async"]
@@ -109,7 +109,7 @@ def test_server_gone_is_unavailable_not_false(flavor: str, namespace: str) -> No
         assert not isinstance(caught.value, AmbiguousSpend)  # refused before sending
         with pytest.raises(LedgerUnavailable):
             ledger.is_spent("before")
-        ledger.close()
+        ledger.dispose()
 
 
 def test_durable_server_keeps_every_spend_across_kill_9(

@@ -15,8 +15,7 @@ from ledger_core import open_async_ledger, open_ledger
 from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable
 from ledger_core.ids import ledger_key
 from ledger_redis import rules
-
-from .flavors import Flavored
+from tests.flavors import Flavored
 
 FLAVORS = ["sync", "async"]
 

@@ -1,4 +1,4 @@
-"""Run one test body against the sync and the async ledger (C9).
+"""Run one test body against the sync and the async ledger of any backend (C9).
 
 ``Flavored`` gives an async ledger the sync ledger's face by driving it on an event
 loop of its own, so each test is written once and asserted on both variants.
@@ -51,16 +51,22 @@ class Flavored:
         return info
 
     def close(self) -> None:
+        """Close the ledger; the loop stays, so a test may still call the closed ledger."""
         if self.loop is None:
             self.ledger.close()
-            return
-        try:
+        else:
             self.run(self.ledger.aclose())
+
+    def dispose(self) -> None:
+        """Close the ledger, then its loop."""
+        try:
+            self.close()
         finally:
-            self.loop.close()
+            if self.loop is not None:
+                self.loop.close()
 
     def __enter__(self) -> Flavored:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.dispose()
