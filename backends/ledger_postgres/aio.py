@@ -119,14 +119,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
             await conn.execute(st.session_setup)
 
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            target.conninfo,
-            kwargs={"autocommit": True},
-            min_size=target.pool_min,
-            max_size=target.pool_max,
-            configure=configure,
-            timeout=target.config.timeout,
-            open=False,
-            name="decision-ledger",
+            **target.pool_kwargs(), configure=configure
         )
         ledger = cls(
             pool,

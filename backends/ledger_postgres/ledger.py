@@ -101,16 +101,7 @@ class PostgresLedger(LedgerBase):
         def configure(conn: Conn) -> None:
             conn.execute(st.session_setup)
 
-        pool: ConnectionPool[Any] = ConnectionPool(
-            target.conninfo,
-            kwargs={"autocommit": True},
-            min_size=target.pool_min,
-            max_size=target.pool_max,
-            configure=configure,
-            timeout=target.config.timeout,
-            open=False,
-            name="decision-ledger",
-        )
+        pool: ConnectionPool[Any] = ConnectionPool(**target.pool_kwargs(), configure=configure)
         ledger = cls(
             pool,
             target.config,

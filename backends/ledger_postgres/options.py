@@ -60,6 +60,19 @@ class Target:
     def __repr__(self) -> str:
         return f"<Target {self.location}>"
 
+    def pool_kwargs(self) -> dict[str, Any]:
+        """The ledger's own pool, sync or async alike: autocommit sessions, set up once
+        (``configure``), opened only after the server has been found fit."""
+        return {
+            "conninfo": self.conninfo,
+            "kwargs": {"autocommit": True},
+            "min_size": self.pool_min,
+            "max_size": self.pool_max,
+            "timeout": self.config.timeout,
+            "open": False,
+            "name": "decision-ledger",
+        }
+
 
 def _libpq(
     conninfo: str, timeout: float, shown: str, secrets: list[str] | None
