@@ -34,13 +34,16 @@ from .host import (
 from .ids import (
     DEFAULT_NAMESPACE,
     MAX_ID_BYTES,
-    closed_proven_id,
+    MarkerKind,
+    closed_proven_marker,
+    is_marker,
     ledger_key,
+    marker_id,
     validate_namespace,
     validate_request_id,
 )
 from .memory import AsyncMemoryLedger, MemoryLedger, MemoryStore, default_ledger
-from .migrate import MigrationError, MigrationReport, ScannableLedger, lineage_id, migrate
+from .migrate import MigrationError, MigrationReport, ScannableLedger, lineage_marker, migrate
 from .protocol import (
     AsyncDecisionLedger,
     DecisionLedger,
@@ -81,6 +84,7 @@ __all__ = [
     "LedgerInfo",
     "LedgerURL",
     "LedgerUnavailable",
+    "MarkerKind",
     "MemoryLedger",
     "MemoryStore",
     "MigrationError",
@@ -97,12 +101,14 @@ __all__ = [
     "available_schemes",
     "close_pause",
     "close_pause_async",
-    "closed_proven_id",
+    "closed_proven_marker",
     "default_ledger",
     "describe",
     "is_async_ledger",
+    "is_marker",
     "ledger_key",
-    "lineage_id",
+    "lineage_marker",
+    "marker_id",
     "migrate",
     "mint",
     "open_async_ledger",

@@ -2,14 +2,16 @@
 
 A backend computes a :class:`LedgerInfo` once at open (identity and safety checks) and
 implements ``_spend``/``_is_spent`` on validated id bytes. Validation happens here,
-before any I/O (C8), for sync and async alike.
+before any I/O (C8), for sync and async alike. The same two methods store markers
+(``spend_marker``): id bytes that start with ``0xFF``, which no request id can be, so a
+backend stores them exactly as it stores ids and skips them when it lists ids.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-from .ids import validate_request_id
+from .ids import validate_marker, validate_request_id
 from .protocol import LedgerInfo
 
 
@@ -45,6 +47,14 @@ class LedgerBase(_Described):
         """Whether ``request_id`` is recorded; never records, raises on failure."""
         return self._is_spent(validate_request_id(request_id))
 
+    def spend_marker(self, marker: bytes) -> bool:
+        """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
+        beside the ids, where no request id can reach it."""
+        return self._spend(validate_marker(marker))
+
+    def is_marker_spent(self, marker: bytes) -> bool:
+        return self._is_spent(validate_marker(marker))
+
     def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError
 
@@ -76,6 +86,13 @@ class AsyncLedgerBase(_Described):
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
         return await self._is_spent(validate_request_id(request_id))
+
+    async def spend_marker(self, marker: bytes) -> bool:
+        """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
+        return await self._spend(validate_marker(marker))
+
+    async def is_marker_spent(self, marker: bytes) -> bool:
+        return await self._is_spent(validate_marker(marker))
 
     async def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError

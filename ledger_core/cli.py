@@ -109,7 +109,7 @@ def _migrate(args: argparse.Namespace) -> int:
         _close(source)
     print(
         f"copied {report.copied}, already present {report.already_present}, "
-        f"verified {report.verified}; lineage {report.lineage_id or '(source has no store id)'}"
+        f"verified {report.verified}; lineage {report.lineage or '(not recorded)'}"
     )
     print(f"new store id: {report.target_store_id}")
     return OK

@@ -14,10 +14,10 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .ids import closed_proven_id, validate_request_id
+from .ids import closed_proven_marker, validate_request_id
 from .protocol import store_id_of
 
-Method = Literal["spend", "is_spent"]
+Method = Literal["spend", "is_spent", "spend_marker", "is_marker_spent"]
 
 
 class RunVerdict(enum.Enum):
@@ -87,7 +87,7 @@ class Closure:
 @dataclass(frozen=True)
 class _Call:
     method: Method
-    request_id: str
+    arg: str | bytes  # a request id, or marker bytes for the *_marker methods
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _resolve_steps(pending: PendingRequest, current_store_id: str | None) -> _St
         return Resolution(ResolveVerdict.RUN)
     if out.value is not False:
         return Resolution(ResolveVerdict.REFUSED_INVALID)
-    closed = yield _Call("is_spent", closed_proven_id(pending.request_id))
+    closed = yield _Call("is_marker_spent", closed_proven_marker(pending.request_id))
     if closed.error is None and closed.value is True:
         return Resolution(ResolveVerdict.CLOSED_BY_HOST)
     return Resolution(ResolveVerdict.ALREADY_SPENT)
@@ -146,8 +146,11 @@ def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Step
         return Closure(CloseVerdict.POSSIBLY_RUN, "the ledger has no store_id: it never proves")
     if pending.store_id != current_store_id:
         return Closure(CloseVerdict.POSSIBLY_RUN, "ledger-changed: minted under another store")
-    marker = closed_proven_id(pending.request_id)
-    prior = yield _Call("is_spent", marker)
+    # The marker lives where no request id can reach it (``spend_marker``). A ledger
+    # without that space records no close: a prefix in the id space could be forged by
+    # a request whose id is the marker, and would then "prove" a close that never won.
+    marker = closed_proven_marker(pending.request_id)
+    prior = yield _Call("is_marker_spent", marker)
     if prior.error is None and prior.value is True:
         return Closure(CloseVerdict.CLOSED_PROVEN, "an earlier close proved it", recorded=True)
     out = yield _Call("spend", pending.request_id)
@@ -155,8 +158,13 @@ def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Step
         return Closure(CloseVerdict.POSSIBLY_RUN, "the closing spend failed", out.error)
     if out.value is not True:
         return Closure(CloseVerdict.POSSIBLY_RUN, "a decision reached the request first")
-    mark = yield _Call("spend", marker)
-    if mark.error is not None or mark.missing:
+    mark = yield _Call("spend_marker", marker)
+    if mark.missing:
+        return Closure(
+            CloseVerdict.CLOSED_PROVEN,
+            "proven, but not recorded: the ledger has no spend_marker (no marker space)",
+        )
+    if mark.error is not None or not isinstance(mark.value, bool):  # False: a racing close won
         return Closure(
             CloseVerdict.CLOSED_PROVEN, "proven, but the close was not recorded", mark.error
         )
@@ -177,7 +185,7 @@ def _drive(steps: _Steps, ledger: object) -> Any:
                 outcome = _Outcome(missing=True)
             else:
                 try:
-                    value = method(call.request_id)
+                    value = method(call.arg)
                     if inspect.isawaitable(value):
                         if inspect.iscoroutine(value):
                             value.close()
@@ -205,7 +213,7 @@ async def _drive_async(steps: _Steps, ledger: object) -> Any:
                 outcome = _Outcome(missing=True)
             else:
                 try:
-                    value = method(call.request_id)
+                    value = method(call.arg)
                     if inspect.isawaitable(value):
                         value = await value
                     outcome = _Outcome(value=value)

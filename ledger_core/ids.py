@@ -7,15 +7,22 @@ so no backend invents its own escaping.
 
 from __future__ import annotations
 
-import hashlib
-
 from .errors import InvalidLedgerURL, InvalidRequestId
 
 MAX_ID_BYTES = 1024
 MAX_NAMESPACE_BYTES = 256
 DEFAULT_NAMESPACE = "default"
-CLOSED_PROVEN_PREFIX = "closed-proven:"
-CLOSED_PROVEN_HASHED_PREFIX = "closed-proven-sha256:"
+# Markers (what a host or a migration records beside the ids) start with a byte that
+# never occurs in UTF-8, so no valid request id can ever name one (issue: markers shared
+# the request-id space, and a request called "closed-proven:x" forged a proof for "x").
+MARKER_LEAD = b"\xff"
+
+
+class MarkerKind:
+    """The kinds of marker the core records; a backend stores them as opaque id bytes."""
+
+    CLOSED_PROVEN = "closed-proven"  # H3/H4: the host closed the request with a proof
+    LINEAGE = "migrated-from"  # migration: this store continues another one
 
 
 def validate_request_id(request_id: object) -> bytes:
@@ -60,14 +67,38 @@ def ledger_key(namespace: str, request_id: bytes) -> bytes:
     return b"%d:%s:%s" % (len(ns), ns, request_id)
 
 
-def closed_proven_id(request_id: str) -> str:
-    """The id a host spends to record that it closed ``request_id`` with a proof (H3).
+def marker_id(kind: str, subject: str) -> bytes:
+    """The id bytes of marker ``kind`` about ``subject``: outside every request id.
 
-    ``"closed-proven:" + id``; an id too long to carry the prefix within the 1024-byte
-    limit is named by its SHA-256 instead, so every valid id can be closed.
+    ``0xFF`` + kind + ``0x00`` + the subject's UTF-8 bytes. A request id is valid UTF-8
+    and UTF-8 never holds ``0xFF``, so no request id equals a marker, and the kind is
+    delimited by a byte a kind never holds. A backend stores markers exactly like ids
+    (binary, at most :data:`MAX_MARKER_BYTES`) and leaves them out of ``spent_ids``.
     """
-    marker = CLOSED_PROVEN_PREFIX + request_id
-    if len(marker.encode("utf-8")) <= MAX_ID_BYTES:
-        return marker
-    digest = hashlib.sha256(validate_request_id(request_id)).hexdigest()
-    return CLOSED_PROVEN_HASHED_PREFIX + digest
+    if not kind or "\x00" in kind:
+        raise ValueError(f"marker kind {kind!r} must be non-empty and hold no NUL")
+    return MARKER_LEAD + kind.encode("ascii") + b"\x00" + subject.encode("utf-8")
+
+
+# The longest marker the core writes: the longest kind plus a 1024-byte subject.
+MAX_MARKER_BYTES = MAX_ID_BYTES + 32
+
+
+def validate_marker(marker: object) -> bytes:
+    """Check marker bytes given to ``spend_marker``/``is_marker_spent`` (before any I/O)."""
+    if not isinstance(marker, bytes) or not is_marker(marker):
+        raise InvalidRequestId("a marker is bytes starting with 0xFF (see marker_id)")
+    if len(marker) > MAX_MARKER_BYTES:
+        raise InvalidRequestId(f"marker is {len(marker)} bytes; the limit is {MAX_MARKER_BYTES}")
+    return marker
+
+
+def is_marker(raw: bytes) -> bool:
+    """Whether stored id bytes are a marker rather than a request id."""
+    return raw[:1] == MARKER_LEAD
+
+
+def closed_proven_marker(request_id: str) -> bytes:
+    """The marker a host spends to record that it closed ``request_id`` with a proof (H3)."""
+    validate_request_id(request_id)
+    return marker_id(MarkerKind.CLOSED_PROVEN, request_id)

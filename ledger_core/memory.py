@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .base import AsyncLedgerBase, LedgerBase
-from .ids import DEFAULT_NAMESPACE, ledger_key, validate_namespace
+from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace
 from .protocol import LedgerInfo
 from .urls import LedgerURL, check_options
 
@@ -82,7 +82,7 @@ class MemoryLedger(LedgerBase):
         """Every id spent in this namespace (for ``migrate``)."""
         prefix = ledger_key(self._namespace, b"")
         for key in self._store.snapshot():
-            if key.startswith(prefix):
+            if key.startswith(prefix) and not is_marker(key[len(prefix) :]):
                 yield key[len(prefix) :].decode("utf-8")
 
 

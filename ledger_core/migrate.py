@@ -9,16 +9,13 @@ hosts have switched to catch ids spent in the old store meanwhile.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import LedgerError
-from .ids import MAX_ID_BYTES
+from .ids import MarkerKind, marker_id
 from .protocol import DecisionLedger, store_id_of
-
-LINEAGE_PREFIX = "migrated-from:"
 
 
 @runtime_checkable
@@ -39,15 +36,16 @@ class MigrationReport:
     copied: int  # newly spent in the target by this run
     already_present: int  # spent in the target before (an earlier run, or a racing spend)
     verified: int  # read back as spent from the target
-    lineage_id: str | None  # the marker spent in the target (None: the source had no store_id)
+    lineage: str | None  # the source store_id recorded in the target (None: not recorded)
 
 
-def lineage_id(source_store_id: str) -> str:
-    """The marker that records "this store continues ``source_store_id``"."""
-    marker = LINEAGE_PREFIX + source_store_id
-    if len(marker.encode("utf-8")) <= MAX_ID_BYTES:
-        return marker
-    return LINEAGE_PREFIX + "sha256:" + hashlib.sha256(source_store_id.encode()).hexdigest()
+def lineage_marker(source_store_id: str) -> bytes:
+    """The marker that records "this store continues ``source_store_id``".
+
+    A marker, not an id: a request id can never collide with it, and listing the
+    target's ids never shows it.
+    """
+    return marker_id(MarkerKind.LINEAGE, source_store_id)
 
 
 def migrate(source: DecisionLedger, target: DecisionLedger) -> MigrationReport:
@@ -72,9 +70,18 @@ def migrate(source: DecisionLedger, target: DecisionLedger) -> MigrationReport:
             raise MigrationError(f"target answered {result!r} to spend: not a bool")
         if is_spent(request_id) is not True:  # trust, but verify: a target that forgets fails here
             raise MigrationError(f"id {request_id!r} does not read as spent in the target")
-    marker = None if source_id is None else lineage_id(source_id)
-    if marker is not None:
-        target.spend(marker)
-        if is_spent(marker) is not True:
-            raise MigrationError("the lineage marker does not read as spent in the target")
-    return MigrationReport(source_id, target_id, copied, already, copied + already, marker)
+    lineage = _record_lineage(target, source_id)
+    return MigrationReport(source_id, target_id, copied, already, copied + already, lineage)
+
+
+def _record_lineage(target: object, source_id: str | None) -> str | None:
+    """Spend the lineage marker in the target, where it has a marker space."""
+    spend_marker = getattr(target, "spend_marker", None)
+    is_marker_spent = getattr(target, "is_marker_spent", None)
+    if source_id is None or not callable(spend_marker) or not callable(is_marker_spent):
+        return None
+    marker = lineage_marker(source_id)
+    spend_marker(marker)
+    if is_marker_spent(marker) is not True:
+        raise MigrationError("the lineage marker does not read as spent in the target")
+    return source_id

@@ -30,12 +30,29 @@ class AsyncDecisionLedger(Protocol):
         ...
 
 
+class Durability:
+    """What an acknowledged spend survives: the claim behind a ``store_id`` (C2, C6).
+
+    ``MACHINE`` is the default claim of every ``store_id``: a spend that answered ``True``
+    survives a crash of the server process *and* of its machine (power loss), as long as
+    the disk survives. ``PROCESS`` is weaker (a server-process crash only, e.g. an OS
+    page cache flushed every second) and is accepted only when the user asks for it
+    (``durability=process``); ``describe()`` then says so. A store that can lose
+    acknowledged spends in a server-process crash never proves (``store_id = None``).
+    """
+
+    MACHINE = "machine-crash"
+    PROCESS = "process-crash"
+    NONE = "none"
+
+
 @dataclass(frozen=True)
 class LedgerInfo:
     """What a ledger is and whether it can prove, for people and for the suite.
 
     ``reason`` says why ``store_id`` is ``None`` (C6): a store that can forget, or a
     ledger that only lives in one process, must never be used as a proof.
+    ``durability`` says what an acknowledged spend survives (see :class:`Durability`).
     """
 
     backend: str
@@ -44,6 +61,7 @@ class LedgerInfo:
     location: str = ""
     namespace: str = ""
     identity: str = ""
+    durability: str = ""
 
     @property
     def can_prove(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ledger_core import MemoryLedger
 
-Answer = Callable[[str], object]
+Answer = Callable[[Any], object]
 
 
 class Scripted:
@@ -23,14 +23,20 @@ class Scripted:
         spend: Answer | None = None,
         is_spent: Answer | None = None,
         has_is_spent: bool = True,
+        spend_marker: Answer | None = None,
+        has_markers: bool = True,
     ) -> None:
         self.inner = MemoryLedger()
         self.store_id = store_id
         self._spend = spend or self.inner.spend
         self._is_spent = is_spent or self.inner.is_spent
-        self.calls: list[tuple[str, str]] = []
+        self._spend_marker = spend_marker or self.inner.spend_marker
+        self.calls: list[tuple[str, str | bytes]] = []
         if not has_is_spent:
             self.is_spent = None  # type: ignore[assignment]
+        if not has_markers:
+            self.spend_marker = None  # type: ignore[assignment]
+            self.is_marker_spent = None  # type: ignore[assignment]
 
     def spend(self, request_id: str) -> Any:
         self.calls.append(("spend", request_id))
@@ -39,6 +45,14 @@ class Scripted:
     def is_spent(self, request_id: str) -> Any:
         self.calls.append(("is_spent", request_id))
         return self._is_spent(request_id)
+
+    def spend_marker(self, marker: bytes) -> Any:
+        self.calls.append(("spend_marker", marker))
+        return self._spend_marker(marker)
+
+    def is_marker_spent(self, marker: bytes) -> Any:
+        self.calls.append(("is_marker_spent", marker))
+        return self.inner.is_marker_spent(marker)
 
 
 class AsyncScripted(Scripted):
@@ -49,6 +63,12 @@ class AsyncScripted(Scripted):
 
     async def is_spent(self, request_id: str) -> Any:
         return Scripted.is_spent(self, request_id)
+
+    async def spend_marker(self, marker: bytes) -> Any:
+        return Scripted.spend_marker(self, marker)
+
+    async def is_marker_spent(self, marker: bytes) -> Any:
+        return Scripted.is_marker_spent(self, marker)
 
 
 def raises(exc: BaseException) -> Answer:

@@ -20,7 +20,7 @@ from ledger_core import (
     authorize,
     close_pause,
     close_pause_async,
-    closed_proven_id,
+    closed_proven_marker,
     mint,
     resolve,
     resolve_async,
@@ -143,7 +143,7 @@ def test_H3_close_proves_and_records(flavor: str) -> None:
     assert closure.verdict is CloseVerdict.CLOSED_PROVEN
     assert closure.recorded
     assert ledger.inner.is_spent("req")
-    assert ledger.inner.is_spent(closed_proven_id("req"))
+    assert ledger.inner.is_marker_spent(closed_proven_marker("req"))
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
@@ -153,7 +153,7 @@ def test_H3_close_after_a_decision_is_possibly_run(flavor: str) -> None:
     assert do_resolve(flavor, ledger, pending).may_run
     closure = do_close(flavor, ledger, pending)
     assert closure.verdict is CloseVerdict.POSSIBLY_RUN
-    assert not ledger.inner.is_spent(closed_proven_id("req"))
+    assert not ledger.inner.is_marker_spent(closed_proven_marker("req"))
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
@@ -176,26 +176,43 @@ def test_H3_failed_closing_spend_is_possibly_run(flavor: str) -> None:
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_H3_unrecorded_close_is_still_proven(flavor: str) -> None:
     outage = LedgerUnavailable("marker write lost")
-
-    def spend(request_id: str) -> object:
-        if request_id.startswith("closed-proven:"):
-            raise outage
-        return ledger.inner.spend(request_id)
-
-    ledger = make(flavor, spend=spend)
+    ledger = make(flavor, spend_marker=raises(outage))
     closure = do_close(flavor, ledger, mint(ledger, "req"))
     assert closure.verdict is CloseVerdict.CLOSED_PROVEN
     assert not closure.recorded
     assert closure.error is outage
 
 
-def test_H3_long_ids_close_under_a_hashed_marker() -> None:
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_H3_ledger_without_marker_space_proves_but_records_nothing(flavor: str) -> None:
+    ledger = make(flavor, has_markers=False)
+    pending = mint(ledger, "req")
+    closure = do_close(flavor, ledger, pending)
+    assert closure.verdict is CloseVerdict.CLOSED_PROVEN
+    assert not closure.recorded
+    assert "spend_marker" in closure.reason
+    # Without a record, a retried close cannot claim the proof again: conservative.
+    assert do_close(flavor, ledger, pending).verdict is CloseVerdict.POSSIBLY_RUN
+
+
+def test_H3_long_ids_close_under_their_own_marker() -> None:
     long_id = "x" * MAX_ID_BYTES
-    marker = closed_proven_id(long_id)
-    assert len(marker.encode()) <= MAX_ID_BYTES
-    assert marker != closed_proven_id("x" * 1023)
     ledger = Scripted()
     assert close_pause(ledger, mint(ledger, long_id)).recorded
+    assert closed_proven_marker(long_id) != closed_proven_marker("x" * 1023)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_H3_a_request_named_like_a_marker_forges_no_proof(flavor: str) -> None:
+    """A request id equal to another request's old-style marker text is just an id."""
+    ledger = make(flavor)
+    forged = mint(ledger, "closed-proven:req-1")
+    assert do_resolve(flavor, ledger, forged).verdict is ResolveVerdict.RUN
+    victim = mint(ledger, "req-1")
+    closure = do_close(flavor, ledger, victim)
+    assert closure.recorded, closure.reason
+    assert ledger.inner.is_spent("req-1")  # the close spent the request itself
+    assert do_resolve(flavor, ledger, victim).verdict is ResolveVerdict.CLOSED_BY_HOST
 
 
 # H4 ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from ledger_core import (
     MigrationError,
     PendingRequest,
     ResolveVerdict,
-    lineage_id,
+    lineage_marker,
     migrate,
     mint,
     resolve,
@@ -36,8 +36,9 @@ def test_every_spent_id_moves_and_lineage_is_recorded(tmp_path: Path) -> None:
     assert all(new.is_spent(request_id) for request_id in IDS)
     assert new.is_spent("not-mine") is False
     assert old.store_id is not None
-    assert report.lineage_id == lineage_id(old.store_id)
-    assert new.is_spent(report.lineage_id) is True
+    assert report.lineage == old.store_id
+    assert new.is_marker_spent(lineage_marker(old.store_id)) is True
+    assert list(new.spent_ids()) == sorted(IDS)  # the marker is not an id
     assert report.target_store_id == new.store_id != old.store_id
 
 
@@ -89,7 +90,7 @@ def test_memory_source_has_no_lineage(tmp_path: Path) -> None:
     source = MemoryLedger()
     source.spend("a")
     report = migrate(source, SQLiteLedger(tmp_path / "new.db"))
-    assert report.lineage_id is None
+    assert report.lineage is None
     assert report.copied == 1
 
 

@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from ledger_core.base import LedgerBase
 from ledger_core.errors import LedgerClosed
-from ledger_core.ids import DEFAULT_NAMESPACE
+from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
@@ -204,7 +204,8 @@ class PostgresLedger(LedgerBase):
                 raise flows.listing_failed(exc, self._password) from exc
             ids = flows.page_ids(row)
             for request_id in ids:
-                yield request_id.decode("utf-8")
+                if not is_marker(request_id):
+                    yield request_id.decode("utf-8")
             if len(ids) < rules.PAGE_SIZE:
                 return
             after = ids[-1]

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import AmbiguousSpend, LedgerClosed, LedgerUnavailable
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_namespace
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -160,7 +160,8 @@ class SQLiteLedger(LedgerBase):
             finally:
                 self._idle.put(conn)
             for (raw,) in rows:
-                yield bytes(raw).decode("utf-8")
+                if not is_marker(raw):
+                    yield bytes(raw).decode("utf-8")
             if len(rows) < page:
                 return
             after = bytes(rows[-1][0])
