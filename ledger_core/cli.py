@@ -86,7 +86,13 @@ def _check(args: argparse.Namespace) -> int:
         )
         return USAGE
     run_check: Callable[..., int] = runner.run_check
-    return run_check(url=args.url, factory=args.factory, profile=args.profile)
+    return run_check(
+        url=args.url,
+        factory=args.factory,
+        profile=args.profile,
+        restart=args.restart,
+        forget=args.forget,
+    )
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -151,6 +157,16 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run the conformance suite against a ledger")
     check.add_argument("url", nargs="?", help="ledger URL")
     check.add_argument("--factory", help="package.module:callable building the ledger")
+    check.add_argument(
+        "--restart",
+        metavar="CMD",
+        help="shell command that restarts the store's server (C2 across a restart)",
+    )
+    check.add_argument(
+        "--forget",
+        metavar="CMD",
+        help="shell command that makes the whole store forget everything (C6; runs last)",
+    )
     profile = check.add_mutually_exclusive_group()
     profile.add_argument("--quick", dest="profile", action="store_const", const="quick")
     profile.add_argument("--thorough", dest="profile", action="store_const", const="thorough")

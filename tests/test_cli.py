@@ -75,3 +75,22 @@ def test_installed_entry_point_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "spent")
+
+
+def test_check_passes_its_hook_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger_conformance.runner as runner
+
+    seen: dict[str, object] = {}
+
+    def fake_run_check(**kwargs: object) -> int:
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr(runner, "run_check", fake_run_check)
+    argv = ["check", "redis://h/0", "--restart", "systemctl restart redis", "--forget", "flush"]
+    assert main(argv) == 0
+    assert seen["restart"] == "systemctl restart redis"
+    assert seen["forget"] == "flush"
+    assert main(["check", "redis://h/0"]) == 0
+    assert seen["restart"] is None
+    assert seen["forget"] is None

@@ -4,6 +4,9 @@ runner's exit codes for bad input."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -13,11 +16,13 @@ import pytest
 
 from ledger_conformance import LedgerContext, enter_factory
 from ledger_conformance.context import NotALedger
+from ledger_conformance.hooks import HookFailed, ShellHook, factory_hook
 from ledger_conformance.loading import FactoryPathError, load_factory
-from ledger_conformance.report import CaseOutcome, render, summarize
+from ledger_conformance.report import CaseOutcome, render, summarize, summarize_ledger
 from ledger_conformance.runner import run_check
 from ledger_conformance.urlmode import URLFactory, namespace_for, rewrite, routable
 from ledger_core import AsyncMemoryLedger, MemoryLedger, MemoryStore
+from ledger_core.protocol import Durability, LedgerInfo
 
 
 def _route(host: str, port: int) -> tuple[str, int]:
@@ -167,3 +172,114 @@ def test_run_check_bad_input(
 def test_run_check_unknown_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_check(url="memory://", factory=None, profile="fast") == 2
     assert "profile" in capsys.readouterr().err
+
+
+def test_shell_hook_returns_output_and_fails_with_it() -> None:
+    assert "hello" in ShellHook("forget", "echo hello")()
+    with pytest.raises(HookFailed, match=r"status 3; output: first \| second"):
+        ShellHook("restart", "echo first; echo second >&2; exit 3")()
+
+
+def test_shell_hook_is_bounded_and_kills_its_whole_group() -> None:
+    started = time.monotonic()
+    with pytest.raises(HookFailed, match=r"did not finish within 0\.5 s"):
+        ShellHook("restart", "sleep 30 & sleep 30; echo never", timeout=0.5)()
+    assert time.monotonic() - started < 10
+
+
+def test_shell_hook_never_shows_its_command() -> None:
+    hook = ShellHook("forget", "redis-cli -a hunter2-secret FLUSHALL; exit 1")
+    assert "hunter2" not in repr(hook)
+    with pytest.raises(HookFailed) as info:
+        hook()
+    assert "hunter2" not in str(info.value).split("output:")[0]
+
+
+def test_render_shows_each_ledgers_durability_and_reason() -> None:
+    class Described:
+        def spend(self, request_id: str) -> bool:
+            return True
+
+        def describe(self) -> LedgerInfo:
+            return LedgerInfo("acme", "acme:1", durability=Durability.PROCESS)
+
+    summaries = [
+        summarize_ledger(Described(), "sync"),
+        summarize_ledger(AsyncMemoryLedger(), "async"),
+    ]
+    table = render([], ledgers=summaries, width=400)
+    assert "ledger (sync): acme, store_id acme:1, durability process-crash" in table
+    assert "ledger (async): memory, store_id None (never proves)" in table
+    assert "reason: in-process memory" in table
+
+
+def test_factory_hooks_are_attributes() -> None:
+    class Factory:
+        def __call__(self, ctx: LedgerContext) -> MemoryLedger:
+            return MemoryLedger()
+
+        def ledger_forget(self) -> None:
+            pass
+
+    assert factory_hook(Factory(), "ledger_forget") is not None
+    assert factory_hook(Factory(), "ledger_restart") is None
+    assert factory_hook(lambda ctx: None, "ledger_forget") is None
+
+
+@pytest.mark.parametrize("hook", ["restart", "forget"])
+def test_a_hook_given_twice_is_a_usage_error(hook: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "ledger_conformance",
+            "--ledger-url",
+            "memory://x",
+            f"--ledger-{hook}",
+            "json:dumps",
+            f"--ledger-{hook}-cmd",
+            "true",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"--ledger-{hook} or --ledger-{hook}-cmd, not both" in done.stderr
+
+
+def test_forget_clauses_run_after_the_final_check() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "ledger_conformance",
+            "--ledger-url",
+            "memory://x",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    names = [line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if "::" in line]
+    assert names[-3:] == [
+        "test_C2_every_acknowledged_id_still_spent",
+        "test_C6_forgotten_store_old_instance",
+        "test_C6_forgotten_store_new_instance",
+    ], names[-5:]

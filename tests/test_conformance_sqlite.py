@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,33 @@ def sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sqlite-conformance")
 
 
+def forget_everything(path: Path) -> None:
+    """The store forgets, as a user emptying the tables would (like TRUNCATE): every id,
+    every namespace and the identity row, in one transaction, while ledgers hold it open."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DELETE FROM decision_ledger")
+        conn.execute("DELETE FROM decision_ledger_meta")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _xfail(reason: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark one inherited clause xfail in this class only (the base's marks stay as they are)."""
+
+    def mark(test: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(test)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            test(*args, **kwargs)
+
+        marked: Callable[..., None] = pytest.mark.xfail(strict=True, reason=reason)(wrapper)
+        return marked
+
+    return mark
+
+
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
@@ -28,3 +58,12 @@ class TestSQLiteLedger(LedgerConformance):
             return SQLiteLedger(path, namespace=namespace)
 
         return factory
+
+    @pytest.fixture
+    def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object]:
+        return functools.partial(forget_everything, sqlite_dir / "ledger.db")
+
+    # The ledger reads its identity once at open (issue 8, item 4): fixed on the core branch.
+    test_C6_forgotten_store_old_instance = _xfail("fixed on the core branch")(
+        LedgerConformance.test_C6_forgotten_store_old_instance
+    )

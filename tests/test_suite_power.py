@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
 from tests.zoo.base import ENV
 from tests.zoo.mutants import EXPECTED
@@ -45,14 +47,11 @@ class Run:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-@pytest.fixture(scope="module")
-def zoo_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A throwaway redis-server on a free loopback port, for the zoo's TCP ledgers."""
+def _throwaway_redis(workdir: Path) -> Iterator[str]:
     server = binary("redis-server")
     if server is None:
         pytest.skip("redis-server is not on PATH (apt-get install redis-server)")
     port = free_port()
-    workdir = tmp_path_factory.mktemp("zoo-redis")
     proc = subprocess.Popen(
         [
             server,
@@ -76,6 +75,18 @@ def zoo_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def zoo_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway redis-server on a free loopback port, for the zoo's TCP ledgers."""
+    yield from _throwaway_redis(tmp_path_factory.mktemp("zoo-redis"))
+
+
+@pytest.fixture
+def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server for one test alone (its forget hook flushes everything)."""
+    yield from _throwaway_redis(tmp_path_factory.mktemp("own-redis"))
 
 
 def _wait_until_listening(proc: subprocess.Popen[bytes], port: int) -> None:
@@ -110,7 +121,7 @@ def _suite(target: list[str], select: str, profile: str, redis_addr: str) -> Run
         "-p",
         "no:cacheprovider",
         "-q",
-        "-rfE",
+        "-rfEs",
         "--tb=line",
         "-o",
         "addopts=",
@@ -137,9 +148,10 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     jobs["control:sqlite"] = (["--ledger-url", f"sqlite:///{db}"], "", "quick")
     jobs["control:zoo"] = (["--ledger-factory", "tests.zoo.base:correct"], "C4 or C5", "quick")
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
+    forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
-        ["--ledger-factory", "tests.zoo.restartable:persistent", *restart],
-        "C2",
+        ["--ledger-factory", "tests.zoo.restartable:persistent", *restart, *forget],
+        "C2 or C6",
         "quick",
     )
     jobs[FORGETS_ON_RESTART] = (
@@ -171,3 +183,54 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
 def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
     run = runs[control]
     assert run.code == 0, f"{control} failed the suite:\n{run.tail(60)}"
+
+
+def test_hooks_were_exercised(runs: dict[str, Run]) -> None:
+    """A control that passes only because its hooks were skipped proves nothing."""
+    output = runs["control:restart"].output
+    assert "not exercised: no ledger_restart hook" not in output
+    assert "not exercised: no ledger_forget hook" not in output
+
+
+def _flush_command(address: str) -> str:
+    host, _, port = address.rpartition(":")
+    code = f"import redis; redis.Redis(host={host!r}, port={port}).flushall()"
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def test_check_runs_shell_hooks(
+    own_redis: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`decision-ledger check --restart CMD --forget CMD`: the commands run as the hooks."""
+    monkeypatch.setenv(ENV, own_redis)
+    code = run_check(
+        url=None,
+        factory="tests.zoo.base:correct",
+        profile="quick",
+        restart="true",  # a restart that changes nothing: C2 must still hold
+        forget=_flush_command(own_redis),
+        select="C2_server or C6_forgotten",
+    )
+    table = capsys.readouterr().out
+    assert code == 0, table
+    assert re.search(r"^C6 .* passed$", table, re.MULTILINE), table
+    assert re.search(r"^C2 .* passed$", table, re.MULTILINE), table
+    assert "2 clause(s) passed, 0 failed, 0 not exercised" in table, table
+
+
+def test_check_fails_the_clause_when_a_hook_command_fails(
+    own_redis: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(ENV, own_redis)
+    code = run_check(
+        url=None,
+        factory="tests.zoo.mutants:reads_identity_once",
+        profile="quick",
+        forget="echo cannot reach the store >&2; exit 7",
+        select="C6_forgotten",
+    )
+    table = capsys.readouterr().out
+    assert code == 1, table
+    assert re.search(r"^C6 .* failed$", table, re.MULTILINE), table
+    assert "exited with status 7" in table
+    assert "cannot reach the store" in table

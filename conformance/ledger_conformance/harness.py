@@ -82,6 +82,7 @@ class Runtime:
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
     loop: SuiteLoop = field(default_factory=SuiteLoop)
     acked: dict[str, list[Acked]] = field(default_factory=dict)
+    forgot: bool = False  # the forget hook ran: every earlier spend may be gone
     _labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def acked_for(self, suite_key: str) -> list[Acked]:

@@ -17,11 +17,22 @@ from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL
 
 from .harness import Ledgers, Runtime
+from .hooks import ShellHook
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
 from .urlmode import URLFactory
 
 FINAL_MARK = "ledger_final"
+FORGET_MARK = "ledger_forgets"
+# (option naming a module:callable, option naming a shell command, what the hook does)
+HOOKS = {
+    "restart": ("--ledger-restart", "--ledger-restart-cmd", "restarts the store's server (C2)"),
+    "forget": (
+        "--ledger-forget",
+        "--ledger-forget-cmd",
+        "makes the whole store under test forget everything (C6 after forget; runs last)",
+    ),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,12 +44,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:CALLABLE",
         help="run the suite against ledgers made by this factory (see LedgerContext)",
     )
-    group.addoption(
-        "--ledger-restart",
-        default=None,
-        metavar="MODULE:CALLABLE",
-        help="a callable that restarts the store's server (C2 across a restart)",
-    )
+    for name, (path_option, cmd_option, what) in HOOKS.items():
+        group.addoption(
+            path_option, default=None, metavar="MODULE:CALLABLE", help=f"a callable that {what}"
+        )
+        group.addoption(
+            cmd_option,
+            default=None,
+            metavar="CMD",
+            help=f"a shell command that {what}; bounded, output shown if it fails ({name} hook)",
+        )
     group.addoption(
         "--ledger-profile",
         default="quick",
@@ -50,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(name): the contract clause a test checks")
     config.addinivalue_line("markers", f"{FINAL_MARK}: runs after every other test")
+    config.addinivalue_line(
+        "markers", f"{FORGET_MARK}: calls the forget hook; runs after the final checks"
+    )
     url = config.getoption("--ledger-url", None)
     factory = config.getoption("--ledger-factory", None)
     if url and factory:
@@ -59,7 +77,11 @@ def pytest_configure(config: pytest.Config) -> None:
             backend_for(LedgerURL.parse(url).scheme)
         except LedgerError as exc:  # unknown scheme, missing driver, malformed URL
             raise pytest.UsageError(str(exc)) from None
-    for path in (factory, config.getoption("--ledger-restart", None)):
+    for path_option, cmd_option, _ in HOOKS.values():
+        if config.getoption(path_option, None) and config.getoption(cmd_option, None):
+            raise pytest.UsageError(f"give {path_option} or {cmd_option}, not both")
+    hooks = [config.getoption(path_option, None) for path_option, _, _ in HOOKS.values()]
+    for path in (factory, *hooks):
         if path:
             try:
                 load_factory(path)
@@ -70,8 +92,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    # The end-of-run permanence check must see every id acknowledged in the run.
-    items.sort(key=lambda item: item.get_closest_marker(FINAL_MARK) is not None)
+    # The end-of-run permanence check must see every id acknowledged in the run, and the
+    # forget clauses (which legitimately lose every id) must come after it: forgetting
+    # wipes the whole store, so they run after the final checks of every suite.
+    items.sort(key=_phase)
+
+
+def _phase(item: pytest.Item) -> int:
+    if item.get_closest_marker(FORGET_MARK) is not None:
+        return 2
+    return 1 if item.get_closest_marker(FINAL_MARK) is not None else 0
 
 
 @pytest.fixture(scope="session")
@@ -94,11 +124,25 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     return None
 
 
+def _option_hook(config: pytest.Config, name: str) -> Any:
+    path_option, cmd_option, _ = HOOKS[name]
+    path = config.getoption(path_option, None)
+    if path:
+        return load_factory(path)
+    command = config.getoption(cmd_option, None)
+    return ShellHook(name, command) if command else None
+
+
 @pytest.fixture(scope="session")
 def ledger_option_restart(pytestconfig: pytest.Config) -> Any:
-    """The restart hook named by --ledger-restart, or ``None``."""
-    path = pytestconfig.getoption("--ledger-restart", None)
-    return load_factory(path) if path else None
+    """The restart hook named by --ledger-restart (or --ledger-restart-cmd), or ``None``."""
+    return _option_hook(pytestconfig, "restart")
+
+
+@pytest.fixture(scope="session")
+def ledger_option_forget(pytestconfig: pytest.Config) -> Any:
+    """The forget hook named by --ledger-forget (or --ledger-forget-cmd), or ``None``."""
+    return _option_hook(pytestconfig, "forget")
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ class Profile:
     tasks: int  # asyncio tasks released together on each id
     processes: int  # OS processes released together on each id
     process_ids: int
+    fork_processes: int  # children forked from a parent that opened and used the ledger
+    fork_ids: int  # ids every forked child spends, each child in its own shuffled order
+    fork_bound: float  # seconds the forked children may take before they count as hung
     mixed_ids: int  # ids contended by sync and async instances at once
     permanence_wait: float  # seconds C2 waits before re-reading (an expiring store must fail)
     fault_ids: int  # fresh and already-spent ids tried under each fault
@@ -29,6 +32,9 @@ PROFILES = {
         tasks=256,
         processes=4,
         process_ids=25,
+        fork_processes=6,
+        fork_ids=100,
+        fork_bound=60.0,
         mixed_ids=50,
         permanence_wait=0.0,
         fault_ids=4,
@@ -43,6 +49,9 @@ PROFILES = {
         tasks=512,
         processes=8,
         process_ids=100,
+        fork_processes=12,
+        fork_ids=300,
+        fork_bound=120.0,
         mixed_ids=200,
         permanence_wait=3.0,
         fault_ids=16,

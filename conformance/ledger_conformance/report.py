@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ledger_core.protocol import describe
+
 CLAUSES: dict[str, str] = {
-    "C1": "once: exactly one True per id (threads, tasks, processes)",
+    "C1": "once: exactly one True per id (threads, tasks, processes, fork)",
     "C2": "permanent: spent ids survive reopen, new instances, time, restarts",
     "C3": "is_spent is exact and current, and never records",
     "C4": "fail closed: a fault raises; never a false True, never a false False",
     "C5": "ambiguity: a write whose reply was lost is resolved, not guessed",
-    "C6": "store identity: one store_id per store, another for any other",
+    "C6": "store identity: one store_id per store, another for any other or after a forget",
     "C7": "isolation: stores never collide under any key encoding",
     "C8": "ids: 1-1024 UTF-8 bytes, compared exactly; invalid ids refused",
     "C9": "the sync and async variants agree on one store",
     "H1": "host: only a result that is True lets the call run",
     "H2": "host: is_spent tells a failed spend that never landed",
-    "H3": "host: a close proves only with a store_id, and records it",
+    "H3": "host: a close proves only with a store_id; markers are never ids",
     "H4": "host: a retried close keeps its verdict; late answers are told",
     "H5": "host: a decision is spent only in the store it was minted under",
 }
@@ -89,13 +91,52 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
     return rows
 
 
-def render(rows: list[ClauseResult], *, width: int = 110) -> str:
-    """A plain-text table: clause, what it checks, result, and why."""
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What one ledger under test says about itself (``describe()``), shown above the table."""
+
+    flavor: str
+    backend: str
+    store_id: str | None
+    durability: str
+    reason: str | None
+
+
+def summarize_ledger(ledger: object, flavor: str) -> LedgerSummary:
+    """The ledger's identity, durability claim and reason; a describe() that raises says so."""
+    try:
+        info = describe(ledger)
+    except Exception as exc:
+        return LedgerSummary(
+            flavor, type(ledger).__name__, None, "", f"describe() raised {type(exc).__name__}"
+        )
+    return LedgerSummary(flavor, info.backend, info.store_id, info.durability, info.reason)
+
+
+def render_ledger(summary: LedgerSummary) -> str:
+    """One line: backend, store_id, the durability it claims, and the reason when present."""
+    shown = summary.store_id if summary.store_id is not None else "None (never proves)"
+    line = (
+        f"ledger ({summary.flavor}): {summary.backend}, store_id {shown}, durability "
+        f"{summary.durability or 'not stated (describe() gives none)'}"
+    )
+    return f"{line}; reason: {summary.reason}" if summary.reason else line
+
+
+def render(
+    rows: list[ClauseResult], *, width: int = 110, ledgers: Sequence[LedgerSummary] = ()
+) -> str:
+    """A plain-text table: clause, what it checks, result, and why (under the ledgers)."""
+    described = [
+        wrapped
+        for summary in ledgers
+        for wrapped in textwrap.wrap(render_ledger(summary), width, subsequent_indent="    ")
+    ]
     what_w = max(len(text) for text in CLAUSES.values())
     status_w = max(len(s) for s in (PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE))
     header = f"{'clause':<6}  {'what it checks':<{what_w}}  {'result':<{status_w}}"
     header = header.rstrip()
-    lines = [header, "-" * len(header)]
+    lines = [*described, *([""] if described else []), header, "-" * len(header)]
     indent = " " * 8
     for row in rows:
         what = CLAUSES.get(row.clause, "")

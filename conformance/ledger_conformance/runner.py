@@ -14,13 +14,21 @@ from typing import Any
 import pytest
 
 from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, MissingDriver
+from ledger_core.protocol import is_async_ledger
 from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL, redact_url
 
 from .context import LedgerContext, NotALedger, enter_factory
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES
-from .report import CaseOutcome, clause_of_name, render, summarize
+from .report import (
+    CaseOutcome,
+    LedgerSummary,
+    clause_of_name,
+    render,
+    summarize,
+    summarize_ledger,
+)
 
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
@@ -95,22 +103,35 @@ def _factory_from(url: str | None, factory: str | None) -> Any:
     return URLFactory(url, "check")
 
 
-async def _preflight(factory: Any) -> None:
-    ledger, cleanup = await enter_factory(factory, LedgerContext(store="preflight"))
-    try:
-        probe = getattr(ledger, "is_spent", None)
-        if callable(probe):
-            result = probe("decision-ledger-check-preflight")
-            if asyncio.iscoroutine(result):
-                await result
-    finally:
-        await cleanup()
+async def _preflight(factory: Any) -> list[LedgerSummary]:
+    """Open each variant once: a dead store fails here, and the report shows what each
+    ledger claims (store_id, durability, reason)."""
+    summaries: list[LedgerSummary] = []
+    seen: set[type] = set()
+    for flavor in ("sync", "async"):
+        ctx = LedgerContext(store="preflight", flavor=flavor)
+        ledger, cleanup = await enter_factory(factory, ctx)
+        try:
+            if type(ledger) in seen:
+                continue  # the factory has one variant only
+            seen.add(type(ledger))
+            summaries.append(
+                summarize_ledger(ledger, "async" if is_async_ledger(ledger) else "sync")
+            )
+            probe = getattr(ledger, "is_spent", None)
+            if callable(probe):
+                result = probe("decision-ledger-check-preflight")
+                if asyncio.iscoroutine(result):
+                    await result
+        finally:
+            await cleanup()
+    return summaries
 
 
-def _check_reachable(factory: Any, what: str) -> None:
-    """Open one ledger before the run, so a bad factory or a dead store is one clear line."""
+def _check_reachable(factory: Any, what: str) -> list[LedgerSummary]:
+    """Open the ledgers before the run, so a bad factory or a dead store is one clear line."""
     try:
-        asyncio.run(asyncio.wait_for(_preflight(factory), PREFLIGHT_TIMEOUT))
+        return asyncio.run(asyncio.wait_for(_preflight(factory), PREFLIGHT_TIMEOUT))
     except _UNREACHABLE as exc:
         raise _Refused(UNAVAILABLE, f"cannot reach the store of {what}: {_text(exc)}") from None
     except (NotALedger, LedgerError) as exc:
@@ -123,19 +144,41 @@ def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def run_check(*, url: str | None, factory: str | None, profile: str) -> int:
-    """Run the suite against one ledger; print the table; return the exit code."""
+def run_check(
+    *,
+    url: str | None,
+    factory: str | None,
+    profile: str,
+    restart: str | None = None,
+    forget: str | None = None,
+    select: str | None = None,
+) -> int:
+    """Run the suite against one ledger; print the table; return the exit code.
+
+    ``restart`` and ``forget`` are shell commands (the hooks pytest takes as
+    ``--ledger-restart-cmd`` / ``--ledger-forget-cmd``); ``select`` is pytest's ``-k``.
+    """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
         return USAGE
+    for name, command in (("--restart", restart), ("--forget", forget)):
+        if command is not None and not command.strip():
+            _fail(f"{name} needs a shell command")
+            return USAGE
     try:
         made = _factory_from(url, factory)
-        _check_reachable(made, redact_url(url) if url else str(factory))
+        summaries = _check_reachable(made, redact_url(url) if url else str(factory))
     except _Refused as refused:
         _fail(str(refused))
         return refused.code
     args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
+    if restart:
+        args += ["--ledger-restart-cmd", restart]
+    if forget:
+        args += ["--ledger-forget-cmd", forget]
+    if select:
+        args += ["-k", select]
     args += [
         "-p",
         "no:cacheprovider",
@@ -150,7 +193,7 @@ def run_check(*, url: str | None, factory: str | None, profile: str) -> int:
     code = pytest.main(args, plugins=[collector])
     rows = summarize(collector.outcomes.values())
     print()
-    print(render(rows))
+    print(render(rows, ledgers=summaries))
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

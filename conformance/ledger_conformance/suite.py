@@ -9,7 +9,10 @@
         def ledger_factory(self):
             return my_factory          # LedgerContext -> ledger (see context.py)
 
-Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2).
+Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2) and
+``ledger_forget`` (a callable that makes the whole store under test forget everything, for
+C6 after forget). By default each comes from its command-line option, else from an
+attribute of the same name on the factory.
 """
 
 from __future__ import annotations
@@ -19,20 +22,33 @@ from typing import Any
 
 import pytest
 
+from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c3_reads import C3Reads
+from .clauses.c6_forget import C6Forget
 from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
 from .clauses.c45_faults import C45Faults
 from .clauses.host_rules import HostRules
+from .hooks import factory_hook
 
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
-    HostRules, C9Variants, C8Ids, C7Isolation, C6Identity, C45Faults, C3Reads, C2Permanent, C1Once
+    C6Forget,
+    HostRules,
+    C9Variants,
+    C8Ids,
+    C7Isolation,
+    C6Identity,
+    C45Faults,
+    C3Reads,
+    C2Permanent,
+    C1Fork,
+    C1Once,
 ):
     """Every clause, C1-C9 and H1-H5. Override ``ledger_factory``; the default reads
     ``--ledger-url`` / ``--ledger-factory``."""
@@ -42,5 +58,15 @@ class LedgerConformance(
         return ledger_option_factory
 
     @pytest.fixture
-    def ledger_restart(self, ledger_option_restart: Any) -> Callable[[], object] | None:
-        return ledger_option_restart  # type: ignore[no-any-return]
+    def ledger_restart(
+        self, ledger_option_restart: Any, ledger_factory: Any
+    ) -> Callable[[], object] | None:
+        hook: Callable[[], object] | None = ledger_option_restart
+        return hook or factory_hook(ledger_factory, "ledger_restart")
+
+    @pytest.fixture
+    def ledger_forget(
+        self, ledger_option_forget: Any, ledger_factory: Any
+    ) -> Callable[[], object] | None:
+        hook: Callable[[], object] | None = ledger_option_forget
+        return hook or factory_hook(ledger_factory, "ledger_forget")

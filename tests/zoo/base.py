@@ -2,9 +2,12 @@
 
 It is tiny on purpose: one string key per (store, id), hex-encoded so no encoding can
 collide; ``SET NX`` with a fresh token per spend; after a failure, the token read back
-decides (C5); every failure raised as a ``LedgerError``. Its async face runs the sync
-ledger on worker threads. The redis address comes from ``LEDGER_ZOO_REDIS``
-(``host:port``), routed through ``ctx.route`` so the suite's fault proxy is in the path.
+decides (C5); every failure raised as a ``LedgerError``. Its identity is a genesis key
+written by the first opener, and every spend and read proves, in the same script, that
+the genesis is still the one it opened (a store that forgot fails closed, C6). Its async
+face runs the sync ledger on worker threads. The redis address comes from
+``LEDGER_ZOO_REDIS`` (``host:port``), routed through ``ctx.route`` so the suite's fault
+proxy is in the path.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ledger_conformance import LedgerContext
-from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import validate_request_id
 
 ENV = "LEDGER_ZOO_REDIS"
 TIMEOUT = 1.0
+FORGOT = -1  # what a guarded script answers when the genesis is gone or another one
+# Each script first proves the store is the one this ledger opened (KEYS[1] = genesis key).
+GUARD = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end\n"
+GUARDED_SET = GUARD + "if redis.call('SET', KEYS[2], ARGV[2], 'NX') then return 1 end\nreturn 0"
+GUARDED_GET = GUARD + "return redis.call('GET', KEYS[2])"
+GUARDED_EXISTS = GUARD + "return redis.call('EXISTS', KEYS[2])"
 
 
 def redis_address() -> tuple[str, int]:
@@ -47,7 +56,11 @@ class ZooLedger:
             socket_connect_timeout=TIMEOUT,
             retry=Retry(NoBackoff(), 0),  # a retried SET NX would lose its own write (C5)
         )
+        self.genesis_key = f"zoo-id:{self.label.encode().hex()}"
         try:
+            self.client.set(self.genesis_key, uuid.uuid4().hex, nx=True)
+            value = self.client.get(self.genesis_key)
+            self.genesis = value if isinstance(value, bytes) else b""
             self.store_id: str | None = self.identity()
         except redis.RedisError as exc:
             self.client.close()
@@ -55,20 +68,29 @@ class ZooLedger:
 
     # -- hooks the mutants override ----------------------------------------------------
     def identity(self) -> str | None:
-        key = f"zoo-id:{self.label.encode().hex()}"
-        self.client.set(key, uuid.uuid4().hex, nx=True)
-        value = self.client.get(key)
-        return f"zoo:{value!s}"
+        return f"zoo:{self.genesis!s}"
+
+    def guarded(self, script: str, key: str, *args: str) -> Any:
+        """Run ``script`` on ``key`` only if the store still holds this ledger's genesis."""
+        result = self.run_script(script, [self.genesis_key, key], [self.genesis, *args])
+        if result == FORGOT:
+            raise UnsafeStoreConfig(
+                "the store forgot: its identity changed since this ledger opened; reopen"
+            )
+        return result
+
+    def run_script(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        return self.client.eval(script, len(keys), *keys, *args)
 
     def key(self, request_id: str) -> str:
         return f"zoo:{self.label.encode().hex()}:{validate_request_id(request_id).hex()}"
 
     def write(self, key: str, token: str) -> bool:
-        return bool(self.client.set(key, token, nx=True))
+        return bool(self.guarded(GUARDED_SET, key, token))
 
     def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
         try:
-            stored = self.client.get(key)
+            stored = self.guarded(GUARDED_GET, key)
         except redis.RedisError as exc:
             raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
         if stored is None:
@@ -77,7 +99,7 @@ class ZooLedger:
 
     def read(self, key: str) -> bool:
         try:
-            return bool(self.client.exists(key))
+            return bool(self.guarded(GUARDED_EXISTS, key))
         except redis.RedisError as exc:
             raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
 
@@ -134,4 +156,13 @@ def correct(ctx: LedgerContext) -> Any:
     return build(ZooLedger, ctx)
 
 
-__all__ = ["AsyncZooLedger", "LedgerError", "ZooLedger", "build", "correct"]
+def flush(address: tuple[str, int]) -> None:
+    """The store forgets everything: FLUSHALL on the redis-server at ``address``."""
+    client = redis.Redis(host=address[0], port=address[1], socket_timeout=10.0)
+    try:
+        client.flushall()
+    finally:
+        client.close()
+
+
+__all__ = ["AsyncZooLedger", "LedgerError", "ZooLedger", "build", "correct", "flush"]

@@ -13,11 +13,15 @@ import uuid
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ledger_conformance import LedgerContext
-from ledger_core.ids import validate_request_id
+from ledger_core.errors import AmbiguousSpend, LedgerUnavailable
+from ledger_core.ids import MARKER_LEAD, validate_request_id
 
-from .base import AsyncZooLedger, ZooLedger, build, redis_address
+from . import restartable
+from .base import TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -64,6 +68,35 @@ class InProcessWithStoreId:
         validate_request_id(request_id)
         with self._lock:
             return request_id in self._spent
+
+
+class SharedConnection(ZooLedger):
+    """Its scripts go over ONE connection opened in the parent, with no pid check: the
+    children of a fork write to the same socket and read each other's replies."""
+
+    def __init__(self, label: str, host: str, port: int) -> None:
+        super().__init__(label, host, port)
+        self.conn = redis.Connection(  # type: ignore[no-untyped-call]
+            host=host,
+            port=port,
+            socket_timeout=TIMEOUT,
+            socket_connect_timeout=TIMEOUT,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.lock = threading.Lock()  # safe across threads; a fork copies it unlocked
+
+    def run_script(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        with self.lock:
+            try:
+                self.conn.send_command("EVAL", script, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return self.conn.read_response()
+            except BaseException:
+                self.conn.disconnect()  # type: ignore[no-untyped-call]
+                raise
+
+    def close(self) -> None:
+        self.conn.disconnect()  # type: ignore[no-untyped-call]
+        super().close()
 
 
 # -- C2 ------------------------------------------------------------------------------
@@ -173,6 +206,43 @@ class NoneWithoutReason(ZooLedger):
         return None
 
 
+class ReadsIdentityOnce(ZooLedger):
+    """Reads its genesis once at open and never again: after a FLUSHALL the old instance
+    keeps its store_id and spends already-spent ids again."""
+
+    def write(self, key: str, token: str) -> bool:
+        return bool(self.client.set(key, token, nx=True))
+
+    def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
+        try:
+            stored = self.client.get(key)
+        except redis.RedisError as exc:
+            raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
+        if stored is None:
+            raise LedgerUnavailable(f"spend did not land: {failure}") from failure
+        return bool(stored == token.encode())
+
+    def read(self, key: str) -> bool:
+        try:
+            return bool(self.client.exists(key))
+        except redis.RedisError as exc:
+            raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
+
+
+class OwnServerFactory:
+    """A factory on this process's own redis-server, carrying its forget hook."""
+
+    def __init__(self, cls: type[Any]) -> None:
+        self.cls = cls
+        self.__name__ = self.__qualname__ = cls.__name__
+
+    def __call__(self, ctx: LedgerContext) -> Any:
+        return restartable.open_own(self.cls, ctx)
+
+    def ledger_forget(self) -> None:
+        restartable.forget()
+
+
 # -- C7 ------------------------------------------------------------------------------
 
 
@@ -226,6 +296,25 @@ class OtherPrefix(ZooLedger):
         return "async-" + super().key(request_id)
 
 
+# -- H3 ------------------------------------------------------------------------------
+
+
+class MarkersInIdSpace(ZooLedger):
+    """Stores a marker as the request id ``<kind>:<subject>``: a request with that name
+    forges (or is refused because of) another request's close."""
+
+    @staticmethod
+    def text(marker: bytes) -> str:
+        kind, _, subject = marker.removeprefix(MARKER_LEAD).partition(b"\x00")
+        return f"{kind.decode()}:{subject.decode()}"
+
+    def spend_marker(self, marker: bytes) -> Any:
+        return self.spend(self.text(marker))
+
+    def is_marker_spent(self, marker: bytes) -> Any:
+        return self.is_spent(self.text(marker))
+
+
 # -- the factories -----------------------------------------------------------------
 
 
@@ -256,6 +345,9 @@ truncating = _factory(Truncating)
 normalizing = _factory(Normalizing)
 stripping = _factory(Stripping)
 lax_ids = _factory(LaxIds)
+shared_connection = _factory(SharedConnection)
+markers_in_id_space = _factory(MarkersInIdSpace)
+reads_identity_once = OwnServerFactory(ReadsIdentityOnce)
 
 
 def in_process_with_store_id(ctx: LedgerContext) -> Any:
@@ -275,6 +367,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "check_then_set": ("C1", "C1_threads", "quick"),
     "returns_one": ("C1", "C1_sequential", "quick"),
     "in_process_with_store_id": ("C1", "C1_processes", "quick"),
+    "shared_connection": ("C1", "C1_fork", "quick"),
     "expiring": ("C2", "C2_after_waiting", "thorough"),
     "forgets_on_reopen": ("C2", "C2", "quick"),
     "reading_records": ("C3", "C3", "quick"),
@@ -286,6 +379,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "store_id_per_instance": ("C6", "C6", "quick"),
     "store_id_shared": ("C6", "C6", "quick"),
     "none_without_reason": ("C6", "C6", "quick"),
+    "reads_identity_once": ("C6", "C6_forgotten", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -293,4 +387,5 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "stripping": ("C8", "C8_edge", "quick"),
     "lax_ids": ("C8", "C8_invalid", "quick"),
     "async_variant_differs": ("C9", "C9", "quick"),
+    "markers_in_id_space": ("H3", "H3", "quick"),
 }

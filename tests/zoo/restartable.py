@@ -3,7 +3,10 @@
 ``persistent`` writes every change to an append-only file with ``fsync`` per write, so a
 restart keeps every spent id; ``volatile`` keeps nothing on disk, so a restart forgets
 (the suite must fail it on C2). ``restart`` stops the server and starts it again on the
-same port and directory. Use with ``--ledger-restart tests.zoo.restartable:restart``.
+same port and directory. Use with ``--ledger-restart tests.zoo.restartable:restart``;
+``forget`` makes the server forget everything (``FLUSHALL``), for the C6 forget clauses
+(``--ledger-forget tests.zoo.restartable:forget``). The server belongs to this process
+alone, so a flush never touches another run's data.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import redis
 from ledger_conformance import LedgerContext
 from tests.servers.common import binary, free_port
 
-from .base import ZooLedger, build
+from .base import ZooLedger, build, flush
 
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 VOLATILE = ["--appendonly", "no", "--save", ""]
@@ -94,9 +97,14 @@ def _ensure(options: list[str]) -> _Server:
         return _server
 
 
-def _open(ctx: LedgerContext, options: list[str]) -> Any:
+def _open(ctx: LedgerContext, options: list[str], cls: type[Any] = ZooLedger) -> Any:
     server = _ensure(options)
-    return build(ZooLedger, ctx, address=("127.0.0.1", server.port))
+    return build(cls, ctx, address=("127.0.0.1", server.port))
+
+
+def open_own(cls: type[Any], ctx: LedgerContext) -> Any:
+    """``cls`` on this process's own persistent server (a mutant that needs ``forget``)."""
+    return _open(ctx, PERSISTENT, cls)
 
 
 def persistent(ctx: LedgerContext) -> Any:
@@ -111,3 +119,9 @@ def restart() -> None:
     if _server is None:
         raise RuntimeError("no server to restart: open a ledger first")
     _server.restart()
+
+
+def forget() -> None:
+    if _server is None:
+        raise RuntimeError("no server to flush: open a ledger first")
+    flush(("127.0.0.1", _server.port))

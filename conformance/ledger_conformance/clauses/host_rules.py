@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
 from ledger_core import host
 from ledger_core.host import CloseVerdict, LandedVerdict, PendingRequest, ResolveVerdict
-from ledger_core.ids import closed_proven_marker
+from ledger_core.ids import MarkerKind, closed_proven_marker, marker_id
 
 from ..harness import Handle, Ledgers
 from .common import not_applicable, open_both
@@ -42,6 +43,81 @@ def has_markers(handle: Handle) -> bool:
     return all(
         callable(getattr(handle.ledger, name, None)) for name in ("spend_marker", "is_marker_spent")
     )
+
+
+def _legacy_texts(request_id: str) -> dict[str, str]:
+    """The texts markers once had in the request-id space, for ``request_id``."""
+    digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
+    return {
+        "closed-proven": f"closed-proven:{request_id}",
+        "closed-proven-sha256": f"closed-proven-sha256:{digest}",
+    }
+
+
+def _reads_spent(handle: Handle, request_id: str) -> bool:
+    if handle.has_is_spent:
+        return handle.call("is_spent", request_id) is True
+    return handle.call("spend", request_id) is False
+
+
+def _lookalike_problems(ledgers: Ledgers, handle: Handle, first: bool) -> list[str]:
+    """Requests named like another request's marker text, answered before and after its close."""
+    problems: list[str] = []
+    who = handle.flavor
+    markers = has_markers(handle)
+    for order in ("lookalike answered first", "close first"):
+        for form in ("closed-proven", "closed-proven-sha256"):
+            subject = ledgers.ids(1, f"{who}-subject")[0]
+            name = _legacy_texts(subject)[form]
+            where = f"{who}, {order}, a request named {name!r}"
+            lookalike = host.mint(handle.ledger, name)
+            pending = host.mint(handle.ledger, subject)
+            if order == "lookalike answered first":
+                answered = _resolve(ledgers, handle, lookalike)
+                closure = _close(ledgers, handle, pending)
+            else:
+                closure = _close(ledgers, handle, pending)
+                answered = _resolve(ledgers, handle, lookalike)
+            if answered.verdict is not ResolveVerdict.RUN:
+                problems.append(
+                    f"{where}: its first answer gave {answered.verdict.value}{_why(answered)}, "
+                    "not run (a request id is never a marker)"
+                )
+            if not closure.proven:
+                problems.append(
+                    f"{where}: closing {subject!r}, which nobody answered, gave "
+                    f"{closure.verdict.value}: {closure.reason}{_why(closure)}"
+                )
+            elif not _reads_spent(handle, subject):
+                problems.append(
+                    f"{where}: the close of {subject!r} claimed a proof ({closure.reason}) "
+                    "without spending it: it still reads unspent"
+                )
+            late = _resolve(ledgers, handle, pending)
+            expected = ResolveVerdict.CLOSED_BY_HOST if markers else ResolveVerdict.ALREADY_SPENT
+            if late.verdict is not expected:
+                problems.append(
+                    f"{where}: a late answer to the closed {subject!r} gave "
+                    f"{late.verdict.value}{_why(late)}, not {expected.value}"
+                )
+    if markers:
+        # The lineage text of this very store (once per store: the variants share it).
+        store_id = str(handle.store_id) if first else f"{handle.store_id}-{who}"
+        name = f"migrated-from:{store_id}"
+        if handle.call("is_marker_spent", marker_id(MarkerKind.LINEAGE, store_id)) is not False:
+            problems.append(f"{who}: a lineage marker reads spent before anything recorded one")
+        if handle.call("spend", name) is not True:
+            problems.append(f"{who}: a fresh request named {name!r} could not be spent")
+        elif handle.call("is_marker_spent", marker_id(MarkerKind.LINEAGE, store_id)) is not False:
+            problems.append(f"{who}: spending the request {name!r} recorded a migration lineage")
+        source = f"{store_id}-{who}-source"
+        handle.call("spend_marker", marker_id(MarkerKind.LINEAGE, source))
+        if handle.call("spend", f"migrated-from:{source}") is not True:
+            problems.append(
+                f"{who}: after a lineage from {source!r} was recorded, the request "
+                f"'migrated-from:{source}' could not be spent"
+            )
+    return problems
 
 
 class HostRules:
@@ -139,3 +215,14 @@ class HostRules:
             assert home.verdict is ResolveVerdict.RUN, (
                 f"{handle.flavor}: a new instance of the minting store gave {home.verdict.value}"
             )
+
+    @pytest.mark.clause("H3")
+    def test_H3_ids_that_look_like_markers(self, ledgers: Ledgers) -> None:
+        """Markers live outside the request-id space: a request called `closed-proven:X`
+        neither forges the close of X, nor is refused because X was closed."""
+        problems: list[str] = []
+        for n, handle in enumerate(open_both(ledgers, ledgers.label())):
+            if handle.store_id is None:
+                not_applicable("store_id is None: the host never closes with a proof")
+            problems += _lookalike_problems(ledgers, handle, first=n == 0)
+        assert not problems, "marker texts are not request ids:\n  " + "\n  ".join(problems[:10])

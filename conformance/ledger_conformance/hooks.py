@@ -1,0 +1,90 @@
+"""The optional hooks beside the factory: restart the store's server, make the store forget.
+
+A hook is a callable without arguments, given as ``module:callable`` (pytest's
+``--ledger-restart`` / ``--ledger-forget``, or a backend's own fixture), as an attribute of
+the factory (``factory.ledger_restart`` / ``factory.ledger_forget``), or as a shell command
+(``--ledger-restart-cmd`` / ``--ledger-forget-cmd``, and ``decision-ledger check --restart
+CMD --forget CMD``). A shell command is bounded and its output captured; a command that
+fails or hangs fails the clause that called it, with its output, so a broken hook never
+reads as a ledger that passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+Hook = Callable[[], object]
+
+HOOK_BOUND = 120.0  # seconds a shell hook may run (a server restart included)
+OUTPUT_TAIL = 20  # lines of a failed command's output shown in the failure
+
+
+class HookFailed(RuntimeError):
+    """A hook command exited non-zero or did not finish in time (its output attached)."""
+
+
+class ShellHook:
+    """A shell command run as a hook: ``sh -c CMD``, in its own process group, bounded.
+
+    The command itself is never shown in messages or reprs (it may hold a password);
+    failures name the hook and show the command's output.
+    """
+
+    def __init__(self, name: str, command: str, timeout: float = HOOK_BOUND) -> None:
+        self.name = name
+        self.command = command
+        self.timeout = timeout
+
+    def __call__(self) -> str:
+        proc = subprocess.Popen(
+            self.command,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a timeout kills the whole group, not just the shell
+        )
+        try:
+            output, _ = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            output, _ = proc.communicate()
+            raise HookFailed(
+                f"the {self.name} command did not finish within {self.timeout:g} s{_tail(output)}"
+            ) from None
+        if proc.returncode != 0:
+            raise HookFailed(
+                f"the {self.name} command exited with status {proc.returncode}{_tail(output)}"
+            )
+        return output.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return f"ShellHook({self.name!r})"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _tail(output: bytes | None) -> str:
+    text = (output or b"").decode("utf-8", "replace").rstrip()
+    if not text:
+        return " (no output)"
+    # One line, so the report's table shows the output with the failure.
+    lines = [line.strip() for line in text.splitlines()[-OUTPUT_TAIL:] if line.strip()]
+    return "; output: " + " | ".join(lines)
+
+
+def factory_hook(factory: Any, name: str) -> Hook | None:
+    """A hook the factory carries as an attribute (``ledger_restart``/``ledger_forget``)."""
+    hook = getattr(factory, name, None)
+    return hook if callable(hook) else None
+
+
+__all__ = ["HOOK_BOUND", "Hook", "HookFailed", "ShellHook", "factory_hook"]
