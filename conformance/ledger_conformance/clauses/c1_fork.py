@@ -99,8 +99,11 @@ def _fork(target: Any, *args: Any) -> int:
     with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock": we know
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
-    if pid == 0:
-        target(*args)  # never returns: the child always leaves through os._exit
+    if pid == 0:  # the child: whatever happens, it never returns into pytest
+        try:
+            target(*args)
+        finally:
+            os._exit(70)
     return pid
 
 
