@@ -25,7 +25,7 @@ import redis
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
 from tests.zoo.base import ENV
-from tests.zoo.mutants import EXPECTED
+from tests.zoo.mutants import EXPECTED, ONLY_CAUGHT_BY
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 240.0
@@ -159,6 +159,8 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "C2_server",
         "quick",
     )
+    for name, select in ONLY_CAUGHT_BY.items():
+        jobs[f"only:{name}"] = (["--ledger-factory", f"tests.zoo.mutants:{name}"], select, "quick")
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
             name: pool.submit(_suite, target, select, profile, zoo_redis)
@@ -183,6 +185,13 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
 def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
     run = runs[control]
     assert run.code == 0, f"{control} failed the suite:\n{run.tail(60)}"
+
+
+@pytest.mark.parametrize("mutant", sorted(ONLY_CAUGHT_BY))
+def test_mutant_is_caught_only_by_its_clause(runs: dict[str, Run], mutant: str) -> None:
+    """The rest of the suite passes it: without its clause, the suite would let it through."""
+    run = runs[f"only:{mutant}"]
+    assert run.code == 0, f"{mutant} also fails other clauses:\n{run.tail(60)}"
 
 
 def test_hooks_were_exercised(runs: dict[str, Run]) -> None:

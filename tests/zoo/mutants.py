@@ -362,6 +362,15 @@ def async_variant_differs(ctx: LedgerContext) -> Any:
     return build(ZooLedger, ctx)
 
 
+# Mutants that the rest of the suite passed before their clause existed (issue 8): the
+# meta-test also runs the whole suite without that clause and requires a pass, so the
+# clause stays the one that catches them. factory name -> -k selection without it.
+ONLY_CAUGHT_BY: dict[str, str] = {
+    "shared_connection": "not C1_fork",
+    "reads_identity_once": "not C6_forgotten",
+    "markers_in_id_space": "not H3_ids_that_look_like_markers",
+}
+
 # factory name -> (clause the suite must fail, -k selection, profile)
 EXPECTED: dict[str, tuple[str, str, str]] = {
     "check_then_set": ("C1", "C1_threads", "quick"),
