@@ -283,7 +283,7 @@ class C1Fork:
             f"{profile.fork_processes} children forked from a parent that opened and used the "
             f"ledger, {len(ids)} ids each"
         )
-        assert not problems, f"{context}:\n  " + "\n  ".join(problems[:10])
+        assert not problems, f"{context}: " + "\n  ".join(problems[:10])
         assert_linearizable(ledgers)
 
 

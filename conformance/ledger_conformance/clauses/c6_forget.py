@@ -102,7 +102,7 @@ def _answers_for_forgotten(handle: Handle, first: str, ids: list[str], who: str)
 
 def _verdict(problems: list[str]) -> None:
     assert not problems, (
-        "the store forgot, and the ledger kept answering under its old identity:\n  "
+        "the store forgot, and the ledger kept answering under its old identity: "
         + "\n  ".join(problems[:10])
     )
 

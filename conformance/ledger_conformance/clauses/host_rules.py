@@ -225,4 +225,4 @@ class HostRules:
             if handle.store_id is None:
                 not_applicable("store_id is None: the host never closes with a proof")
             problems += _lookalike_problems(ledgers, handle, first=n == 0)
-        assert not problems, "marker texts are not request ids:\n  " + "\n  ".join(problems[:10])
+        assert not problems, "marker texts are not request ids: " + "\n  ".join(problems[:10])
