@@ -36,7 +36,7 @@ KEY_B = "attempt-key-B-0123456789"
 class Proving(MemoryLedger):
     """The memory ledger with a store_id, so the host rules may prove (H3) in these tests."""
 
-    store_id = "memory-proving"  # type: ignore[assignment]
+    store_id = "memory-proving"
 
 
 def test_memory_spend_as_answers_the_winner_only() -> None:
@@ -167,7 +167,8 @@ def test_host_spend_as_answering_non_bool_is_refused() -> None:
 
 def test_marker_reentry_on_sqlite(tmp_path: Path) -> None:
     """Without backend edits: spend, then a winner marker (the documented window)."""
-    with SQLiteLedger(tmp_path / "l.db") as raw:
+    raw = SQLiteLedger(tmp_path / "l.db")
+    with raw:
         ledger = MarkerReentry(raw)
         assert ledger.store_id == raw.store_id
         assert ledger.spend_as("r", KEY_A) is True
