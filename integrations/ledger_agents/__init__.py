@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from ledger_core import (
@@ -25,17 +26,23 @@ from ledger_core import (
     attempt_key,
     can_reenter,
     is_async_ledger,
+    mint,
     resolve,
     resolve_async,
+    store_id_of,
 )
 from ledger_core.ids import MAX_ID_BYTES
 
 __all__ = [
     "Action",
     "ApprovalNotRecorded",
+    "Batch",
     "Decision",
+    "NotThisResume",
     "adecide",
+    "adecide_all",
     "decide",
+    "decide_all",
     "derive_request_id",
     "reentrant",
 ]
@@ -86,6 +93,35 @@ class Decision:
     @property
     def run(self) -> bool:
         return self.action is Action.RUN
+
+
+# Verdicts that say another resume holds (or may hold) the decision. Such a resume must
+# not continue the run: whatever it saved (a checkpoint, a message history, a run state)
+# could overwrite the holder's, so it raises and leaves the paused run as it is.
+NOT_OURS = frozenset(
+    {
+        ResolveVerdict.ALREADY_SPENT,
+        ResolveVerdict.FAILED_COUNTS_AS_SPENT,
+        ResolveVerdict.REFUSED_INVALID,
+    }
+)
+
+
+class NotThisResume(RuntimeError):
+    """This resume does not hold the approval: another one does (or may). Nothing ran;
+    leave the paused run to the holder. (A RuntimeError, so a framework's default retry
+    policy does not retry it.)"""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.message)
+        self.decision = decision
+
+
+def checked(decision: Decision) -> Decision:
+    """Raise :class:`NotThisResume` for a verdict that another resume holds the call."""
+    if decision.resolution.verdict in NOT_OURS:
+        raise NotThisResume(decision)
+    return decision
 
 
 class ApprovalNotRecorded(LedgerUnavailable):
@@ -149,3 +185,82 @@ async def adecide(
     target = reentrant(ledger) if key is not None else ledger
     resolution = await resolve_async(target, pending, attempt_key=key)
     return _decision(resolution, approved is True)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The answers to one paused run's approvals, keyed by tool call id.
+
+    Either ``ask_again`` is non-empty (H5: the store changed since the question; nothing
+    was spent; persist these new pending records and ask the person again), or
+    ``decisions`` holds a decision for every answered call.
+    """
+
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+def _changed(ledger: object, pending: Mapping[str, PendingRequest]) -> dict[str, dict[str, object]]:
+    current = store_id_of(ledger)
+    return {
+        call_id: mint(ledger, p.request_id).to_dict()
+        for call_id, p in pending.items()
+        if p.store_id != current
+    }
+
+
+def _parse(records: Mapping[str, object], answers: Mapping[str, bool]) -> dict[str, PendingRequest]:
+    unknown = set(answers) - set(records)
+    if unknown:
+        raise KeyError(f"answers for calls that were never minted: {sorted(unknown)}")
+    return {call_id: PendingRequest.from_dict(records[call_id]) for call_id in answers}
+
+
+def _finish(decisions: dict[str, Decision]) -> Batch:
+    for decision in decisions.values():
+        checked(decision)
+    return Batch(decisions=decisions)
+
+
+def decide_all(
+    ledger: object,
+    records: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Batch:
+    """Spend every answer of one paused run (``records``: tool call id -> pending dict).
+
+    Asks again, spending nothing, when any of them was minted under another store; raises
+    :class:`NotThisResume` when another resume holds any of them.
+    """
+    pending = _parse(records, answers)
+    changed = _changed(ledger, pending)
+    if changed:
+        return Batch(ask_again=changed)
+    return _finish(
+        {
+            call_id: decide(ledger, p, answers[call_id], attempt_secret=attempt_secret)
+            for call_id, p in pending.items()
+        }
+    )
+
+
+async def adecide_all(
+    ledger: object,
+    records: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Batch:
+    """:func:`decide_all` for an async ledger (or a sync one)."""
+    pending = _parse(records, answers)
+    changed = _changed(ledger, pending)
+    if changed:
+        return Batch(ask_again=changed)
+    decisions = {}
+    for call_id, p in pending.items():
+        decisions[call_id] = await adecide(
+            ledger, p, answers[call_id], attempt_secret=attempt_secret
+        )
+    return _finish(decisions)

@@ -31,11 +31,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
-from ledger_agents import Action, Decision, adecide, decide, derive_request_id
+from ledger_agents import (
+    Action,
+    Decision,
+    NotThisResume,
+    adecide,
+    checked,
+    decide,
+    derive_request_id,
+)
 from ledger_core import (
     Closure,
     PendingRequest,
-    ResolveVerdict,
     close_pause,
     close_pause_async,
     mint,
@@ -65,34 +72,6 @@ def _approved(answer: object) -> bool:
 
 def _configurable(config: RunnableConfig) -> Mapping[str, Any]:
     return config.get("configurable") or {}
-
-
-# Verdicts that say another resume holds (or may hold) the decision. Such a resume must
-# not write the thread: its checkpoint would overwrite the winner's (the last writer
-# becomes the thread's head), so it raises and leaves the thread as it is.
-_NOT_OURS = frozenset(
-    {
-        ResolveVerdict.ALREADY_SPENT,
-        ResolveVerdict.FAILED_COUNTS_AS_SPENT,
-        ResolveVerdict.REFUSED_INVALID,
-    }
-)
-
-
-class NotThisResume(RuntimeError):
-    """This resume does not hold the approval; another one does (or may). Nothing ran,
-    and the thread is left as the holder leaves it. (A RuntimeError: a node's default
-    ``RetryPolicy`` does not retry it.)"""
-
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.message)
-        self.decision = decision
-
-
-def _checked(decision: Decision) -> Decision:
-    if decision.resolution.verdict in _NOT_OURS:
-        raise NotThisResume(decision)
-    return decision
 
 
 class LedgerGate:
@@ -137,7 +116,7 @@ class LedgerGate:
         recording the answer (resume again)."""
         pending, approved = self._ask(state, question)
         secret = _configurable(config).get(SECRET_KEY)
-        return _checked(decide(self.ledger, pending, approved, attempt_secret=secret))
+        return checked(decide(self.ledger, pending, approved, attempt_secret=secret))
 
     async def adecide(
         self, state: Any, config: RunnableConfig, *, question: object = None
@@ -145,7 +124,7 @@ class LedgerGate:
         """The same in an async graph (async or sync ledger)."""
         pending, approved = self._ask(state, question)
         secret = _configurable(config).get(SECRET_KEY)
-        return _checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
+        return checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
 
     def ask_again(self) -> Command[str]:
         """H5 (``ledger-changed``): back to the mint node, which mints under the current
