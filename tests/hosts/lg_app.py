@@ -93,3 +93,26 @@ def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
     ):
         graph = build(ledger, saver, root / "tool.log", crash=crash)
         return outcome(graph.invoke(Command(resume=True), config(secret or None)))
+
+
+def build_unguarded(saver: Any, log: Path) -> Any:
+    """The same approval with a bare ``interrupt()`` and no ledger: the control group."""
+    from langgraph.types import interrupt
+
+    def transfer(state: State) -> Any:
+        if interrupt({"question": "Send?"}) is True:
+            return {"result": tool(log, False)}
+        return {"result": "denied"}
+
+    builder = StateGraph(State)
+    builder.add_node("transfer", transfer)
+    builder.add_edge(START, "transfer")
+    builder.add_edge("transfer", END)
+    return builder.compile(checkpointer=saver)
+
+
+def resume_unguarded_in_process(workdir: str) -> str:
+    root = Path(workdir)
+    with SqliteSaver.from_conn_string(str(root / "checkpoints.db")) as saver:
+        graph = build_unguarded(saver, root / "tool.log")
+        return outcome(graph.invoke(Command(resume=True), config()))
