@@ -17,7 +17,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from ledger_core import new_attempt_secret, open_ledger
-from ledger_langgraph import SECRET_KEY, Action, LedgerGate, NotThisResume
+from ledger_langgraph import SECRET_KEY, Action, AttemptSecret, LedgerGate, NotThisResume
 
 
 class State(TypedDict, total=False):
@@ -58,7 +58,7 @@ def main(directory: str) -> None:
             "configurable": {
                 "thread_id": "thread-1",
                 "checkpoint_id": pause,  # both resume the paused checkpoint
-                SECRET_KEY: new_attempt_secret(),  # held by this attempt only
+                SECRET_KEY: AttemptSecret(new_attempt_secret()),  # this attempt's only
             }
         }
         try:

@@ -17,8 +17,9 @@ graph), which interrupts with the question and, on resume, spends the answer::
 
 Request id: ``langgraph/<thread_id>/<request_key(state)>`` (percent-encoded parts), e.g.
 the tool call id of the AI message. The resume attempt's secret comes from
-``config["configurable"]["ledger_attempt_secret"]``: with it, the same attempt retried
-(a node ``RetryPolicy``, or the same resume re-invoked after a crash) re-enters, and
+``config["configurable"][SECRET_KEY]`` as an :class:`AttemptSecret`: with it, the same
+attempt retried (a node ``RetryPolicy``, or the same resume re-invoked after a crash)
+re-enters, and
 every other resume is refused. ``close_thread`` closes a timed-out pause with a proof.
 """
 
@@ -51,6 +52,7 @@ from ledger_core import (
 __all__ = [
     "SECRET_KEY",
     "Action",
+    "AttemptSecret",
     "Decision",
     "LedgerGate",
     "NotThisResume",
@@ -58,9 +60,41 @@ __all__ = [
     "close_thread",
 ]
 
-SECRET_KEY = "ledger_attempt_secret"  # "secret" keeps it out of LangGraph's run metadata
+SECRET_KEY = "ledger_attempt_secret"
 STATE_KEY = "ledger_pending"
 OUTCOME_KEY = "ledger_outcome"
+
+
+class AttemptSecret:
+    """A resume attempt's secret, as ``config["configurable"][SECRET_KEY]``.
+
+    An object rather than a str on purpose: LangGraph copies every str or number in
+    ``configurable`` into the metadata of each checkpoint it saves, so a plain secret
+    would be written to the checkpointer's store; an object is not. The repr hides it.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self._value = value
+
+    def reveal(self) -> str | bytes:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "AttemptSecret(***)"
+
+
+def _secret(config: RunnableConfig) -> str | bytes | None:
+    value = _configurable(config).get(SECRET_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, AttemptSecret):
+        raise TypeError(
+            f"config['configurable'][{SECRET_KEY!r}] must be an AttemptSecret: LangGraph "
+            "writes plain configurable values into every checkpoint's metadata"
+        )
+    return value.reveal()
 
 
 def _approved(answer: object) -> bool:
@@ -115,7 +149,7 @@ class LedgerGate:
         holds the approval, and ``ApprovalNotRecorded`` when the ledger failed before
         recording the answer (resume again)."""
         pending, approved = self._ask(state, question)
-        secret = _configurable(config).get(SECRET_KEY)
+        secret = _secret(config)
         return checked(decide(self.ledger, pending, approved, attempt_secret=secret))
 
     async def adecide(
@@ -123,7 +157,7 @@ class LedgerGate:
     ) -> Decision:
         """The same in an async graph (async or sync ledger)."""
         pending, approved = self._ask(state, question)
-        secret = _configurable(config).get(SECRET_KEY)
+        secret = _secret(config)
         return checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
 
     def ask_again(self) -> Command[str]:

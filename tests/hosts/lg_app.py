@@ -11,7 +11,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 from typing_extensions import TypedDict
 
-from ledger_langgraph import SECRET_KEY, Action, LedgerGate
+from ledger_langgraph import SECRET_KEY, Action, AttemptSecret, LedgerGate
 from ledger_sqlite import SQLiteLedger
 from tests.hosts.common import tool
 
@@ -28,7 +28,7 @@ class State(TypedDict, total=False):
 def config(secret: str | None = None) -> RunnableConfig:
     configurable: dict[str, Any] = {"thread_id": THREAD}
     if secret is not None:
-        configurable[SECRET_KEY] = secret
+        configurable[SECRET_KEY] = AttemptSecret(secret)
     return {"configurable": configurable}
 
 

@@ -15,7 +15,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from ledger_core import CloseVerdict, PendingRequest, new_attempt_secret
-from ledger_langgraph import aclose_thread, close_thread
+from ledger_langgraph import SECRET_KEY, aclose_thread, close_thread
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts.common import CRASH_EXIT, in_processes, lines
 from tests.hosts.lg_app import (
@@ -186,7 +186,23 @@ def test_async_graph_on_async_checkpointer_and_ledger(tmp_path: Path) -> None:
     assert lines(tmp_path / "tool.log") == ["start", "done"]
 
 
-@pytest.fixture(autouse=True)
-def _no_leaked_secret(caplog: pytest.LogCaptureFixture) -> Any:
-    yield
-    assert "ledger_attempt_secret" not in caplog.text
+def test_the_attempt_secret_is_not_written_to_the_checkpoints(tmp_path: Path) -> None:
+    """LangGraph copies configurable values into checkpoint metadata unless the key names
+    a secret; SECRET_KEY does, so the secret never lands in the checkpointer's file."""
+    pause(tmp_path)
+    secret = new_attempt_secret()
+    results, _ = in_processes(resume_in_process, [(str(tmp_path), secret, False)])
+    assert results == ["sent"]
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("checkpoints.db*"))
+    assert b"thread-1" in stored  # the search can find configurable values
+    assert secret.encode() not in stored
+
+
+def test_a_plain_string_secret_is_refused_before_any_spend(tmp_path: Path) -> None:
+    with SQLiteLedger(tmp_path / "l.db") as ledger:
+        graph = build(ledger, InMemorySaver(), tmp_path / "tool.log")
+        graph.invoke({"amount": 5}, config())
+        plain = {"configurable": {"thread_id": "thread-1", SECRET_KEY: new_attempt_secret()}}
+        with pytest.raises(TypeError, match="AttemptSecret"):
+            graph.invoke(Command(resume=True), plain)
+        assert ledger.is_spent("langgraph/thread-1/call-1") is False
