@@ -14,8 +14,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from ledger_core import CloseVerdict, PendingRequest, new_attempt_secret
-from ledger_langgraph import SECRET_KEY, aclose_thread, close_thread
+from ledger_core import CloseVerdict, MemoryLedger, PendingRequest, new_attempt_secret
+from ledger_langgraph import SECRET_KEY, NotThisResume, aclose_thread, close_thread
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts.common import CRASH_EXIT, in_processes, lines
 from tests.hosts.lg_app import (
@@ -84,13 +84,27 @@ def test_without_a_secret_a_retry_after_the_crash_is_refused(tmp_path: Path) -> 
     assert results == [ALREADY]
 
 
-def test_a_retry_policy_reenters_instead_of_burning_the_approval(tmp_path: Path) -> None:
-    with SQLiteLedger(tmp_path / "l.db") as ledger:
-        graph = build(ledger, InMemorySaver(), tmp_path / "tool.log", fail_first=1)
-        graph.invoke({"amount": 5}, config())
-        out = graph.invoke(Command(resume=True), config(new_attempt_secret()))
-        assert outcome(out) == "sent"
-        assert lines(tmp_path / "tool.log") == ["start", "done"]
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_retry_policy_reenters_instead_of_burning_the_approval(
+    store: str, tmp_path: Path
+) -> None:
+    """memory: C10 ``spend_as`` in one step; sqlite: MarkerReentry (id, then marker)."""
+    ledger = MemoryLedger() if store == "memory" else SQLiteLedger(tmp_path / "l.db")
+    graph = build(ledger, InMemorySaver(), tmp_path / "tool.log", fail_first=1)
+    graph.invoke({"amount": 5}, config())
+    out = graph.invoke(Command(resume=True), config(new_attempt_secret()))
+    ledger.close()
+    assert outcome(out) == "sent"
+    assert lines(tmp_path / "tool.log") == ["start", "done"]
+
+
+def test_without_a_secret_a_retry_policy_burns_the_approval(tmp_path: Path) -> None:
+    """The issue as reported, kept when no secret is given: the retry is refused."""
+    graph = build(MemoryLedger(), InMemorySaver(), tmp_path / "tool.log", fail_first=1)
+    graph.invoke({"amount": 5}, config())
+    with pytest.raises(NotThisResume):
+        graph.invoke(Command(resume=True), config())
+    assert lines(tmp_path / "tool.log") == []
 
 
 def test_a_close_proves_never_ran_and_a_late_answer_is_told(tmp_path: Path) -> None:
