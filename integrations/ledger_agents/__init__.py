@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from ledger_core import (
     AsyncMarkerReentry,
+    Closure,
     LedgerUnavailable,
     MarkerReentry,
     PendingRequest,
@@ -25,6 +26,8 @@ from ledger_core import (
     ResolveVerdict,
     attempt_key,
     can_reenter,
+    close_pause,
+    close_pause_async,
     is_async_ledger,
     mint,
     resolve,
@@ -39,8 +42,10 @@ __all__ = [
     "Batch",
     "Decision",
     "NotThisResume",
+    "aclose_all",
     "adecide",
     "adecide_all",
+    "close_all",
     "decide",
     "decide_all",
     "derive_request_id",
@@ -264,3 +269,20 @@ async def adecide_all(
             ledger, p, answers[call_id], attempt_secret=attempt_secret
         )
     return _finish(decisions)
+
+
+def close_all(ledger: object, records: Mapping[str, object]) -> dict[str, Closure]:
+    """A pause timed out: close each pending record (keyed by tool call id) with a proof
+    where the ledger can give one (H3, H4)."""
+    return {
+        call_id: close_pause(ledger, PendingRequest.from_dict(record))
+        for call_id, record in records.items()
+    }
+
+
+async def aclose_all(ledger: object, records: Mapping[str, object]) -> dict[str, Closure]:
+    """:func:`close_all` for an async ledger (or a sync one)."""
+    return {
+        call_id: await close_pause_async(ledger, PendingRequest.from_dict(record))
+        for call_id, record in records.items()
+    }

@@ -34,11 +34,13 @@ from ledger_agents import (
     Batch,
     Decision,
     NotThisResume,
+    aclose_all,
     adecide_all,
+    close_all,
     decide_all,
     derive_request_id,
 )
-from ledger_core import Closure, PendingRequest, close_pause, close_pause_async, mint
+from ledger_core import mint
 
 __all__ = [
     "Decision",
@@ -132,16 +134,5 @@ def _check_calls(state: RunState[Any, Any], answers: Mapping[str, bool]) -> None
         raise KeyError(f"the run state is not waiting on calls {sorted(unknown)}")
 
 
-def close_interruptions(ledger: object, pending: Mapping[str, object]) -> dict[str, Closure]:
-    """The pause timed out: close every pending approval, with a proof where possible."""
-    return {
-        call_id: close_pause(ledger, PendingRequest.from_dict(record))
-        for call_id, record in pending.items()
-    }
-
-
-async def aclose_interruptions(ledger: object, pending: Mapping[str, object]) -> dict[str, Closure]:
-    return {
-        call_id: await close_pause_async(ledger, PendingRequest.from_dict(record))
-        for call_id, record in pending.items()
-    }
+close_interruptions = close_all  # a timed-out pause: {call id: Closure}, proven where possible
+aclose_interruptions = aclose_all

@@ -34,11 +34,13 @@ from ledger_agents import (
     Batch,
     Decision,
     NotThisResume,
+    aclose_all,
     adecide_all,
+    close_all,
     decide_all,
     derive_request_id,
 )
-from ledger_core import Closure, PendingRequest, close_pause, close_pause_async, mint
+from ledger_core import mint
 
 __all__ = [
     "Decision",
@@ -106,16 +108,5 @@ async def aresults_for(
     return _outcome(batch)
 
 
-def close_requests(ledger: object, pending: Mapping[str, object]) -> dict[str, Closure]:
-    """The pause timed out: close every pending approval, with a proof where possible."""
-    return {
-        call_id: close_pause(ledger, PendingRequest.from_dict(record))
-        for call_id, record in pending.items()
-    }
-
-
-async def aclose_requests(ledger: object, pending: Mapping[str, object]) -> dict[str, Closure]:
-    return {
-        call_id: await close_pause_async(ledger, PendingRequest.from_dict(record))
-        for call_id, record in pending.items()
-    }
+close_requests = close_all  # a timed-out pause: {call id: Closure}, proven where possible
+aclose_requests = aclose_all
