@@ -12,12 +12,88 @@ import enum
 import inspect
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from .errors import LedgerError
 from .ids import closed_proven_marker, validate_request_id
 from .protocol import store_id_of
+from .reentry import validate_attempt_key
 
-Method = Literal["spend", "is_spent", "spend_marker", "is_marker_spent"]
+_E = TypeVar("_E", bound=enum.Enum)
+
+Method = Literal["spend", "is_spent", "spend_marker", "is_marker_spent", "spend_as"]
+
+# The persisted form (``to_dict``): plain JSON-safe data. New fields may be added under
+# the same version (readers ignore fields they do not know); a change an older reader
+# would misread bumps it, and such a record is refused, never guessed.
+RECORD_VERSION = 1
+_MAX_MESSAGE = 2000
+
+
+class UnreadableRecord(LedgerError, ValueError):
+    """A persisted pending request or verdict that this version cannot read safely."""
+
+
+class RecordedError(Exception):
+    """An error read back from a persisted verdict: its type name and message, no more."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.message = message
+
+
+def _error_to_dict(error: BaseException | None) -> dict[str, str] | None:
+    if error is None:
+        return None
+    if isinstance(error, RecordedError):
+        return {"type": error.type_name, "message": error.message}
+    return {"type": type(error).__name__, "message": str(error)[:_MAX_MESSAGE]}
+
+
+def _record(data: object, kind: str) -> dict[str, Any]:
+    """Check a record's kind and version; unknown extra fields are tolerated."""
+    if not isinstance(data, dict):
+        raise UnreadableRecord(f"a {kind} record is a dict, not {type(data).__name__}")
+    if data.get("kind") != kind:
+        raise UnreadableRecord(f"not a {kind} record (kind={data.get('kind')!r})")
+    version = data.get("version")
+    if type(version) is not int:
+        raise UnreadableRecord(f"{kind} record has no integer version")
+    if version != RECORD_VERSION:
+        raise UnreadableRecord(
+            f"{kind} record has version {version}; this decision-ledger reads version "
+            f"{RECORD_VERSION} (a newer writer: upgrade this host)"
+        )
+    return data
+
+
+def _field(data: dict[str, Any], name: str, types: type | tuple[type, ...]) -> Any:
+    value = data.get(name)
+    if not isinstance(value, types) or isinstance(value, bool) is not (types is bool):
+        raise UnreadableRecord(f"{data['kind']} record: field {name!r} is missing or mistyped")
+    return value
+
+
+def _enum(data: dict[str, Any], enum_type: type[_E]) -> _E:
+    value = _field(data, "verdict", str)
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise UnreadableRecord(f"{data['kind']} record: unknown verdict {value!r}") from None
+
+
+def _error_from_dict(data: dict[str, Any]) -> RecordedError | None:
+    error = data.get("error")
+    if error is None:
+        return None
+    if not (
+        isinstance(error, dict)
+        and isinstance(error.get("type"), str)
+        and isinstance(error.get("message"), str)
+    ):
+        raise UnreadableRecord(f"{data['kind']} record: field 'error' is mistyped")
+    return RecordedError(error["type"], error["message"])
 
 
 class RunVerdict(enum.Enum):
@@ -60,6 +136,25 @@ class PendingRequest:
     request_id: str
     store_id: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe data to persist with the paused run (checkpoint, run state)."""
+        return {
+            "kind": "pending-request",
+            "version": RECORD_VERSION,
+            "request_id": self.request_id,
+            "store_id": self.store_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> PendingRequest:
+        record = _record(data, "pending-request")
+        request_id = _field(record, "request_id", str)
+        validate_request_id(request_id)
+        store_id = record.get("store_id")
+        if store_id is not None and not isinstance(store_id, str):
+            raise UnreadableRecord("pending-request record: field 'store_id' is mistyped")
+        return cls(request_id, store_id)
+
 
 @dataclass(frozen=True)
 class Resolution:
@@ -70,6 +165,20 @@ class Resolution:
     def may_run(self) -> bool:
         """True only for :attr:`ResolveVerdict.RUN` (H1)."""
         return self.verdict is ResolveVerdict.RUN
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; an error keeps only its type name and message."""
+        return {
+            "kind": "resolution",
+            "version": RECORD_VERSION,
+            "verdict": self.verdict.value,
+            "error": _error_to_dict(self.error),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Resolution:
+        record = _record(data, "resolution")
+        return cls(_enum(record, ResolveVerdict), _error_from_dict(record))
 
 
 @dataclass(frozen=True)
@@ -83,11 +192,36 @@ class Closure:
     def proven(self) -> bool:
         return self.verdict is CloseVerdict.CLOSED_PROVEN
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; an error keeps only its type name and message."""
+        return {
+            "kind": "closure",
+            "version": RECORD_VERSION,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "error": _error_to_dict(self.error),
+            "recorded": self.recorded,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Closure:
+        record = _record(data, "closure")
+        return cls(
+            _enum(record, CloseVerdict),
+            _field(record, "reason", str),
+            _error_from_dict(record),
+            _field(record, "recorded", bool),
+        )
+
 
 @dataclass(frozen=True)
 class _Call:
     method: Method
-    arg: str | bytes  # a request id, or marker bytes for the *_marker methods
+    arg: str | bytes | tuple[str, str]  # an id; marker bytes; (id, attempt key) for spend_as
+
+    @property
+    def args(self) -> tuple[object, ...]:
+        return self.arg if isinstance(self.arg, tuple) else (self.arg,)
 
 
 @dataclass(frozen=True)
@@ -117,11 +251,19 @@ def _landed_steps(request_id: str) -> _Steps:
     return LandedVerdict.COUNTS_AS_SPENT
 
 
-def _resolve_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps:
+def _resolve_steps(
+    pending: PendingRequest, current_store_id: str | None, attempt_key: str | None
+) -> _Steps:
     validate_request_id(pending.request_id)  # a bad id is the caller's bug, not a verdict
+    if attempt_key is not None:
+        validate_attempt_key(attempt_key)
     if pending.store_id != current_store_id:
         return Resolution(ResolveVerdict.LEDGER_CHANGED)
-    out = yield _Call("spend", pending.request_id)
+    out = _Outcome(missing=True)
+    if attempt_key is not None:  # C10: the winner of an earlier attempt re-enters
+        out = yield _Call("spend_as", (pending.request_id, attempt_key))
+    if out.missing and out.error is None:  # no re-entry: exactly the plain rule
+        out = yield _Call("spend", pending.request_id)
     if out.error is not None or out.missing:
         landed = yield from _landed_steps(pending.request_id)
         verdict = (
@@ -185,7 +327,7 @@ def _drive(steps: _Steps, ledger: object) -> Any:
                 outcome = _Outcome(missing=True)
             else:
                 try:
-                    value = method(call.arg)
+                    value = method(*call.args)
                     if inspect.isawaitable(value):
                         if inspect.iscoroutine(value):
                             value.close()
@@ -213,7 +355,7 @@ async def _drive_async(steps: _Steps, ledger: object) -> Any:
                 outcome = _Outcome(missing=True)
             else:
                 try:
-                    value = method(call.arg)
+                    value = method(*call.args)
                     if inspect.isawaitable(value):
                         value = await value
                     outcome = _Outcome(value=value)
@@ -235,15 +377,27 @@ async def spend_landed_async(ledger: object, request_id: str) -> LandedVerdict:
     return verdict
 
 
-def resolve(ledger: object, pending: PendingRequest) -> Resolution:
-    """A person answered ``pending``: spend it and say what the host may do (H1, H2, H4, H5)."""
-    resolution: Resolution = _drive(_resolve_steps(pending, store_id_of(ledger)), ledger)
+def resolve(
+    ledger: object, pending: PendingRequest, *, attempt_key: str | None = None
+) -> Resolution:
+    """A person answered ``pending``: spend it and say what the host may do (H1, H2, H4, H5).
+
+    With ``attempt_key`` (see :func:`ledger_core.reentry.attempt_key`) and a ledger that
+    offers ``spend_as`` (C10), the same attempt resolving again (a retry, a restart)
+    gets ``RUN`` again and every other attempt still gets ``ALREADY_SPENT``; a ledger
+    without ``spend_as`` is asked a plain ``spend``, exactly as without a key.
+    """
+    resolution: Resolution = _drive(
+        _resolve_steps(pending, store_id_of(ledger), attempt_key), ledger
+    )
     return resolution
 
 
-async def resolve_async(ledger: object, pending: PendingRequest) -> Resolution:
+async def resolve_async(
+    ledger: object, pending: PendingRequest, *, attempt_key: str | None = None
+) -> Resolution:
     resolution: Resolution = await _drive_async(
-        _resolve_steps(pending, store_id_of(ledger)), ledger
+        _resolve_steps(pending, store_id_of(ledger), attempt_key), ledger
     )
     return resolution
 

@@ -12,8 +12,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .base import AsyncLedgerBase, LedgerBase
-from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace
+from .ids import (
+    DEFAULT_NAMESPACE,
+    is_marker,
+    ledger_key,
+    validate_namespace,
+    validate_request_id,
+)
 from .protocol import LedgerInfo
+from .reentry import attempt_digest
 from .urls import LedgerURL, check_options
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
@@ -24,6 +31,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._keys: set[bytes] = set()
+        self._holders: dict[bytes, bytes] = {}  # key -> attempt digest, for spend_as (C10)
         self._lock = threading.Lock()
 
     def add(self, key: bytes) -> bool:
@@ -31,6 +39,15 @@ class MemoryStore:
             if key in self._keys:
                 return False
             self._keys.add(key)
+            return True
+
+    def add_as(self, key: bytes, digest: bytes) -> bool:
+        """Record ``key`` held by ``digest``; ``True`` also when ``digest`` already holds it."""
+        with self._lock:
+            if key in self._keys:
+                return self._holders.get(key) == digest
+            self._keys.add(key)
+            self._holders[key] = digest
             return True
 
     def __contains__(self, key: bytes) -> bool:
@@ -78,6 +95,11 @@ class MemoryLedger(LedgerBase):
     def _is_spent(self, request_id: bytes) -> bool:
         return ledger_key(self._namespace, request_id) in self._store
 
+    def spend_as(self, request_id: str, attempt_key: str) -> bool:
+        """C10: ``spend`` that also answers ``True`` again to the attempt key that won."""
+        raw = validate_request_id(request_id)
+        return self._store.add_as(ledger_key(self._namespace, raw), attempt_digest(attempt_key))
+
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace (for ``migrate``)."""
         prefix = ledger_key(self._namespace, b"")
@@ -100,6 +122,10 @@ class AsyncMemoryLedger(AsyncLedgerBase):
 
     async def _is_spent(self, request_id: bytes) -> bool:
         return self._sync._is_spent(request_id)
+
+    async def spend_as(self, request_id: str, attempt_key: str) -> bool:
+        """C10, async: see :meth:`MemoryLedger.spend_as`."""
+        return self._sync.spend_as(request_id, attempt_key)
 
 
 _default: MemoryLedger | None = None

@@ -30,6 +30,28 @@ class AsyncDecisionLedger(Protocol):
         ...
 
 
+@runtime_checkable
+class ReentrantLedger(Protocol):
+    """C10 (optional): a ledger whose winner can re-enter under its attempt key."""
+
+    def spend_as(self, request_id: str, attempt_key: str) -> bool:
+        """``spend`` recording ``attempt_key`` with the id; ``True`` also when this same
+        key recorded it before, ``False`` to every other key and to a plain spend's id."""
+        ...
+
+
+@runtime_checkable
+class AsyncReentrantLedger(Protocol):
+    """C10, async: ``spend_as`` is a coroutine."""
+
+    async def spend_as(self, request_id: str, attempt_key: str) -> bool: ...
+
+
+def can_reenter(ledger: object) -> bool:
+    """Whether the ledger offers ``spend_as`` (C10); the host rules use it when it does."""
+    return callable(getattr(ledger, "spend_as", None))
+
+
 class Durability:
     """What an acknowledged spend survives: the claim behind a ``store_id`` (C2, C6).
 

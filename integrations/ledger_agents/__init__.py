@@ -1,0 +1,288 @@
+"""What every agent-host integration shares: request ids, attempt keys, verdict -> action.
+
+A framework integration (``ledger_langgraph``, ``ledger_pydantic_ai``,
+``ledger_openai_agents``) does three things with these: mint a :class:`PendingRequest`
+before the run pauses and persist its dict form with the paused run; when a person
+answers, :func:`decide` (or :func:`adecide`) spends it and says whether the tool may run,
+must be refused with a message, or must be asked again; when a pause times out,
+``close_pause`` proves the call never ran.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from ledger_core import (
+    AsyncMarkerReentry,
+    Closure,
+    LedgerUnavailable,
+    MarkerReentry,
+    PendingRequest,
+    Resolution,
+    ResolveVerdict,
+    attempt_key,
+    can_reenter,
+    close_pause,
+    close_pause_async,
+    is_async_ledger,
+    mint,
+    resolve,
+    resolve_async,
+    store_id_of,
+)
+from ledger_core.ids import MAX_ID_BYTES
+
+__all__ = [
+    "Action",
+    "ApprovalNotRecorded",
+    "Batch",
+    "Decision",
+    "NotThisResume",
+    "aclose_all",
+    "adecide",
+    "adecide_all",
+    "close_all",
+    "decide",
+    "decide_all",
+    "derive_request_id",
+    "reentrant",
+]
+
+
+def derive_request_id(framework: str, *parts: str) -> str:
+    """The request id of one paused tool call, stable across processes and versions.
+
+    ``framework/part/part/...`` with each part percent-encoded (so ``/`` inside a part
+    cannot shift the boundaries: distinct parts, distinct ids), e.g.
+    ``langgraph/<thread id>/<tool call id>``. An id over 1024 UTF-8 bytes becomes
+    ``framework/sha256/<hex of the full id>``.
+    """
+    if not parts or not all(isinstance(p, str) and p for p in parts):
+        raise ValueError("a request id needs non-empty string parts (thread id, tool call id)")
+    full = "/".join([framework, *(quote(p, safe="") for p in parts)])
+    if len(full.encode("utf-8")) <= MAX_ID_BYTES:
+        return full
+    return f"{framework}/sha256/{hashlib.sha256(full.encode('utf-8')).hexdigest()}"
+
+
+class Action(enum.Enum):
+    """What the host does with a person's answer once the ledger has spoken."""
+
+    RUN = "run"  # the answer approved and this attempt holds the decision
+    REFUSE = "refuse"  # do not run; tell the model/person `Decision.message`
+    ASK_AGAIN = "ask-again"  # H5: minted under another store; mint anew and ask the person
+
+
+_MESSAGES = {
+    ResolveVerdict.ALREADY_SPENT: "Not run: this approval was already used by another resume.",
+    ResolveVerdict.CLOSED_BY_HOST: "Not run: the host closed this approval after it timed out.",
+    ResolveVerdict.REFUSED_INVALID: "Not run: the decision ledger gave an invalid answer.",
+    ResolveVerdict.FAILED_COUNTS_AS_SPENT: (
+        "Not run: the decision ledger failed and this approval may have been used."
+    ),
+    ResolveVerdict.LEDGER_CHANGED: "The decision ledger changed since the question: asking again.",
+}
+DENIED = "The person denied this call."
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    message: str
+    resolution: Resolution
+
+    @property
+    def run(self) -> bool:
+        return self.action is Action.RUN
+
+
+# Verdicts that say another resume holds (or may hold) the decision. Such a resume must
+# not continue the run: whatever it saved (a checkpoint, a message history, a run state)
+# could overwrite the holder's, so it raises and leaves the paused run as it is.
+NOT_OURS = frozenset(
+    {
+        ResolveVerdict.ALREADY_SPENT,
+        ResolveVerdict.FAILED_COUNTS_AS_SPENT,
+        ResolveVerdict.REFUSED_INVALID,
+    }
+)
+
+
+class NotThisResume(RuntimeError):
+    """This resume does not hold the approval: another one does (or may). Nothing ran;
+    leave the paused run to the holder. (A RuntimeError, so a framework's default retry
+    policy does not retry it.)"""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.message)
+        self.decision = decision
+
+
+def checked(decision: Decision) -> Decision:
+    """Raise :class:`NotThisResume` for a verdict that another resume holds the call."""
+    if decision.resolution.verdict in NOT_OURS:
+        raise NotThisResume(decision)
+    return decision
+
+
+class ApprovalNotRecorded(LedgerUnavailable):
+    """H2: the spend failed and did not land; the pause stays answerable (resume again)."""
+
+
+def reentrant(ledger: object) -> object:
+    """The ledger with re-entry (C10): itself when it has ``spend_as``, else wrapped in
+    ``MarkerReentry`` when it has markers, else itself (no re-entry, as before)."""
+    if can_reenter(ledger) or not callable(getattr(ledger, "spend_marker", None)):
+        return ledger
+    return AsyncMarkerReentry(ledger) if is_async_ledger(ledger) else MarkerReentry(ledger)
+
+
+def _key(pending: PendingRequest, secret: bytes | str | None) -> str | None:
+    return None if secret is None else attempt_key(pending, secret)
+
+
+def _decision(resolution: Resolution, approved: bool) -> Decision:
+    verdict = resolution.verdict
+    if verdict is ResolveVerdict.RUN:
+        if approved:
+            return Decision(Action.RUN, "", resolution)
+        return Decision(Action.REFUSE, DENIED, resolution)  # a denial is spent too: once
+    if verdict is ResolveVerdict.FAILED_NOT_LANDED:
+        raise ApprovalNotRecorded(
+            "the decision ledger failed before recording the answer; answer again"
+        ) from resolution.error
+    if verdict is ResolveVerdict.LEDGER_CHANGED:
+        return Decision(Action.ASK_AGAIN, _MESSAGES[verdict], resolution)
+    return Decision(Action.REFUSE, _MESSAGES[verdict], resolution)
+
+
+def decide(
+    ledger: object,
+    pending: PendingRequest,
+    approved: bool,
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Decision:
+    """Spend a person's answer (approval or denial) and map the verdict to an action.
+
+    With ``attempt_secret`` (held by this resume attempt only) the same attempt, retried
+    after a tool error or a crash, gets ``RUN`` again; any other attempt is refused.
+    Raises :class:`ApprovalNotRecorded` when the spend failed without landing.
+    """
+    key = _key(pending, attempt_secret)
+    target = reentrant(ledger) if key is not None else ledger
+    return _decision(resolve(target, pending, attempt_key=key), approved is True)
+
+
+async def adecide(
+    ledger: object,
+    pending: PendingRequest,
+    approved: bool,
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Decision:
+    """:func:`decide` for an async ledger (or a sync one)."""
+    key = _key(pending, attempt_secret)
+    target = reentrant(ledger) if key is not None else ledger
+    resolution = await resolve_async(target, pending, attempt_key=key)
+    return _decision(resolution, approved is True)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The answers to one paused run's approvals, keyed by tool call id.
+
+    Either ``ask_again`` is non-empty (H5: the store changed since the question; nothing
+    was spent; persist these new pending records and ask the person again), or
+    ``decisions`` holds a decision for every answered call.
+    """
+
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+def _changed(ledger: object, pending: Mapping[str, PendingRequest]) -> dict[str, dict[str, object]]:
+    current = store_id_of(ledger)
+    return {
+        call_id: mint(ledger, p.request_id).to_dict()
+        for call_id, p in pending.items()
+        if p.store_id != current
+    }
+
+
+def _parse(records: Mapping[str, object], answers: Mapping[str, bool]) -> dict[str, PendingRequest]:
+    unknown = set(answers) - set(records)
+    if unknown:
+        raise KeyError(f"answers for calls that were never minted: {sorted(unknown)}")
+    return {call_id: PendingRequest.from_dict(records[call_id]) for call_id in answers}
+
+
+def _finish(decisions: dict[str, Decision]) -> Batch:
+    for decision in decisions.values():
+        checked(decision)
+    return Batch(decisions=decisions)
+
+
+def decide_all(
+    ledger: object,
+    records: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Batch:
+    """Spend every answer of one paused run (``records``: tool call id -> pending dict).
+
+    Asks again, spending nothing, when any of them was minted under another store; raises
+    :class:`NotThisResume` when another resume holds any of them.
+    """
+    pending = _parse(records, answers)
+    changed = _changed(ledger, pending)
+    if changed:
+        return Batch(ask_again=changed)
+    return _finish(
+        {
+            call_id: decide(ledger, p, answers[call_id], attempt_secret=attempt_secret)
+            for call_id, p in pending.items()
+        }
+    )
+
+
+async def adecide_all(
+    ledger: object,
+    records: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Batch:
+    """:func:`decide_all` for an async ledger (or a sync one)."""
+    pending = _parse(records, answers)
+    changed = _changed(ledger, pending)
+    if changed:
+        return Batch(ask_again=changed)
+    decisions = {}
+    for call_id, p in pending.items():
+        decisions[call_id] = await adecide(
+            ledger, p, answers[call_id], attempt_secret=attempt_secret
+        )
+    return _finish(decisions)
+
+
+def close_all(ledger: object, records: Mapping[str, object]) -> dict[str, Closure]:
+    """A pause timed out: close each pending record (keyed by tool call id) with a proof
+    where the ledger can give one (H3, H4)."""
+    return {
+        call_id: close_pause(ledger, PendingRequest.from_dict(record))
+        for call_id, record in records.items()
+    }
+
+
+async def aclose_all(ledger: object, records: Mapping[str, object]) -> dict[str, Closure]:
+    """:func:`close_all` for an async ledger (or a sync one)."""
+    return {
+        call_id: await close_pause_async(ledger, PendingRequest.from_dict(record))
+        for call_id, record in records.items()
+    }

@@ -1,0 +1,196 @@
+"""LangGraph approvals whose tool call runs at most once, however many resumes race.
+
+Two nodes: ``gate.mint`` (its own node, *before* the one that interrupts: LangGraph
+re-runs an interrupted node from the top on resume, so a mint beside ``interrupt()``
+would re-read the current store and defeat H5) writes the pending request's dict form
+into the state (plain JSON: no "unregistered type" warning from the checkpointer);
+your tool node calls ``gate.decide(state, config)`` (``await gate.adecide`` in an async
+graph), which interrupts with the question and, on resume, spends the answer::
+
+    def transfer(state, config):
+        decision = gate.decide(state, config, question="Send 100?")
+        if decision.action is Action.ASK_AGAIN:
+            return gate.ask_again()          # H5: mint under the new store, ask again
+        if not decision.run:
+            return gate.end(decision)        # refused: a message, and the graph ends
+        return {"result": send(100)}         # once
+
+Request id: ``langgraph/<thread_id>/<request_key(state)>`` (percent-encoded parts), e.g.
+the tool call id of the AI message. The resume attempt's secret comes from
+``config["configurable"][SECRET_KEY]`` as an :class:`AttemptSecret`: with it, the same
+attempt retried (a node ``RetryPolicy``, or the same resume re-invoked after a crash)
+re-enters, and
+every other resume is refused. ``close_thread`` closes a timed-out pause with a proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
+from langgraph.types import Command, interrupt
+
+from ledger_agents import (
+    Action,
+    Decision,
+    NotThisResume,
+    adecide,
+    checked,
+    decide,
+    derive_request_id,
+)
+from ledger_core import (
+    Closure,
+    PendingRequest,
+    close_pause,
+    close_pause_async,
+    mint,
+)
+
+__all__ = [
+    "SECRET_KEY",
+    "Action",
+    "AttemptSecret",
+    "Decision",
+    "LedgerGate",
+    "NotThisResume",
+    "aclose_thread",
+    "close_thread",
+]
+
+SECRET_KEY = "ledger_attempt_secret"
+STATE_KEY = "ledger_pending"
+OUTCOME_KEY = "ledger_outcome"
+
+
+class AttemptSecret:
+    """A resume attempt's secret, as ``config["configurable"][SECRET_KEY]``.
+
+    An object rather than a str on purpose: LangGraph copies every str or number in
+    ``configurable`` into the metadata of each checkpoint it saves, so a plain secret
+    would be written to the checkpointer's store; an object is not. The repr hides it.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self._value = value
+
+    def reveal(self) -> str | bytes:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "AttemptSecret(***)"
+
+
+def _secret(config: RunnableConfig) -> str | bytes | None:
+    value = _configurable(config).get(SECRET_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, AttemptSecret):
+        raise TypeError(
+            f"config['configurable'][{SECRET_KEY!r}] must be an AttemptSecret: LangGraph "
+            "writes plain configurable values into every checkpoint's metadata"
+        )
+    return value.reveal()
+
+
+def _approved(answer: object) -> bool:
+    """``Command(resume=True)`` or ``Command(resume={"approved": True})``; all else denies."""
+    if isinstance(answer, Mapping):
+        return answer.get("approved") is True
+    return answer is True
+
+
+def _configurable(config: RunnableConfig) -> Mapping[str, Any]:
+    return config.get("configurable") or {}
+
+
+class LedgerGate:
+    """One approval point in a graph: its mint node, and the decision in the tool node."""
+
+    def __init__(
+        self,
+        ledger: object,
+        *,
+        request_key: Callable[[Any], str],
+        mint_node: str = "mint_approval",
+        state_key: str = STATE_KEY,
+    ) -> None:
+        self.ledger = ledger
+        self.request_key = request_key
+        self.mint_node = mint_node
+        self.state_key = state_key
+
+    def request_id(self, state: Any, config: RunnableConfig) -> str:
+        thread_id = _configurable(config).get("thread_id")
+        if not isinstance(thread_id, str) or not thread_id:
+            raise ValueError("an approval needs config['configurable']['thread_id']")
+        return derive_request_id("langgraph", thread_id, self.request_key(state))
+
+    def mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        """The mint node: remember the store this request is asked under (no I/O)."""
+        pending = mint(self.ledger, self.request_id(state, config))
+        return {self.state_key: pending.to_dict()}
+
+    def _ask(self, state: Any, question: object) -> tuple[PendingRequest, bool]:
+        record = state[self.state_key]
+        pending = PendingRequest.from_dict(record)
+        answer = interrupt({"question": question, "ledger_request": record})
+        return pending, _approved(answer)
+
+    def decide(self, state: Any, config: RunnableConfig, *, question: object = None) -> Decision:
+        """Interrupt with ``question``; on resume, spend the answer (sync ledger).
+
+        Returns ``RUN``, ``ASK_AGAIN``, or ``REFUSE`` (denied, or closed by the host: end
+        the thread with :meth:`end`); raises :class:`NotThisResume` when another resume
+        holds the approval, and ``ApprovalNotRecorded`` when the ledger failed before
+        recording the answer (resume again)."""
+        pending, approved = self._ask(state, question)
+        secret = _secret(config)
+        return checked(decide(self.ledger, pending, approved, attempt_secret=secret))
+
+    async def adecide(
+        self, state: Any, config: RunnableConfig, *, question: object = None
+    ) -> Decision:
+        """The same in an async graph (async or sync ledger)."""
+        pending, approved = self._ask(state, question)
+        secret = _secret(config)
+        return checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
+
+    def ask_again(self) -> Command[str]:
+        """H5 (``ledger-changed``): back to the mint node, which mints under the current
+        store; the tool node then interrupts and asks the person again."""
+        return Command(goto=self.mint_node)
+
+    def end(self, decision: Decision, *, goto: str = END) -> Command[str]:
+        """A refusal: record the verdict and message in the state, then go to ``goto``."""
+        outcome = {
+            "action": decision.action.value,
+            "message": decision.message,
+            "resolution": decision.resolution.to_dict(),
+        }
+        return Command(goto=goto, update={OUTCOME_KEY: outcome})
+
+
+def _pending_of(values: Mapping[str, Any], state_key: str) -> PendingRequest:
+    if state_key not in values:
+        raise LookupError(f"the thread's state has no {state_key!r}: nothing was minted")
+    return PendingRequest.from_dict(values[state_key])
+
+
+def close_thread(
+    ledger: object, graph: Any, config: RunnableConfig, *, state_key: str = STATE_KEY
+) -> Closure:
+    """A pause timed out: close the thread's pending approval, with a proof where the
+    ledger can give one (H3, H4). A resume that arrives later is told the host closed it."""
+    return close_pause(ledger, _pending_of(graph.get_state(config).values, state_key))
+
+
+async def aclose_thread(
+    ledger: object, graph: Any, config: RunnableConfig, *, state_key: str = STATE_KEY
+) -> Closure:
+    state = await graph.aget_state(config)
+    return await close_pause_async(ledger, _pending_of(state.values, state_key))

@@ -1,0 +1,138 @@
+"""OpenAI Agents SDK tool approvals (``needs_approval``), decided at most once.
+
+A run that hits a tool with ``needs_approval`` stops with ``result.interruptions``.
+Then::
+
+    pending = mint_interruptions(ledger, result.interruptions, conversation_id=conv)
+    saved = {"state": result.to_state().to_string(), "ledger": pending}   # plain JSON
+    ...   # later, in any process: state = await RunState.from_string(agent, saved["state"])
+    outcome = await aapply_answers(ledger, state, saved["ledger"], answers, attempt_secret=s)
+    if outcome.ask_again:        # H5: the store changed: persist these and ask again
+        ...
+    else:
+        result = await Runner.run(agent, state)
+
+``apply_answers`` spends every answer first and then calls ``state.approve`` only for
+the calls the ledger lets run, ``state.reject(rejection_message=...)`` for the others;
+a resume that another one beat raises ``NotThisResume`` (leave the run to the holder).
+With ``attempt_secret``, the same resume attempt retried after a crash is approved
+again. Request id: ``openai-agents/<conversation id>/<call_id>``, the conversation id
+being the host's stable id for the conversation. ``close_interruptions`` closes a
+timed-out pause with a proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import RunState, ToolApprovalItem
+
+from ledger_agents import (
+    Action,
+    Batch,
+    Decision,
+    NotThisResume,
+    aclose_all,
+    adecide_all,
+    close_all,
+    decide_all,
+    derive_request_id,
+)
+from ledger_core import mint
+
+__all__ = [
+    "Decision",
+    "NotThisResume",
+    "Outcome",
+    "aapply_answers",
+    "aclose_interruptions",
+    "apply_answers",
+    "call_id_of",
+    "close_interruptions",
+    "mint_interruptions",
+]
+
+
+def call_id_of(item: ToolApprovalItem) -> str:
+    """The model's call id of an interruption (stable in the serialized run state)."""
+    raw = item.raw_item
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"interruption for {item.tool_name!r} has no call_id")
+    return call_id
+
+
+def mint_interruptions(
+    ledger: object, interruptions: Iterable[ToolApprovalItem], *, conversation_id: str
+) -> dict[str, dict[str, object]]:
+    """A pending record per interruption, keyed by call id (no I/O)."""
+    records: dict[str, dict[str, object]] = {}
+    for item in interruptions:
+        call_id = call_id_of(item)
+        request_id = derive_request_id("openai-agents", conversation_id, call_id)
+        records[call_id] = mint(ledger, request_id).to_dict()
+    return records
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``applied`` when the state holds every decision, else ``ask_again``."""
+
+    applied: bool
+    ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+
+def _apply(state: RunState[Any, Any], batch: Batch) -> Outcome:
+    if batch.ask_again:
+        return Outcome(False, batch.ask_again)
+    items = {call_id_of(item): item for item in state.get_interruptions()}
+    for call_id, decision in batch.decisions.items():
+        item = items[call_id]
+        if decision.action is Action.RUN:
+            state.approve(item)
+        else:
+            state.reject(item, rejection_message=decision.message)
+    return Outcome(True, {}, batch.decisions)
+
+
+def apply_answers(
+    ledger: object,
+    state: RunState[Any, Any],
+    pending: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Outcome:
+    """Spend the person's answers ({call id: approved}) and record them in ``state``."""
+    _check_calls(state, answers)
+    batch = decide_all(ledger, pending, answers, attempt_secret=attempt_secret)
+    return _apply(state, batch)
+
+
+async def aapply_answers(
+    ledger: object,
+    state: RunState[Any, Any],
+    pending: Mapping[str, object],
+    answers: Mapping[str, bool],
+    *,
+    attempt_secret: bytes | str | None = None,
+) -> Outcome:
+    """:func:`apply_answers` with an async ledger (or a sync one)."""
+    _check_calls(state, answers)
+    batch = await adecide_all(ledger, pending, answers, attempt_secret=attempt_secret)
+    return _apply(state, batch)
+
+
+def _check_calls(state: RunState[Any, Any], answers: Mapping[str, bool]) -> None:
+    """Refuse, before spending anything, answers for calls this state is not waiting on."""
+    waiting = {call_id_of(item) for item in state.get_interruptions()}
+    unknown = set(answers) - waiting
+    if unknown:
+        raise KeyError(f"the run state is not waiting on calls {sorted(unknown)}")
+
+
+close_interruptions = close_all  # a timed-out pause: {call id: Closure}, proven where possible
+aclose_interruptions = aclose_all

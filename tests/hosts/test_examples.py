@@ -1,0 +1,33 @@
+"""The README's agent-host examples run as written (offline: no LLM, no API key)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REFUSED = "second resume refused: Not run: this approval was already used by another resume."
+
+
+@pytest.mark.parametrize(
+    ("script", "ran"),
+    [
+        ("langgraph_approval.py", "first resume: sent 100"),
+        ("pydantic_ai_approval.py", "first resume: done: sent 100"),
+        ("openai_agents_approval.py", "first resume: sent 100"),
+    ],
+)
+def test_example_runs_the_tool_once(script: str, ran: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [ran, REFUSED]
+    assert (tmp_path / "decisions.db").exists()
