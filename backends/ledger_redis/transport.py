@@ -20,7 +20,7 @@ from typing import Any
 
 from ledger_core.errors import LedgerClosed, UnsafeStoreConfig
 
-from .rules import Command, ServerFacts, driver_error, facts_from, io_errors
+from .rules import Command, ServerFacts, as_eval, driver_error, facts_from, io_errors
 
 
 def _first_error(replies: list[Any], what: str) -> list[Any]:
@@ -78,16 +78,14 @@ class PoolIO:
             self._pool.release(conn)
 
     def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        return _first_error(self.exchange(commands, what), what)
+        replies = self.exchange(commands, what)
+        if _noscript(commands, replies):
+            replies = self.exchange(as_eval(commands), what)
+        return _first_error(replies, what)
 
     def facts(self) -> list[ServerFacts]:
-        info, save, fsync = self.exchange(
-            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
-        )
+        info, save, fsync = self.exchange(FACT_COMMANDS, "read the configuration")
         return [_facts(self.location, info, save, fsync)]
-
-    def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        return bytes(self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")[1])
 
     def close(self) -> None:
         self.closed = True
@@ -133,17 +131,14 @@ class AsyncPoolIO:
             await self._pool.release(conn)
 
     async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        return _first_error(await self.exchange(commands, what), what)
+        replies = await self.exchange(commands, what)
+        if _noscript(commands, replies):
+            replies = await self.exchange(as_eval(commands), what)
+        return _first_error(replies, what)
 
     async def facts(self) -> list[ServerFacts]:
-        info, save, fsync = await self.exchange(
-            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
-        )
+        info, save, fsync = await self.exchange(FACT_COMMANDS, "read the configuration")
         return [_facts(self.location, info, save, fsync)]
-
-    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        replies = await self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")
-        return bytes(replies[1])
 
     def close(self) -> None:
         self.closed = True
@@ -156,6 +151,7 @@ class ClusterIO:
         _check_cluster(cluster)
         self._cluster = cluster
         self._errors = io_errors()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
@@ -164,25 +160,29 @@ class ClusterIO:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands  # no WAIT here: see rules.SpendPlan.build
         try:
-            return [self._cluster.execute_command(*command, **_options(command))]
+            try:
+                return [self._cluster.execute_command(*command, **_options(command))]
+            except self._noscript:
+                (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                return [self._cluster.execute_command(*command)]
         except self._errors as exc:
             raise driver_error(exc, what, sent=True) from exc
 
     def facts(self) -> list[ServerFacts]:
+        try:
+            primaries = self._cluster.get_primaries()
+        except self._errors as exc:
+            raise driver_error(exc, "read the configuration", sent=False) from exc
         out = []
-        for node in self._cluster.get_primaries():
+        for node in primaries:
             replies = []
-            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+            for command in FACT_COMMANDS:
                 try:
                     replies.append(self._cluster.execute_command(*command, target_nodes=node))
                 except self._errors as exc:
                     replies.append(exc)
             out.append(_facts(f"node {node.name}", *replies))
         return out
-
-    def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        self.call([("SET", key, fresh, "NX")], "open")
-        return bytes(self.call([("GET", key)], "open")[0])
 
     def close(self) -> None:
         self.closed = True
@@ -199,6 +199,7 @@ class AsyncClusterIO:
         _check_cluster(cluster)
         self._cluster = cluster
         self._errors = io_errors()
+        self._noscript = _noscript_error()
         limit = cluster.get_connection_kwargs().get("max_connections") or 100
         self._slots = asyncio.Semaphore(int(limit))
         self.location = location
@@ -210,19 +211,24 @@ class AsyncClusterIO:
         (command,) = commands
         async with self._slots:
             try:
-                return [await self._cluster.execute_command(*command, **_options(command))]
+                try:
+                    return [await self._cluster.execute_command(*command, **_options(command))]
+                except self._noscript:
+                    (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                    return [await self._cluster.execute_command(*command)]
             except self._errors as exc:
                 raise driver_error(exc, what, sent=True) from exc
 
     async def facts(self) -> list[ServerFacts]:
         try:
             await self._cluster.initialize()
+            primaries = self._cluster.get_primaries()
         except self._errors as exc:
-            raise driver_error(exc, "open", sent=False) from exc
+            raise driver_error(exc, "read the configuration", sent=False) from exc
         out = []
-        for node in self._cluster.get_primaries():
+        for node in primaries:
             replies = []
-            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+            for command in FACT_COMMANDS:
                 try:
                     replies.append(await self._cluster.execute_command(*command, target_nodes=node))
                 except self._errors as exc:
@@ -230,12 +236,29 @@ class AsyncClusterIO:
             out.append(_facts(f"node {node.name}", *replies))
         return out
 
-    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        await self.call([("SET", key, fresh, "NX")], "open")
-        return bytes((await self.call([("GET", key)], "open"))[0])
-
     def close(self) -> None:
         self.closed = True
+
+
+# INFO (role, version, maxmemory-policy, aof_enabled) and CONFIG GET (save,
+# appendfsync): what decides durability and identity, at open and on every re-check.
+FACT_COMMANDS: list[Command] = [
+    ("INFO",),
+    ("CONFIG", "GET", "save"),
+    ("CONFIG", "GET", "appendfsync"),
+]
+
+
+def _noscript(commands: Sequence[Command], replies: list[Any]) -> bool:
+    """The server lost its script cache: resend as EVAL (the script did not run)."""
+    return commands[0][0] == "EVALSHA" and isinstance(replies[0], _noscript_error())
+
+
+def _noscript_error() -> type[Exception]:
+    from .driver import redis_module
+
+    error: type[Exception] = redis_module().exceptions.NoScriptError
+    return error
 
 
 def _response_error() -> type[Exception]:
