@@ -74,6 +74,7 @@ class RedisLedger(_State, LedgerBase):
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self._io = io
+        self._perform = _performer(io)
         self._init_state(opened)
         self._on_close = on_close
 
@@ -111,7 +112,7 @@ class RedisLedger(_State, LedgerBase):
 
     def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
         self._raise_if_failed()
-        perform = _performer(self._io)
+        perform = self._perform
         try:
             if self._recheck.due():
                 try:
@@ -159,6 +160,7 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
         on_close: Callable[[], Any] | None = None,
     ) -> None:
         self._io = io
+        self._perform = _async_performer(io)
         self._init_state(opened)
         self._on_close = on_close
 
@@ -197,7 +199,7 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
 
     async def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
         self._raise_if_failed()
-        perform = _async_performer(self._io)
+        perform = self._perform
         try:
             if self._recheck.due():
                 try:

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ledger_core.errors import (
@@ -125,7 +126,7 @@ class Script:
 
     body: str
 
-    @property
+    @cached_property
     def sha(self) -> str:
         return hashlib.sha1(self.body.encode("utf-8")).hexdigest()
 
@@ -379,11 +380,11 @@ class SpendPlan:
             probe_waitaof=probe,
         )
 
-    @property
+    @cached_property
     def spend_script(self) -> Script:
         return Script((SHEBANG if self.shebang else "") + SPEND_BODY)
 
-    @property
+    @cached_property
     def read_script(self) -> Script:
         return Script((SHEBANG if self.shebang else "") + READ_BODY)
 

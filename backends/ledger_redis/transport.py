@@ -46,6 +46,7 @@ class PoolIO:
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
@@ -79,7 +80,7 @@ class PoolIO:
 
     def call(self, commands: Sequence[Command], what: str) -> list[Any]:
         replies = self.exchange(commands, what)
-        if _noscript(commands, replies):
+        if _noscript(commands, replies, self._noscript):
             replies = self.exchange(as_eval(commands), what)
         return _first_error(replies, what)
 
@@ -100,6 +101,7 @@ class AsyncPoolIO:
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
@@ -132,7 +134,7 @@ class AsyncPoolIO:
 
     async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
         replies = await self.exchange(commands, what)
-        if _noscript(commands, replies):
+        if _noscript(commands, replies, self._noscript):
             replies = await self.exchange(as_eval(commands), what)
         return _first_error(replies, what)
 
@@ -249,9 +251,9 @@ FACT_COMMANDS: list[Command] = [
 ]
 
 
-def _noscript(commands: Sequence[Command], replies: list[Any]) -> bool:
+def _noscript(commands: Sequence[Command], replies: list[Any], error: type[Exception]) -> bool:
     """The server lost its script cache: resend as EVAL (the script did not run)."""
-    return commands[0][0] == "EVALSHA" and isinstance(replies[0], _noscript_error())
+    return isinstance(replies[0], error) and commands[0][0] == "EVALSHA"
 
 
 def _noscript_error() -> type[Exception]:
