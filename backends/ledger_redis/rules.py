@@ -162,7 +162,12 @@ DEFAULT_WAIT_TIMEOUT = 1.0
 # How often (at most) the configuration that decides durability and identity is read
 # again, piggybacked on an operation (docs/redis.md: the re-check period).
 DEFAULT_RECHECK = 5.0
-DURABILITY_CHOICES = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
+DURABILITY_CHOICES = {
+    "machine": Durability.MACHINE,
+    "process": Durability.PROCESS,
+    Durability.MACHINE: Durability.MACHINE,  # the values describe() shows
+    Durability.PROCESS: Durability.PROCESS,
+}
 
 # Options this backend owns; they are stripped from the URL before redis-py sees it.
 LEDGER_OPTIONS = frozenset(

@@ -153,6 +153,7 @@ class ClusterIO:
         _check_cluster(cluster)
         self._cluster = cluster
         self._errors = io_errors()
+        self._response_error = _response_error()
         self._noscript = _noscript_error()
         self.location = location
         self.closed = False
@@ -181,8 +182,11 @@ class ClusterIO:
             for command in FACT_COMMANDS:
                 try:
                     replies.append(self._cluster.execute_command(*command, target_nodes=node))
+                except self._response_error as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
                 except self._errors as exc:
-                    replies.append(exc)
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, "read the configuration", sent=False) from exc
             out.append(_facts(f"node {node.name}", *replies))
         return out
 
@@ -201,6 +205,7 @@ class AsyncClusterIO:
         _check_cluster(cluster)
         self._cluster = cluster
         self._errors = io_errors()
+        self._response_error = _response_error()
         self._noscript = _noscript_error()
         limit = cluster.get_connection_kwargs().get("max_connections") or 100
         self._slots = asyncio.Semaphore(int(limit))
@@ -232,9 +237,14 @@ class AsyncClusterIO:
             replies = []
             for command in FACT_COMMANDS:
                 try:
-                    replies.append(await self._cluster.execute_command(*command, target_nodes=node))
+                    async with self._slots:  # a connection like any other command's
+                        reply = await self._cluster.execute_command(*command, target_nodes=node)
+                    replies.append(reply)
+                except self._response_error as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
                 except self._errors as exc:
-                    replies.append(exc)
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, "read the configuration", sent=False) from exc
             out.append(_facts(f"node {node.name}", *replies))
         return out
 

@@ -59,30 +59,34 @@ def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], An
     return factory
 
 
-def forget_standalone(url: str) -> Callable[[], object]:
-    """The suite's forget hook: the server forgets everything (``FLUSHALL``)."""
+class Forget:
+    """The suite's forget hook: the store under test forgets everything (``FLUSHALL``;
+    on a Cluster, on every master)."""
 
-    def forget() -> object:
-        client = redis.Redis.from_url(url)
+    def __init__(self, url: str, *, cluster: bool = False) -> None:
+        self.url = url
+        self.cluster = cluster
+
+    def __call__(self) -> object:
+        if self.cluster:
+            nodes = redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
+            try:
+                return nodes.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+            finally:
+                nodes.close()
+        client = redis.Redis.from_url(self.url)
         try:
             return client.flushall()
         finally:
             client.close()
 
-    return forget
+
+def forget_standalone(url: str) -> Forget:
+    return Forget(url)
 
 
-def forget_cluster(url: str) -> Callable[[], object]:
-    """The suite's forget hook on a Cluster: ``FLUSHALL`` on every master."""
-
-    def forget() -> object:
-        client = redis.cluster.RedisCluster.from_url("redis://" + url.split("://", 1)[1])
-        try:
-            return client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-        finally:
-            client.close()
-
-    return forget
+def forget_cluster(url: str) -> Forget:
+    return Forget(url, cluster=True)
 
 
 def cluster_factory(url: str) -> Callable[[LedgerContext], Any]:
@@ -160,6 +164,12 @@ class TestPlainRedis(LedgerConformance):
     def ledger_forget(self, redis_url: str) -> Callable[[], object]:
         return forget_standalone(redis_url)
 
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, redis_url: str
+    ) -> None:
+        # Not run here (the suite's forget clause runs it last); see test_identity.py.
+        assert ledger_forget.url == redis_url
+
 
 class TestDurableRedis(LedgerConformance):
     """appendfsync everysec survives kill -9 but not a power loss: it proves only with
@@ -177,6 +187,11 @@ class TestDurableRedis(LedgerConformance):
     def ledger_forget(self, everysec_server: servers.RedisServer) -> Callable[[], object]:
         return forget_standalone(everysec_server.url)
 
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, everysec_server: servers.RedisServer
+    ) -> None:
+        assert ledger_forget.url == everysec_server.url
+
 
 class TestAllkeysLruRedis(LedgerConformance):
     @pytest.fixture
@@ -191,6 +206,11 @@ class TestAllkeysLruRedis(LedgerConformance):
     def ledger_forget(self, lru_server: servers.RedisServer) -> Callable[[], object]:
         return forget_standalone(lru_server.url)
 
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, lru_server: servers.RedisServer
+    ) -> None:
+        assert ledger_forget.url == lru_server.url
+
 
 class TestRedisCluster(LedgerConformance):
     @pytest.fixture
@@ -204,3 +224,9 @@ class TestRedisCluster(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, cluster_url: str) -> Callable[[], object]:
         return forget_cluster(cluster_url)
+
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, cluster_url: str
+    ) -> None:
+        assert ledger_forget.url == cluster_url
+        assert ledger_forget.cluster

@@ -107,8 +107,20 @@ def test_flushall_fails_the_old_instance_closed(flavor: str, namespace: str) -> 
         old.dispose()
 
 
+@pytest.fixture(scope="module")
+def private_cluster_url() -> Iterator[str]:
+    """A Cluster of this module's own: FLUSHALL must not touch the session's Cluster,
+    whose conformance ids are checked again at the end of the session (C2)."""
+    try:
+        with servers.local_cluster() as nodes:
+            yield f"redis+cluster://127.0.0.1:{nodes[0].port}"
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_flushall_on_the_cluster(flavor: str, cluster_url: str, namespace: str) -> None:
+def test_flushall_on_the_cluster(flavor: str, private_cluster_url: str, namespace: str) -> None:
+    cluster_url = private_cluster_url
     old = Flavored(flavor, cluster_url, namespace=namespace)
     before = old.store_id
     assert old.spend("a") is True
@@ -145,6 +157,61 @@ def test_eviction_policy_changed_after_open_fails_closed(flavor: str, namespace:
             ledger.spend("after")
         admin.close()
         ledger.dispose()
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_recheck_that_cannot_read_is_no_verdict(flavor: str, namespace: str) -> None:
+    """A server that is briefly gone makes the operation raise LedgerUnavailable; the
+    ledger is not failed for good (only a configuration the server shows does that)."""
+    with servers.local_redis(servers.PLAIN) as server:
+        ledger = Flavored(
+            flavor, server.url, namespace=namespace, recheck_interval="0", connect_timeout="1"
+        )
+        assert ledger.spend("kept") is True
+        server.stop()
+        with pytest.raises(LedgerUnavailable) as caught:
+            ledger.spend("during")
+        assert not isinstance(caught.value, UnsafeStoreConfig)
+        server.start()
+        assert ledger.spend("kept") is False
+        assert ledger.spend("after") is True
+        ledger.dispose()
+
+
+def test_cluster_recheck_during_a_burst(private_cluster_url: str, namespace: str) -> None:
+    """The re-check's INFO/CONFIG take connections too: under a burst as wide as the
+    client's pool they wait their turn instead of failing the ledger."""
+    import asyncio
+
+    import redis.asyncio.cluster
+
+    from ledger_redis import AsyncRedisLedger
+
+    port = int(private_cluster_url.rsplit(":", 1)[1])
+
+    async def main() -> list[object]:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port)
+        ledger = await AsyncRedisLedger.from_client(client, namespace=namespace, recheck_interval=0)
+        gate = asyncio.Event()
+
+        async def one(request_id: str) -> object:
+            await gate.wait()
+            try:
+                return await ledger.spend(request_id)
+            except LedgerError as exc:
+                return exc
+
+        tasks = [asyncio.ensure_future(one(f"b-{i}")) for i in range(4) for _ in range(256)]
+        await asyncio.sleep(0)
+        gate.set()
+        answers = list(await asyncio.gather(*tasks))
+        await ledger.aclose()
+        await client.aclose()
+        return answers
+
+    answers = asyncio.run(main())
+    assert [a for a in answers if not isinstance(a, bool)] == []
+    assert sum(1 for a in answers if a is True) == 4
 
 
 def test_recheck_period_is_lazy_and_bounded() -> None:
