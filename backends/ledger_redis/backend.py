@@ -35,6 +35,13 @@ def _check_driver_parts(url: LedgerURL) -> None:
     """Refuse what redis-py would silently ignore or misread (a ledger in the wrong
     database is a different store): the database number and the pool size."""
     path = url.parts.path
+    if url.scheme == "unix" and "@" in path:
+        # redis-py quotes the socket path in its errors: never let a piece of a
+        # password (a raw "/" in it) become one.
+        raise InvalidLedgerURL(
+            "the socket path of a unix:// URL contains '@': percent-encode a password "
+            "that contains '/', '#', '?' or '@'"
+        )
     if url.scheme != "unix":
         allowed = ("", "/", "/0") if url.scheme == "redis+cluster" else ("", "/")
         if path not in allowed and not re.fullmatch(r"/\d{1,5}", path):
@@ -61,8 +68,10 @@ def _driver_url(url: LedgerURL) -> str:
 
 def _location(url: LedgerURL) -> str:
     """Where the ledger points, for describe(), repr and errors: built from the parsed
-    host, port and path only, so no password (or piece of one) can ever show, however
-    the URL was written."""
+    host, port and database only, so no password (or piece of one) can ever show,
+    however the URL was written: a raw ``/``, ``#`` or ``?`` in a password moves the
+    rest of it into the path, fragment or query, which are never shown unless they
+    are plainly a database number or a socket path."""
     p = url.parts
     user = ""
     if p.username is not None or p.password is not None:
@@ -70,8 +79,16 @@ def _location(url: LedgerURL) -> str:
     host = p.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    port = f":{p.port}" if p.port is not None else ""
-    return f"{url.scheme}://{user}{host}{port}{p.path}"
+    try:
+        port = f":{p.port}" if p.port is not None else ""
+    except ValueError:  # a password piece where the port should be
+        port = ""
+    path = p.path
+    if url.scheme == "unix":
+        shown = path if "@" not in p.netloc + path and p.password is None else "/..."
+    else:
+        shown = path if re.fullmatch(r"/?\d*", path) else "/..."
+    return f"{url.scheme}://{user}{host}{port}{shown}"
 
 
 def _driver_kwargs(opts: RedisOptions) -> dict[str, Any]:

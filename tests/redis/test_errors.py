@@ -227,3 +227,36 @@ def test_driver_rejections_never_quote_the_url() -> None:
         open_ledger(url)
     assert "Xy7" not in _all_text(caught.value)
     assert "kQ9" not in _all_text(caught.value)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "redis://app:Xy7/kQ9zz@127.0.0.1:6379/0",
+        "redis://app:Se#cr3tZZ@127.0.0.1:6379/0",
+        "redis://app:Qu?ery9Wk@127.0.0.1:6379/0",
+        "redis://app:a/b#c?d@e:f7Zx@127.0.0.1:6379/0",
+        "redis+cluster://app:Xy7/kQ9zz@127.0.0.1:7000",
+        "unix://app:Xy7/kQ9zz@/tmp/redis.sock",
+    ],
+)
+def test_the_backend_never_shows_a_raw_password(raw: str) -> None:
+    """Whatever the core's parser makes of a raw ``/ # ?`` in a password, the Redis
+    backend builds no message from the pieces that may hold it."""
+    from urllib.parse import urlsplit
+
+    from ledger_core.urls import LedgerURL
+    from ledger_redis import BACKEND, CLUSTER_BACKEND
+    from ledger_redis.backend import _location
+
+    parts = urlsplit(raw)
+    url = LedgerURL(raw=raw, parts=parts, scheme=parts.scheme, redacted="<redacted>", query={})
+    password = raw.split("app:", 1)[1].rsplit("@", 1)[0]
+    pieces = _fragments(password)
+    shown = _location(url)
+    assert not any(piece in shown for piece in pieces), shown
+    backend = CLUSTER_BACKEND if raw.startswith("redis+cluster") else BACKEND
+    with pytest.raises(LedgerError) as caught:
+        backend.open(url, {"namespace": "n", "connect_timeout": "0.5"})
+    text = _all_text(caught.value)
+    assert not any(piece in text for piece in pieces), text
