@@ -130,7 +130,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return RedisLedger.open_on(
-            PoolIO(pool, _location(url)),
+            PoolIO(pool, _location(url), budget=opts.timeout),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,
@@ -144,7 +144,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return await AsyncRedisLedger.open_on(
-            AsyncPoolIO(pool, _location(url)),
+            AsyncPoolIO(pool, _location(url), budget=opts.timeout),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,

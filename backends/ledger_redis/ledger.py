@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -101,7 +102,8 @@ class RedisLedger(_State, LedgerBase):
             namespace, options, cluster=isinstance(io, ClusterIO), location=io.location
         )
         try:
-            opened = run_steps(steps, _performer(io))
+            perform = _performer(io)
+            opened = run_steps(steps, lambda request: perform(request, None))
         except BaseException as exc:
             if on_close is not None:
                 on_close()
@@ -112,7 +114,11 @@ class RedisLedger(_State, LedgerBase):
 
     def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
         self._raise_if_failed()
-        perform = self._perform
+        deadline = _deadline(self._io.budget)
+
+        def perform(request: decisions.Request) -> Any:
+            return self._perform(request, deadline)
+
         try:
             if self._recheck.due():
                 try:
@@ -188,7 +194,8 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
             namespace, options, cluster=isinstance(io, AsyncClusterIO), location=io.location
         )
         try:
-            opened = await run_steps_async(steps, _async_performer(io))
+            aperform = _async_performer(io)
+            opened = await run_steps_async(steps, lambda request: aperform(request, None))
         except BaseException as exc:
             if on_close is not None:
                 await on_close()
@@ -199,7 +206,11 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
 
     async def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
         self._raise_if_failed()
-        perform = self._perform
+        deadline = _deadline(self._io.budget)
+
+        async def perform(request: decisions.Request) -> Any:
+            return await self._perform(request, deadline)
+
         try:
             if self._recheck.due():
                 try:
@@ -235,24 +246,31 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
                 await self._on_close()
 
 
-def _performer(io: SyncIO) -> Callable[[decisions.Request], Any]:
-    def perform(request: decisions.Request) -> Any:
+def _deadline(budget: float | None) -> float | None:
+    """When the whole operation must be over (its re-check and retries included)."""
+    return None if budget is None else time.monotonic() + budget
+
+
+def _performer(io: SyncIO) -> Callable[[decisions.Request, float | None], Any]:
+    def perform(request: decisions.Request, deadline: float | None = None) -> Any:
         kind, commands, what = request
         if kind == decisions.FACTS:
-            return io.facts()
+            return io.facts(deadline)
         assert commands is not None
-        return io.call(commands, what)
+        return io.call(commands, what, deadline)
 
     return perform
 
 
-def _async_performer(io: AsyncIO) -> Callable[[decisions.Request], Awaitable[Any]]:
-    async def perform(request: decisions.Request) -> Any:
+def _async_performer(
+    io: AsyncIO,
+) -> Callable[[decisions.Request, float | None], Awaitable[Any]]:
+    async def perform(request: decisions.Request, deadline: float | None = None) -> Any:
         kind, commands, what = request
         if kind == decisions.FACTS:
-            return await io.facts()
+            return await io.facts(deadline)
         assert commands is not None
-        return await io.call(commands, what)
+        return await io.call(commands, what, deadline)
 
     return perform
 

@@ -15,10 +15,11 @@ fool (see :class:`rules.SpendPlan`). Every failure there counts as possibly sent
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_core.errors import LedgerClosed, UnsafeStoreConfig
+from ledger_core.errors import LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
 
 from .rules import Command, ServerFacts, as_eval, driver_error, facts_from, io_errors
 
@@ -38,11 +39,21 @@ def _options(command: Command) -> dict[str, Any]:
 
 
 class PoolIO:
-    """Standalone, sync: one pooled connection per exchange (never the caller's retries)."""
+    """Standalone, sync: one pooled connection per exchange (never the caller's retries).
 
-    def __init__(self, pool: Any, location: str) -> None:
+    ``budget``: seconds one ledger operation may take in all (its re-check, its trips,
+    a ``NOSCRIPT`` resend, the resolving retry): no trip starts after it ran out, and a
+    trip started in time is bounded by the socket timeout, so an operation ends within
+    ``budget`` + ``timeout``. ``None`` for a host's client, which keeps its own timeouts.
+    Reads never pass ``read_response(timeout=...)``: redis-py's asyncio connection
+    answers ``None`` when that timeout expires, which a spend would read as "written
+    now" (a double spend); the socket timeout raises instead.
+    """
+
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
             raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self.budget = budget
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
@@ -50,14 +61,21 @@ class PoolIO:
         self.location = location
         self.closed = False
 
-    def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+    def exchange(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         """Send ``commands`` in one trip; each reply, or the server's error for it."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
+        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             conn = self._pool.get_connection()
         except self._errors as exc:
             raise driver_error(exc, what, sent=False) from exc
+        if _left(deadline) == 0.0:
+            self._pool.release(conn)
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             if len(commands) == 1:
                 conn.send_command(*commands[0])
@@ -78,14 +96,16 @@ class PoolIO:
         finally:
             self._pool.release(conn)
 
-    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        replies = self.exchange(commands, what)
+    def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        replies = self.exchange(commands, what, deadline)
         if _noscript(commands, replies, self._noscript):
-            replies = self.exchange(as_eval(commands), what)
+            replies = self.exchange(as_eval(commands), what, deadline)
         return _first_error(replies, what)
 
-    def facts(self) -> list[ServerFacts]:
-        info, save, fsync = self.exchange(FACT_COMMANDS, "read the configuration")
+    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
+        info, save, fsync = self.exchange(FACT_COMMANDS, "read the configuration", deadline)
         return [_facts(self.location, info, save, fsync)]
 
     def close(self) -> None:
@@ -95,9 +115,10 @@ class PoolIO:
 class AsyncPoolIO:
     """Standalone, async: the same exchange as :class:`PoolIO`, awaited."""
 
-    def __init__(self, pool: Any, location: str) -> None:
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
             raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self.budget = budget
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
@@ -105,13 +126,20 @@ class AsyncPoolIO:
         self.location = location
         self.closed = False
 
-    async def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+    async def exchange(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         if self.closed:
             raise LedgerClosed("the ledger is closed")
+        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             conn = await self._pool.get_connection()
         except self._errors as exc:
             raise driver_error(exc, what, sent=False) from exc
+        if _left(deadline) == 0.0:
+            await self._pool.release(conn)
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             if len(commands) == 1:
                 await conn.send_command(*commands[0])
@@ -132,14 +160,16 @@ class AsyncPoolIO:
         finally:
             await self._pool.release(conn)
 
-    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        replies = await self.exchange(commands, what)
+    async def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        replies = await self.exchange(commands, what, deadline)
         if _noscript(commands, replies, self._noscript):
-            replies = await self.exchange(as_eval(commands), what)
+            replies = await self.exchange(as_eval(commands), what, deadline)
         return _first_error(replies, what)
 
-    async def facts(self) -> list[ServerFacts]:
-        info, save, fsync = await self.exchange(FACT_COMMANDS, "read the configuration")
+    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
+        info, save, fsync = await self.exchange(FACT_COMMANDS, "read the configuration", deadline)
         return [_facts(self.location, info, save, fsync)]
 
     def close(self) -> None:
@@ -151,6 +181,7 @@ class ClusterIO:
 
     def __init__(self, cluster: Any, location: str) -> None:
         _check_cluster(cluster)
+        self.budget: float | None = None
         self._cluster = cluster
         self._errors = io_errors()
         self._response_error = _response_error()
@@ -158,7 +189,11 @@ class ClusterIO:
         self.location = location
         self.closed = False
 
-    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+    def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        """``deadline`` is not applied: redis-py's Cluster client retries and redirects
+        inside one call, bounded only by its socket timeouts (docs/redis.md)."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands  # no WAIT here: see rules.SpendPlan.build
@@ -171,7 +206,7 @@ class ClusterIO:
         except self._errors as exc:
             raise driver_error(exc, what, sent=True) from exc
 
-    def facts(self) -> list[ServerFacts]:
+    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
         try:
             primaries = self._cluster.get_primaries()
         except self._errors as exc:
@@ -203,6 +238,7 @@ class AsyncClusterIO:
 
     def __init__(self, cluster: Any, location: str) -> None:
         _check_cluster(cluster)
+        self.budget: float | None = None
         self._cluster = cluster
         self._errors = io_errors()
         self._response_error = _response_error()
@@ -212,7 +248,9 @@ class AsyncClusterIO:
         self.location = location
         self.closed = False
 
-    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+    async def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands
@@ -226,7 +264,7 @@ class AsyncClusterIO:
             except self._errors as exc:
                 raise driver_error(exc, what, sent=True) from exc
 
-    async def facts(self) -> list[ServerFacts]:
+    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
         try:
             await self._cluster.initialize()
             primaries = self._cluster.get_primaries()
@@ -259,6 +297,13 @@ FACT_COMMANDS: list[Command] = [
     ("CONFIG", "GET", "save"),
     ("CONFIG", "GET", "appendfsync"),
 ]
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (0.0 once it passed); ``None``: no deadline."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
 
 
 def _noscript(commands: Sequence[Command], replies: list[Any], error: type[Exception]) -> bool:
