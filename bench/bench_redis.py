@@ -4,8 +4,9 @@ Starts its own ``redis-server`` (like the tests) unless ``LEDGER_TEST_REDIS_URL`
 set, then measures, interleaved round by round so drift hits every contender alike:
 
 * sync, one connection: ``RedisLedger.spend`` / ``is_spent`` against redis-py's
-  ``set(key, value, nx=True)`` / ``exists`` on the same client, plus ``setnx`` and
-  cachelib's ``RedisCache.add`` (no expiry) when cachelib is installed;
+  ``set(key, value, nx=True)`` / ``exists`` on the same client, plus ``setnx``, the
+  ledger's genesis-proving spend script sent raw (``evalsha``), and cachelib's
+  ``RedisCache.add`` (no expiry) when cachelib is installed;
 * async, 64 concurrent tasks: ``AsyncRedisLedger.spend`` against ``set(nx=True)``.
 
 Every spend writes a fresh key (the winning path). Prints ops/s and ours/raw as the
@@ -68,6 +69,16 @@ def _sync_contenders(client: redis.Redis, ledger: RedisLedger) -> dict[str, Call
         for rid in ids(n):
             client.setnx(b"raw:" + rid.encode(), token)
 
+    # The ledger's own genesis-proving script, sent raw: isolates what the script
+    # costs the server (vs SETNX) from what the ledger's client path costs.
+    plan = ledger._plan
+    sha = client.script_load(plan.spend_script.body)
+
+    def raw_script(n: int) -> None:
+        for rid in ids(n):
+            key = plan.keys.record(b"raw:" + rid.encode())
+            client.evalsha(sha, 2, plan.keys.genesis, key, plan.genesis, token)
+
     def ledger_spend(n: int) -> None:
         for rid in ids(n):
             ledger.spend(rid)
@@ -83,6 +94,7 @@ def _sync_contenders(client: redis.Redis, ledger: RedisLedger) -> dict[str, Call
     contenders: dict[str, Callable[[int], None]] = {
         "raw set(nx=True)": raw_set_nx,
         "raw setnx": raw_setnx,
+        "raw evalsha script": raw_script,
         "ledger spend": ledger_spend,
         "raw exists": raw_exists,
         "ledger is_spent": ledger_is_spent,
@@ -181,6 +193,8 @@ def main() -> None:
         [
             ("ledger spend", "raw set(nx=True)"),
             ("ledger spend", "raw setnx"),
+            ("raw evalsha script", "raw setnx"),
+            ("ledger spend", "raw evalsha script"),
             ("ledger spend", "cachelib add"),
             ("ledger is_spent", "raw exists"),
         ],

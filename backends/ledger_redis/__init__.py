@@ -1,4 +1,5 @@
-"""Redis ledgers: ``SETNX`` of an attempt token, sync and async, standalone and Cluster.
+"""Redis ledgers: one genesis-proving Lua script per spend or read (an attempt token
+written ``SET NX GET``-style), sync and async, standalone and Cluster.
 
 Importing this package does not import redis-py; opening a ledger does, and raises
 ``MissingDriver`` naming ``pip install 'decision-ledger[redis]'`` when it is absent.

@@ -7,6 +7,7 @@ for redis-py to parse. Clients built here have finite timeouts and no driver ret
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -26,7 +27,31 @@ def _parse(url: LedgerURL, options: Mapping[str, Any]) -> tuple[str, RedisOption
     for name in rules.DRIVER_URL_OPTIONS & set(options):
         if url.query.get(name) != options[name]:
             raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
+    _check_driver_parts(url)
     return _driver_url(url), RedisOptions.from_mapping(options)
+
+
+def _check_driver_parts(url: LedgerURL) -> None:
+    """Refuse what redis-py would silently ignore or misread (a ledger in the wrong
+    database is a different store): the database number and the pool size."""
+    path = url.parts.path
+    if url.scheme == "unix" and "@" in path:
+        # redis-py quotes the socket path in its errors: never let a piece of a
+        # password (a raw "/" in it) become one.
+        raise InvalidLedgerURL(
+            "the socket path of a unix:// URL contains '@': percent-encode a password "
+            "that contains '/', '#', '?' or '@'"
+        )
+    if url.scheme != "unix":
+        allowed = ("", "/", "/0") if url.scheme == "redis+cluster" else ("", "/")
+        if path not in allowed and not re.fullmatch(r"/\d{1,5}", path):
+            raise InvalidLedgerURL(f"the path of {_location(url)} must be a database number (/0)")
+    for name in ("db", "max_connections"):
+        value = url.query.get(name)
+        if value is not None and not re.fullmatch(r"\d{1,6}", value):
+            raise InvalidLedgerURL(f"option {name!r} must be a whole number, not {value!r}")
+    if re.fullmatch(r"0+", url.query.get("max_connections", "1")):
+        raise InvalidLedgerURL("option 'max_connections' must be at least 1")
 
 
 def _driver_url(url: LedgerURL) -> str:
@@ -42,12 +67,28 @@ def _driver_url(url: LedgerURL) -> str:
 
 
 def _location(url: LedgerURL) -> str:
-    """Where the ledger points, for describe() and repr: redacted, ``scheme://`` kept."""
-    shown = url.redacted
-    scheme = url.parts.scheme
-    if not shown.startswith(f"{scheme}://"):
-        shown = f"{scheme}://" + shown[len(scheme) + 1 :]
-    return shown
+    """Where the ledger points, for describe(), repr and errors: built from the parsed
+    host, port and database only, so no password (or piece of one) can ever show,
+    however the URL was written: a raw ``/``, ``#`` or ``?`` in a password moves the
+    rest of it into the path, fragment or query, which are never shown unless they
+    are plainly a database number or a socket path."""
+    p = url.parts
+    user = ""
+    if p.username is not None or p.password is not None:
+        user = f"{p.username or ''}{':***' if p.password is not None else ''}@"
+    host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{p.port}" if p.port is not None else ""
+    except ValueError:  # a password piece where the port should be
+        port = ""
+    path = p.path
+    if url.scheme == "unix":
+        shown = path if "@" not in p.netloc + path and p.password is None else "/..."
+    else:
+        shown = path if re.fullmatch(r"/?\d*", path) else "/..."
+    return f"{url.scheme}://{user}{host}{port}{shown}"
 
 
 def _driver_kwargs(opts: RedisOptions) -> dict[str, Any]:
@@ -74,8 +115,8 @@ def _cluster_url(raw: str) -> str:
 
 
 def _driver_error(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:
-    # redis-py's message may quote the URL; never repeat it.
-    return InvalidLedgerURL(f"redis-py cannot use {url} ({type(exc).__name__})")
+    # redis-py's message may quote the URL; never repeat it (the caller chains nothing).
+    return InvalidLedgerURL(f"redis-py cannot use {_location(url)} ({type(exc).__name__})")
 
 
 class _RedisBackend:
@@ -89,7 +130,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return RedisLedger.open_on(
-            PoolIO(pool, _location(url)),
+            PoolIO(pool, _location(url), budget=opts.timeout),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,
@@ -103,7 +144,7 @@ class _RedisBackend:
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
         return await AsyncRedisLedger.open_on(
-            AsyncPoolIO(pool, _location(url)),
+            AsyncPoolIO(pool, _location(url), budget=opts.timeout),
             namespace=options["namespace"],
             options=opts,
             on_close=pool.disconnect,
@@ -122,10 +163,10 @@ class _ClusterBackend:
                 socket_timeout=opts.timeout,
                 socket_connect_timeout=opts.connect_timeout,
             )
-        except redis.exceptions.RedisError as exc:
-            raise rules.driver_error(exc, "open", sent=False) from exc
         except (ValueError, TypeError) as exc:
             raise _driver_error(url, exc) from None
+        except Exception as exc:  # RedisClusterException is no RedisError
+            raise rules.driver_error(exc, "open", sent=False) from exc
         return RedisLedger.open_on(
             ClusterIO(cluster, _location(url)),
             namespace=options["namespace"],

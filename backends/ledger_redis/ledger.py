@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import InvalidLedgerURL, LedgerError
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
-from ledger_core.protocol import LedgerInfo
+from ledger_core.steps import run_steps, run_steps_async
 from ledger_core.tokens import new_token
 
-from . import rules
+from . import decisions, rules
 from .driver import redis_module
-from .rules import RedisOptions, ReplyLost, SpendPlan, exists_reply, record_key
+from .rules import IdentityLost, RedisOptions
 from .transport import AsyncClusterIO, AsyncPoolIO, ClusterIO, PoolIO
 
 SyncIO = PoolIO | ClusterIO
@@ -33,25 +34,49 @@ def _client_options(options: Mapping[str, Any]) -> RedisOptions:
     return RedisOptions.from_mapping(options)
 
 
-class RedisLedger(LedgerBase):
-    """A sync ledger in Redis: ``SETNX`` of a fresh attempt token, never an expiry.
+class _State:
+    """What both shells keep: the plan, the info, the re-check clock, and the failure
+    that keeps a ledger closed once its store forgot or changed (never a new identity)."""
+
+    _opened: decisions.Opened
+    _recheck: rules.Recheck
+    _failed: LedgerError | None
+
+    def _init_state(self, opened: decisions.Opened) -> None:
+        self._opened = opened
+        self._plan = opened.plan
+        self._info = opened.info
+        self._recheck = rules.Recheck(opened.options.recheck_interval)
+        self._failed = None
+
+    def _raise_if_failed(self) -> None:
+        if self._failed is not None:
+            raise type(self._failed)(str(self._failed)) from self._failed
+
+    def _fail(self, exc: LedgerError) -> LedgerError:
+        self._failed = exc
+        return exc
+
+
+class RedisLedger(_State, LedgerBase):
+    """A sync ledger in Redis: one genesis-proving script per spend or read, never an
+    expiry.
 
     Open one with ``open_ledger("redis://...")`` or :meth:`from_client`. Spends and
-    reads are one round trip each (plus one ``WAIT`` in the same trip when asked).
+    reads are one round trip each (plus one ``WAIT`` in the same trip when asked), and
+    one configuration re-check trip at most every ``recheck_interval`` seconds.
     """
 
     def __init__(
         self,
         io: SyncIO,
-        plan: SpendPlan,
-        info: LedgerInfo,
+        opened: decisions.Opened,
         *,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self._io = io
-        self._plan = plan
-        self._info = info
-        self._namespace = info.namespace
+        self._perform = _performer(io)
+        self._init_state(opened)
         self._on_close = on_close
 
     @classmethod
@@ -72,49 +97,56 @@ class RedisLedger(LedgerBase):
         options: RedisOptions,
         on_close: Callable[[], None] | None = None,
     ) -> RedisLedger:
-        """Read the server's facts and the namespace's identity, once (C6)."""
+        """Read the server's facts and the namespace's identity (C6)."""
+        steps = decisions.open_steps(
+            namespace, options, cluster=isinstance(io, ClusterIO), location=io.location
+        )
         try:
-            cluster = isinstance(io, ClusterIO)
-            facts = io.facts()
-            plan = SpendPlan.build(options, rules.server_version(facts), driver_retries=cluster)
-            rules.check_topology(facts, options, cluster=cluster)
-            verdict = rules.judge(facts, options)
-            genesis = None
-            if verdict.reason is None:
-                genesis = io.genesis(rules.genesis_key(namespace), rules.new_genesis())
-            info = rules.ledger_info(
-                kind="redis-cluster" if cluster else "redis",
-                location=io.location,
-                namespace=namespace,
-                genesis=genesis,
-                verdict=verdict,
-            )
-        except BaseException:
+            perform = _performer(io)
+            opened = run_steps(steps, lambda request: perform(request, None))
+        except BaseException as exc:
             if on_close is not None:
                 on_close()
+            if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
+                raise decisions.unexpected(exc, "open", spend=False) from exc
             raise
-        return cls(io, plan, info, on_close=on_close)
+        return cls(io, opened, on_close=on_close)
+
+    def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
+        self._raise_if_failed()
+        deadline = _deadline(self._io.budget)
+
+        def perform(request: decisions.Request) -> Any:
+            return self._perform(request, deadline)
+
+        try:
+            if self._recheck.due():
+                try:
+                    changed = run_steps(decisions.recheck_steps(self._opened), perform)
+                except BaseException:
+                    self._recheck.failed()
+                    raise
+                if changed is not None:
+                    raise self._fail(changed)
+            return run_steps(steps, perform)
+        except IdentityLost as exc:
+            self._fail(exc)
+            raise
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise decisions.unexpected(exc, what, spend=spend) from exc
 
     def _spend(self, request_id: bytes) -> bool:
-        key = record_key(self._namespace, request_id)
-        token = new_token()
-        try:
-            replies = self._io.call(self._plan.spend_commands(key, token), "spend")
-        except ReplyLost as failure:
-            return self._resolve(key, token, failure)
-        return self._plan.spend_outcome(replies, token)
-
-    def _resolve(self, key: bytes, token: bytes, failure: ReplyLost) -> bool:
-        # C5: the same token again; the reply says whose write is stored.
-        try:
-            replies = self._io.call(self._plan.resolve_commands(key, token), "spend (resolve)")
-        except LedgerError as exc:
-            raise rules.ambiguous(failure, exc) from failure
-        return self._plan.resolve_outcome(replies, token, failure)
+        steps = decisions.spend_steps(self._plan, request_id, new_token())
+        won: bool = self._run(steps, "spend", spend=True)
+        return won
 
     def _is_spent(self, request_id: bytes) -> bool:
-        key = record_key(self._namespace, request_id)
-        return exists_reply(self._io.call([("EXISTS", key)], "is_spent")[0])
+        spent: bool = self._run(
+            decisions.read_steps(self._plan, request_id), "is_spent", spend=False
+        )
+        return spent
 
     def close(self) -> None:
         if not self._io.closed:
@@ -123,21 +155,19 @@ class RedisLedger(LedgerBase):
                 self._on_close()
 
 
-class AsyncRedisLedger(AsyncLedgerBase):
+class AsyncRedisLedger(_State, AsyncLedgerBase):
     """The asyncio face of :class:`RedisLedger` (``redis.asyncio``), same semantics (C9)."""
 
     def __init__(
         self,
         io: AsyncIO,
-        plan: SpendPlan,
-        info: LedgerInfo,
+        opened: decisions.Opened,
         *,
         on_close: Callable[[], Any] | None = None,
     ) -> None:
         self._io = io
-        self._plan = plan
-        self._info = info
-        self._namespace = info.namespace
+        self._perform = _async_performer(io)
+        self._init_state(opened)
         self._on_close = on_close
 
     @classmethod
@@ -160,55 +190,89 @@ class AsyncRedisLedger(AsyncLedgerBase):
         options: RedisOptions,
         on_close: Callable[[], Any] | None = None,
     ) -> AsyncRedisLedger:
+        steps = decisions.open_steps(
+            namespace, options, cluster=isinstance(io, AsyncClusterIO), location=io.location
+        )
         try:
-            cluster = isinstance(io, AsyncClusterIO)
-            facts = await io.facts()
-            plan = SpendPlan.build(options, rules.server_version(facts), driver_retries=cluster)
-            rules.check_topology(facts, options, cluster=cluster)
-            verdict = rules.judge(facts, options)
-            genesis = None
-            if verdict.reason is None:
-                genesis = await io.genesis(rules.genesis_key(namespace), rules.new_genesis())
-            info = rules.ledger_info(
-                kind="redis-cluster" if cluster else "redis",
-                location=io.location,
-                namespace=namespace,
-                genesis=genesis,
-                verdict=verdict,
-            )
-        except BaseException:
+            aperform = _async_performer(io)
+            opened = await run_steps_async(steps, lambda request: aperform(request, None))
+        except BaseException as exc:
             if on_close is not None:
                 await on_close()
+            if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
+                raise decisions.unexpected(exc, "open", spend=False) from exc
             raise
-        return cls(io, plan, info, on_close=on_close)
+        return cls(io, opened, on_close=on_close)
+
+    async def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
+        self._raise_if_failed()
+        deadline = _deadline(self._io.budget)
+
+        async def perform(request: decisions.Request) -> Any:
+            return await self._perform(request, deadline)
+
+        try:
+            if self._recheck.due():
+                try:
+                    changed = await run_steps_async(decisions.recheck_steps(self._opened), perform)
+                except BaseException:
+                    self._recheck.failed()
+                    raise
+                if changed is not None:
+                    raise self._fail(changed)
+            return await run_steps_async(steps, perform)
+        except IdentityLost as exc:
+            self._fail(exc)
+            raise
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise decisions.unexpected(exc, what, spend=spend) from exc
 
     async def _spend(self, request_id: bytes) -> bool:
-        key = record_key(self._namespace, request_id)
-        token = new_token()
-        try:
-            replies = await self._io.call(self._plan.spend_commands(key, token), "spend")
-        except ReplyLost as failure:
-            return await self._resolve(key, token, failure)
-        return self._plan.spend_outcome(replies, token)
-
-    async def _resolve(self, key: bytes, token: bytes, failure: ReplyLost) -> bool:
-        try:
-            replies = await self._io.call(
-                self._plan.resolve_commands(key, token), "spend (resolve)"
-            )
-        except LedgerError as exc:
-            raise rules.ambiguous(failure, exc) from failure
-        return self._plan.resolve_outcome(replies, token, failure)
+        steps = decisions.spend_steps(self._plan, request_id, new_token())
+        won: bool = await self._run(steps, "spend", spend=True)
+        return won
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        key = record_key(self._namespace, request_id)
-        return exists_reply((await self._io.call([("EXISTS", key)], "is_spent"))[0])
+        steps = decisions.read_steps(self._plan, request_id)
+        spent: bool = await self._run(steps, "is_spent", spend=False)
+        return spent
 
     async def aclose(self) -> None:
         if not self._io.closed:
             self._io.close()
             if self._on_close is not None:
                 await self._on_close()
+
+
+def _deadline(budget: float | None) -> float | None:
+    """When the whole operation must be over (its re-check and retries included)."""
+    return None if budget is None else time.monotonic() + budget
+
+
+def _performer(io: SyncIO) -> Callable[[decisions.Request, float | None], Any]:
+    def perform(request: decisions.Request, deadline: float | None = None) -> Any:
+        kind, commands, what = request
+        if kind == decisions.FACTS:
+            return io.facts(deadline)
+        assert commands is not None
+        return io.call(commands, what, deadline)
+
+    return perform
+
+
+def _async_performer(
+    io: AsyncIO,
+) -> Callable[[decisions.Request, float | None], Awaitable[Any]]:
+    async def perform(request: decisions.Request, deadline: float | None = None) -> Any:
+        kind, commands, what = request
+        if kind == decisions.FACTS:
+            return await io.facts(deadline)
+        assert commands is not None
+        return await io.call(commands, what, deadline)
+
+    return perform
 
 
 def _describe_client(client: Any) -> str:
@@ -235,7 +299,7 @@ def _sync_io(client: Any) -> SyncIO:
         return PoolIO(client.connection_pool, _describe_client(client))
     if isinstance(client, redis.ConnectionPool):
         return PoolIO(client, _describe_client(client))
-    raise TypeError(
+    raise InvalidLedgerURL(
         f"expected a redis-py Redis, ConnectionPool or RedisCluster, not {type(client).__name__}"
     )
 
@@ -250,7 +314,7 @@ def _async_io(client: Any) -> AsyncIO:
         return AsyncPoolIO(client.connection_pool, _describe_client(client))
     if isinstance(client, redis.asyncio.ConnectionPool):
         return AsyncPoolIO(client, _describe_client(client))
-    raise TypeError(
+    raise InvalidLedgerURL(
         "expected a redis.asyncio Redis, ConnectionPool or RedisCluster, "
         f"not {type(client).__name__}"
     )

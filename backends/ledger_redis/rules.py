@@ -6,10 +6,13 @@ thin I/O shells over this module, so what a reply *means* is decided in one plac
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ledger_core.errors import (
@@ -20,16 +23,19 @@ from ledger_core.errors import (
     UnsafeStoreConfig,
 )
 from ledger_core.ids import ledger_key
-from ledger_core.protocol import LedgerInfo
+from ledger_core.protocol import Durability, LedgerInfo
 from ledger_core.tokens import attempt_outcome
 from ledger_core.urls import option_bool, option_float
 
 from .driver import redis_module
 
-# Keys. ``{}`` first is an empty hash tag: Cluster then hashes the WHOLE key, so a
-# ``{tag}`` inside an id is data, never a slot choice, and ids spread over all slots.
-# Redis keys are binary-safe and never globbed by the commands used here, so the
-# core's collision-free (namespace, id) encoding is used as is.
+# Keys. Standalone: ``{}`` first is an empty hash tag (Cluster would hash the WHOLE
+# key), kept as it always was so existing ledgers read the same keys. Cluster: every
+# key of one namespace carries the hash tag ``{dl-<sha256(ns)[:16]>}``, so the genesis
+# key and every record share one slot and ONE script proves the genesis and spends
+# (a namespace then lives on one master: see docs/redis.md). Redis keys are
+# binary-safe and never globbed by the commands used here, so the core's
+# collision-free (namespace, id) encoding is used as is.
 RECORD_PREFIX = b"{}dl:"
 GENESIS_PREFIX = b"{}dl-genesis:"
 
@@ -37,13 +43,42 @@ Command = tuple[Any, ...]
 
 
 def record_key(namespace: str, request_id: bytes) -> bytes:
-    """The key of one spent id: ``{}dl:<len(ns)>:<ns>:<id>`` (C7, C8)."""
+    """The standalone key of one spent id: ``{}dl:<len(ns)>:<ns>:<id>`` (C7, C8)."""
     return RECORD_PREFIX + ledger_key(namespace, request_id)
 
 
 def genesis_key(namespace: str) -> bytes:
-    """The key holding the random identity of one namespace (C6)."""
+    """The standalone key holding the random identity of one namespace (C6)."""
     return GENESIS_PREFIX + namespace.encode("utf-8")
+
+
+def cluster_tag(namespace: str) -> bytes:
+    """The hash tag of one namespace on a Cluster (hex: never contains ``}``)."""
+    return b"{dl-" + hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:16].encode() + b"}"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Where one namespace's genesis and records live (standalone or Cluster layout)."""
+
+    namespace: str
+    cluster: bool = False
+
+    @property
+    def genesis(self) -> bytes:
+        if self.cluster:
+            return cluster_tag(self.namespace) + genesis_key(self.namespace)[2:]
+        return genesis_key(self.namespace)
+
+    def record(self, request_id: bytes) -> bytes:
+        if self.cluster:
+            return cluster_tag(self.namespace) + record_key(self.namespace, request_id)[2:]
+        return record_key(self.namespace, request_id)
+
+    @property
+    def legacy_genesis(self) -> bytes | None:
+        """The genesis key of the old Cluster layout (whole-key hashing), to refuse it."""
+        return genesis_key(self.namespace) if self.cluster else None
 
 
 def store_id(kind: str, genesis: bytes, namespace: str) -> str:
@@ -53,7 +88,30 @@ def store_id(kind: str, genesis: bytes, namespace: str) -> str:
 
 GENESIS_PATTERN = re.compile(rb"[0-9a-f]{32}\Z")
 
-# Before Redis 7, SET cannot combine NX and GET; this script does the same in one trip.
+# The genesis proof every spend and read makes in its own round trip (KEYS[1] is the
+# genesis key, ARGV[1] the value this ledger opened with). An error reply, never a
+# value, so no reply can be mistaken for an answer.
+IDENTITY_ERROR = "LEDGER_IDENTITY"
+_PROVE_GENESIS = (
+    "local g = redis.call('GET', KEYS[1]) "
+    "if g ~= ARGV[1] then "
+    "if g then return redis.error_reply('" + IDENTITY_ERROR + " changed') end "
+    "return redis.error_reply('" + IDENTITY_ERROR + " gone') end "
+)
+# spend: SET NX GET in Lua, behind the genesis proof. nil: written now by us; a value:
+# whose token is stored (ours after a lost reply, or someone else's).
+SPEND_BODY = (
+    _PROVE_GENESIS + "local v = redis.call('GET', KEYS[2]) "
+    "if v then return v end "
+    "redis.call('SET', KEYS[2], ARGV[2]) "
+    "return false"
+)
+# is_spent: declared WITHOUT the no-writes flag (Redis >= 7), so a read-only replica
+# refuses it (READONLY) in the same round trip: reads follow the spends' rule.
+READ_BODY = _PROVE_GENESIS + "return redis.call('EXISTS', KEYS[2])"
+SHEBANG = "#!lua\n"
+
+# Before Redis 7, SET cannot combine NX and GET; kept for hosts that used it.
 RESOLVE_SCRIPT = (
     "local v = redis.call('GET', KEYS[1]) "
     "if v then return v end "
@@ -62,10 +120,54 @@ RESOLVE_SCRIPT = (
 )
 
 
+@dataclass(frozen=True)
+class Script:
+    """One Lua script: sent as ``EVALSHA``, and as ``EVAL`` after ``NOSCRIPT``."""
+
+    body: str
+
+    @cached_property
+    def sha(self) -> str:
+        return hashlib.sha1(self.body.encode("utf-8")).hexdigest()
+
+    def evalsha(self, *args: Any) -> Command:
+        return ("EVALSHA", self.sha, 2, *args)
+
+
+SCRIPTS = {
+    s.sha: s
+    for s in (
+        Script(body) for body in (SPEND_BODY, READ_BODY, SHEBANG + SPEND_BODY, SHEBANG + READ_BODY)
+    )
+}
+
+
+def as_eval(commands: Sequence[Command]) -> list[Command]:
+    """The same commands with ``EVALSHA`` turned into ``EVAL`` (the server lost its
+    script cache: a restart, ``SCRIPT FLUSH``, a failover). Safe to resend: a
+    ``NOSCRIPT`` reply means the script did not run."""
+    out: list[Command] = []
+    for command in commands:
+        if command[0] == "EVALSHA" and command[1] in SCRIPTS:
+            out.append(("EVAL", SCRIPTS[command[1]].body, *command[2:]))
+        else:
+            out.append(command)
+    return out
+
+
 # ---------------------------------------------------------------- options
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WAIT_TIMEOUT = 1.0
+# How often (at most) the configuration that decides durability and identity is read
+# again, piggybacked on an operation (docs/redis.md: the re-check period).
+DEFAULT_RECHECK = 5.0
+DURABILITY_CHOICES = {
+    "machine": Durability.MACHINE,
+    "process": Durability.PROCESS,
+    Durability.MACHINE: Durability.MACHINE,  # the values describe() shows
+    Durability.PROCESS: Durability.PROCESS,
+}
 
 # Options this backend owns; they are stripped from the URL before redis-py sees it.
 LEDGER_OPTIONS = frozenset(
@@ -78,6 +180,9 @@ LEDGER_OPTIONS = frozenset(
         "wait_timeout",
         "trust_config",
         "require_aof",
+        "durability",
+        "create",
+        "recheck_interval",
     }
 )
 # Driver options allowed in the URL query (redis-py parses them from the URL).
@@ -106,6 +211,9 @@ class RedisOptions:
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     trust_config: bool = False
     require_aof: bool = False
+    durability: str = Durability.MACHINE
+    create: bool = True
+    recheck_interval: float = DEFAULT_RECHECK
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "wait_timeout"):
@@ -126,6 +234,11 @@ class RedisOptions:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> RedisOptions:
+        level = options.get("durability", "machine")
+        if level not in DURABILITY_CHOICES:
+            raise InvalidLedgerURL(
+                f"option 'durability' must be 'machine' (the default) or 'process', not {level!r}"
+            )
         replicas = options.get("wait_replicas", 0)
         try:
             wait_replicas = int(replicas)
@@ -141,6 +254,9 @@ class RedisOptions:
             wait_timeout=option_float(options, "wait_timeout", DEFAULT_WAIT_TIMEOUT),
             trust_config=option_bool(options, "trust_config", False),
             require_aof=option_bool(options, "require_aof", False),
+            durability=DURABILITY_CHOICES[level],
+            create=option_bool(options, "create", True),
+            recheck_interval=option_float(options, "recheck_interval", DEFAULT_RECHECK),
         )
 
 
@@ -152,6 +268,18 @@ class ReplyLost(LedgerUnavailable):
 
     For a read this is just unavailability; a spend resolves it (C5).
     """
+
+
+class IdentityLost(UnsafeStoreConfig):
+    """The namespace's genesis is gone or different since this ledger opened: the store
+    forgot (``FLUSHALL``, eviction, a restore). The ledger stays failed; reopen."""
+
+
+FORGOT = (
+    "the store forgot: its identity (genesis key) is {how} since this ledger opened "
+    "(FLUSHALL, eviction, a restore or failover that lost it); spent ids may be gone, so "
+    "this ledger stays failed closed: reopen (a new instance gets a new store_id)"
+)
 
 
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
@@ -169,6 +297,14 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
         return UnsafeStoreConfig(f"{what}: the server is a read-only replica ({exc})")
     if isinstance(exc, exceptions.ResponseError):
         text = str(exc)
+        if text.startswith(IDENTITY_ERROR):
+            how = "gone" if "gone" in text else "different"
+            return IdentityLost(f"{what}: " + FORGOT.format(how=how))
+        if text.startswith("WRONGTYPE"):
+            return UnsafeStoreConfig(
+                f"{what}: a ledger key holds a value of the wrong type (something else "
+                "wrote it); refusing to guess"
+            )
         if text.startswith(("MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN")):
             return LedgerUnavailable(f"{what}: refused by a Cluster node ({text})")
         return LedgerUnavailable(f"{what}: the server refused it ({text})")
@@ -193,64 +329,86 @@ def io_errors() -> tuple[type[BaseException], ...]:
 
 @dataclass(frozen=True)
 class SpendPlan:
-    """The commands of a spend, chosen once at open, and what their replies prove.
+    """The commands of a spend and of a read, chosen once at open, and what their
+    replies prove.
 
-    ``first_setnx``: the first trip is ``SETNX`` (the cheapest command) when nothing
-    between us and the server resends a command; a client that retries on its own
-    (redis-py's Cluster client) gets ``SET NX GET``, whose every resend finds its own
-    token. The resolving trip after a lost reply is always ``SET NX GET`` (or the same
-    in Lua before Redis 7): one round trip that both writes and tells whose token it is.
+    Both are one Lua script (``EVALSHA``; ``EVAL`` after ``NOSCRIPT``) that first proves
+    the namespace's genesis is the one this ledger opened with, then acts, in the same
+    round trip. The spend script is ``SET NX GET`` in Lua, so a resend (ours after a
+    lost reply, or a Cluster client's) finds its own token. ``shebang`` declares the
+    scripts for Redis >= 7 (an unknown version counts as 7: a refusal then fails
+    closed), which makes a read-only replica refuse reads too.
     """
 
-    first_setnx: bool = True
-    set_nx_get: bool = True  # Redis >= 7
+    keys: Keys
+    genesis: bytes
+    shebang: bool = True
     wait: Command | None = None
+    probe_waitaof: bool = False
 
     @classmethod
     def build(
-        cls, options: RedisOptions, version: tuple[int, ...], *, driver_retries: bool
+        cls,
+        options: RedisOptions,
+        version: tuple[int, ...] | None,
+        *,
+        driver_retries: bool,
+        keys: Keys | None = None,
+        genesis: bytes = b"",
     ) -> SpendPlan:
-        set_nx_get = version >= (7, 0)
+        """``version`` is ``None`` when the server would not say (ACL without INFO):
+        unknown is never taken for an old server; what depends on it is asked of the
+        server itself (``probe_waitaof``) or fails closed on its refusal."""
         if driver_retries and options.waits:
             raise InvalidLedgerURL(
                 "wait_replicas / wait_aof are not available on Cluster ledgers: WAIT must "
                 "run on the connection that wrote, which the Cluster client does not expose"
             )
-        if driver_retries and not set_nx_get:
-            raise UnsafeStoreConfig(
-                "this client resends commands on its own and the server predates Redis 7 "
-                "(no SET NX GET): give the ledger a client with retries disabled"
-            )
         wait: Command | None = None
+        probe = False
         timeout_ms = max(1, round(options.wait_timeout * 1000))
         if options.wait_aof:
-            if version < (7, 2):
+            if version is not None and version < (7, 2):
                 raise UnsafeStoreConfig(
                     "option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server runs "
                     + ".".join(map(str, version))
                 )
+            probe = version is None
             wait = ("WAITAOF", 1, options.wait_replicas, timeout_ms)
         elif options.wait_replicas:
             wait = ("WAIT", options.wait_replicas, timeout_ms)
-        return cls(first_setnx=not driver_retries, set_nx_get=set_nx_get, wait=wait)
+        return cls(
+            keys=keys or Keys("default"),
+            genesis=genesis,
+            shebang=version is None or version >= (7, 0),
+            wait=wait,
+            probe_waitaof=probe,
+        )
 
-    def resolve_command(self, key: bytes, token: bytes) -> Command:
-        if self.set_nx_get:
-            return ("SET", key, token, "NX", "GET")
-        return ("EVAL", RESOLVE_SCRIPT, 1, key, token)
+    @cached_property
+    def spend_script(self) -> Script:
+        return Script((SHEBANG if self.shebang else "") + SPEND_BODY)
 
-    def spend_commands(self, key: bytes, token: bytes) -> list[Command]:
-        first = ("SETNX", key, token) if self.first_setnx else self.resolve_command(key, token)
+    @cached_property
+    def read_script(self) -> Script:
+        return Script((SHEBANG if self.shebang else "") + READ_BODY)
+
+    def spend_commands(self, request_id: bytes, token: bytes) -> list[Command]:
+        """One trip: the genesis-proving ``SET NX GET`` script (and ``WAIT``)."""
+        key = self.keys.record(request_id)
+        first = self.spend_script.evalsha(self.keys.genesis, key, self.genesis, token)
         return [first] if self.wait is None else [first, self.wait]
 
-    def resolve_commands(self, key: bytes, token: bytes) -> list[Command]:
-        command = self.resolve_command(key, token)
-        return [command] if self.wait is None else [command, self.wait]
+    # After a lost reply the same script with the same token settles it (C5).
+    resolve_commands = spend_commands
+
+    def read_commands(self, request_id: bytes) -> list[Command]:
+        key = self.keys.record(request_id)
+        return [self.read_script.evalsha(self.keys.genesis, key, self.genesis)]
 
     def spend_outcome(self, replies: Sequence[Any], token: bytes) -> bool:
         """What the first trip's replies prove: ``True`` only if our write landed."""
-        first = replies[0]
-        won = _setnx_reply(first) if self.first_setnx else _set_get_reply(first, token)
+        won = _set_get_reply(replies[0], token)
         if won:
             self._check_ack(replies)
         return won
@@ -279,27 +437,25 @@ class SpendPlan:
                 f"the spend was recorded on the primary but {self.wait[0]} failed ({ack}): "
                 "it is not proof"
             ) from ack
-        if self.wait[0] == "WAITAOF":
-            local, replicas = (int(x) for x in ack)
-            if local >= 1 and replicas >= self.wait[2]:
-                return
-            got = f"local fsync {local}, replicas {replicas} of {self.wait[2]}"
-        else:
-            if int(ack) >= self.wait[1]:
-                return
-            got = f"{int(ack)} of {self.wait[1]} replicas"
+        try:
+            if self.wait[0] == "WAITAOF":
+                local, replicas = (int(x) for x in ack)
+                if local >= 1 and replicas >= self.wait[2]:
+                    return
+                got = f"local fsync {local}, replicas {replicas} of {self.wait[2]}"
+            else:
+                if int(ack) >= self.wait[1]:
+                    return
+                got = f"{int(ack)} of {self.wait[1]} replicas"
+        except (TypeError, ValueError) as exc:
+            raise AmbiguousSpend(
+                f"the spend was recorded on the primary but {self.wait[0]} answered "
+                f"{type(ack).__name__}: it is not proof"
+            ) from exc
         raise AmbiguousSpend(
             f"the spend was recorded on the primary but acknowledged by {got} within "
             f"{self.wait[-1]} ms: it could be lost on a failover, so it is not proof"
         )
-
-
-def _setnx_reply(reply: Any) -> bool:
-    if reply in (1, True):
-        return True
-    if reply in (0, False):
-        return False
-    raise LedgerUnavailable(f"unexpected SETNX reply {reply!r}")
 
 
 def _set_get_reply(reply: Any, token: bytes) -> bool:
@@ -328,7 +484,7 @@ class ServerFacts:
     """What one server says about itself: read at open, judged by :func:`assess`."""
 
     node: str
-    version: tuple[int, ...] = (0,)
+    version: tuple[int, ...] | None = None  # None: the server would not say
     role: str | None = None
     cluster_enabled: bool = False
     maxmemory_policy: str | None = None
@@ -390,7 +546,7 @@ def facts_from(
     aof = i.get("aof_enabled")
     return ServerFacts(
         node=node,
-        version=parse_version(i.get("redis_version", "0")),
+        version=parse_version(i["redis_version"]) if "redis_version" in i else None,
         role=i.get("role"),
         cluster_enabled=i.get("cluster_enabled") == "1",
         maxmemory_policy=i.get("maxmemory_policy"),
@@ -408,9 +564,9 @@ def _unknown(facts: ServerFacts, options: RedisOptions) -> list[str]:
         unknown.append("the role")
     if facts.maxmemory_policy is None:
         unknown.append("maxmemory-policy")
-    if facts.aof_enabled is not True and facts.save is None:
+    if facts.aof_enabled is None:
         unknown.append("the persistence settings")
-    elif options.require_aof and facts.aof_enabled and facts.appendfsync is None:
+    elif offered(facts, options) is None:
         unknown.append("appendfsync")
     return unknown
 
@@ -419,37 +575,65 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str]]:
-    """Whether this server can forget (C2): ``(reason or None, notes)``.
+_RANK = {Durability.NONE: 0, Durability.PROCESS: 1, Durability.MACHINE: 2}
+
+
+def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
+    """What an acknowledged spend survives on this server; ``None``: unknown.
+
+    Redis writes the AOF (``write(2)``) before it sends the reply, so with ``appendfsync
+    everysec`` or ``no`` the spend is in the OS page cache: it survives kill -9 of the
+    server, not a power loss. Only ``appendfsync always`` (or ``WAITAOF`` with
+    ``numlocal=1`` on each spend) has it on disk first. Snapshots only: a crash loses
+    every spend since the last snapshot.
+    """
+    if facts.aof_enabled is False:
+        return Durability.NONE
+    if facts.aof_enabled is None:
+        return None
+    if facts.appendfsync == "always" or options.wait_aof:
+        return Durability.MACHINE
+    if facts.appendfsync is None:
+        return None
+    return Durability.PROCESS
+
+
+def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str], str | None]:
+    """Whether this server can forget (C2): ``(reason or None, notes, durability)``.
 
     What the server shows is believed over any option: ``trust_config`` only fills in
     what could not be read (``CONFIG`` blocked on a managed service), it never
-    overrides an ``allkeys-*`` policy or a replica role the server reports.
+    overrides an ``allkeys-*`` policy, a replica role or a persistence setting the
+    server reports. ``durability`` is what the server offers (``None``: unknown).
     """
     notes: list[str] = []
     where = facts.node
+    level = offered(facts, options)
     if facts.role is not None and facts.role != "master":
-        return f"{where} is a replica (role {facts.role}): its data is a copy", notes
+        return f"{where} is a replica (role {facts.role}): its data is a copy", notes, level
     policy = facts.maxmemory_policy
     if policy is not None and policy.startswith("allkeys-"):
         return (
             f"{where} has maxmemory-policy {policy}: it may evict spent ids under memory "
             "pressure (use noeviction or a volatile-* policy)",
             notes,
+            level,
         )
-    if facts.aof_enabled is False and facts.save == "":
-        return (
-            f'{where} has no persistence (appendonly no, save ""): a restart forgets '
-            "every spent id",
-            notes,
-        )
-    if options.require_aof and facts.aof_enabled is False:
-        return f"{where} has appendonly no and require_aof is set", notes
-    if options.require_aof and facts.aof_enabled and facts.appendfsync not in (None, "always"):
+    if level == Durability.NONE:
+        if facts.save == "":
+            what = 'no persistence (appendonly no, save ""): a restart forgets every spent id'
+        else:
+            what = (
+                f"snapshots only (appendonly no, save {facts.save!r}): a crash of the server "
+                "(kill -9) loses every spend since the last snapshot"
+            )
+        return f"{where} has {what}; use appendonly yes with appendfsync always", notes, level
+    if options.require_aof and facts.appendfsync not in (None, "always"):
         return (
             f"{where} has appendfsync {facts.appendfsync} and require_aof is set: a crash "
             "may lose the last writes",
             notes,
+            level,
         )
     unknown = _unknown(facts, options)
     if unknown:
@@ -457,19 +641,31 @@ def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[
         what = f"cannot read {', '.join(unknown)}" + (f" ({blocked})" if blocked else "")
         if not options.trust_config:
             return (
-                f"{where}: {what}; if the server persists and never evicts, assert it "
-                "with trust_config=true",
+                f"{where}: {what}; if the server persists (appendonly yes, appendfsync "
+                "always) and never evicts, assert it with trust_config=true",
                 notes,
+                level,
             )
         notes.append(f"{where}: {what}; asserted safe by trust_config")
-    if facts.aof_enabled is not True and facts.save not in (None, ""):
-        notes.append(
-            f"{where}: RDB snapshots only (save {facts.save!r}): a crash loses spends since "
-            "the last snapshot; appendonly yes with appendfsync always keeps them"
+        if level is None:
+            level = options.durability
+    if level is not None and _RANK[level] < _RANK[options.durability]:
+        return (
+            f"{where} has appendfsync {facts.appendfsync}: an acknowledged spend survives a "
+            "crash of the server process but may be lost with its machine (power loss); "
+            "use appendfsync always, or accept it with durability=process",
+            notes,
+            level,
         )
-    elif facts.aof_enabled and facts.appendfsync not in (None, "always"):
-        notes.append(f"{where}: appendfsync {facts.appendfsync}: a crash may lose the last second")
-    return None, notes
+    if facts.aof_enabled and facts.appendfsync not in (None, "always"):
+        if options.wait_aof:
+            notes.append(f"{where}: appendfsync {facts.appendfsync}; WAITAOF fsyncs each spend")
+        else:
+            notes.append(
+                f"{where}: appendfsync {facts.appendfsync}: a spend survives a server crash "
+                "(kill -9), not a machine crash (durability=process)"
+            )
+    return None, notes, level
 
 
 # ---------------------------------------------------------------- opening
@@ -492,28 +688,69 @@ def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, clust
         )
 
 
-def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...]:
-    """The oldest version among the servers (the commands must work on all)."""
-    return min(f.version for f in facts)
+def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...] | None:
+    """The oldest version among the servers (the commands must work on all); ``None``
+    when any server would not say: unknown, never zero."""
+    versions = [f.version for f in facts]
+    if not versions or any(v is None for v in versions):
+        return None
+    return min(v for v in versions if v is not None)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether the servers behind a ledger can forget (``reason``), and caveats."""
+    """Whether the servers behind a ledger can forget (``reason``), caveats, and what
+    an acknowledged spend survives on the weakest of them."""
 
     reason: str | None
     notes: tuple[str, ...]
+    durability: str = Durability.NONE
 
 
 def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
     reasons: list[str] = []
     notes: list[str] = []
+    levels: list[str] = []
     for one in facts:
-        reason, more = assess(one, options)
+        reason, more, level = assess(one, options)
         notes.extend(more)
+        levels.append(Durability.NONE if level is None else level)
         if reason is not None:
             reasons.append(reason)
-    return Verdict("; ".join(reasons) or None, tuple(notes))
+    weakest = min(levels, key=_RANK.__getitem__) if levels else Durability.NONE
+    return Verdict("; ".join(reasons) or None, tuple(notes), weakest)
+
+
+def changed_since_open(info: LedgerInfo, verdict: Verdict) -> UnsafeStoreConfig | None:
+    """The periodic re-check: a proving ledger whose store can now forget fails closed
+    (and stays failed); a ledger that never proved has nothing to withdraw."""
+    if info.store_id is None or verdict.reason is None:
+        return None
+    return UnsafeStoreConfig(
+        f"the store's configuration changed since this ledger opened: {verdict.reason}; "
+        "this ledger stays failed closed: reopen"
+    )
+
+
+class Recheck:
+    """When the configuration is read again: at most once per ``period`` seconds,
+    lazily, by the first operation after the period (no thread, fork-safe)."""
+
+    def __init__(self, period: float, now: float | None = None) -> None:
+        self.period = period
+        self._next = (time.monotonic() if now is None else now) + period
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether this caller runs the check (and claims it for this period)."""
+        now = time.monotonic() if now is None else now
+        if now < self._next:
+            return False
+        self._next = now + self.period
+        return True
+
+    def failed(self) -> None:
+        """The check itself could not run: the next operation tries again."""
+        self._next = 0.0
 
 
 def ledger_info(
@@ -523,32 +760,47 @@ def ledger_info(
     namespace: str,
     genesis: bytes | None,
     verdict: Verdict,
+    keys: Keys | None = None,
 ) -> LedgerInfo:
     """The ledger's identity (C6) and whether it may prove, decided once at open.
 
     ``genesis`` is ``None`` when the verdict already forbids proving (a replica cannot
     even write one).
     """
+    name = (keys or Keys(namespace)).genesis
     if genesis is not None and not GENESIS_PATTERN.match(genesis):
         raise UnsafeStoreConfig(
-            f"key {genesis_key(namespace)!r} does not hold a ledger identity: "
-            "something else wrote it; refusing to guess"
+            f"key {name!r} does not hold a ledger identity: something else wrote it; "
+            "refusing to guess"
         )
     identity = (
-        f"random genesis value in key {genesis_key(namespace).decode()!r}, set with "
+        f"random genesis value in key {name.decode()!r}, set with "
         "SET NX by the first opener (a copy of the data set carries it: move a ledger "
         "with migrate)"
     )
     if verdict.notes:
         identity += "; " + "; ".join(verdict.notes)
+    identity += (
+        "; every spend and read proves the genesis in the same round trip (one script); "
+        "the configuration is re-checked at most every recheck_interval seconds"
+    )
     proves = genesis is not None and verdict.reason is None
+    reason = verdict.reason
+    if proves and verdict.durability == Durability.PROCESS:
+        reason = (
+            "durability=process accepted: an acknowledged spend survives a crash of the "
+            "server process, not necessarily of its machine (" + "; ".join(verdict.notes) + ")"
+        )
+    if genesis is None and reason is None:
+        reason = "no genesis could be read or written on this server"
     return LedgerInfo(
         backend=kind,
         store_id=store_id(kind, genesis, namespace) if proves and genesis else None,
-        reason=verdict.reason,
+        reason=reason,
         location=location,
         namespace=namespace,
         identity=identity,
+        durability=verdict.durability,
     )
 
 

@@ -15,12 +15,13 @@ fool (see :class:`rules.SpendPlan`). Every failure there counts as possibly sent
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from ledger_core.errors import LedgerClosed, UnsafeStoreConfig
+from ledger_core.errors import LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
 
-from .rules import Command, ServerFacts, driver_error, facts_from, io_errors
+from .rules import Command, ServerFacts, as_eval, driver_error, facts_from, io_errors
 
 
 def _first_error(replies: list[Any], what: str) -> list[Any]:
@@ -38,25 +39,43 @@ def _options(command: Command) -> dict[str, Any]:
 
 
 class PoolIO:
-    """Standalone, sync: one pooled connection per exchange (never the caller's retries)."""
+    """Standalone, sync: one pooled connection per exchange (never the caller's retries).
 
-    def __init__(self, pool: Any, location: str) -> None:
+    ``budget``: seconds one ledger operation may take in all (its re-check, its trips,
+    a ``NOSCRIPT`` resend, the resolving retry): no trip starts after it ran out, and a
+    trip started in time is bounded by the socket timeout, so an operation ends within
+    ``budget`` + ``timeout``. ``None`` for a host's client, which keeps its own timeouts.
+    Reads never pass ``read_response(timeout=...)``: redis-py's asyncio connection
+    answers ``None`` when that timeout expires, which a spend would read as "written
+    now" (a double spend); the socket timeout raises instead.
+    """
+
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
             raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self.budget = budget
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
-    def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+    def exchange(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         """Send ``commands`` in one trip; each reply, or the server's error for it."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
+        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             conn = self._pool.get_connection()
         except self._errors as exc:
             raise driver_error(exc, what, sent=False) from exc
+        if _left(deadline) == 0.0:
+            self._pool.release(conn)
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             if len(commands) == 1:
                 conn.send_command(*commands[0])
@@ -77,17 +96,17 @@ class PoolIO:
         finally:
             self._pool.release(conn)
 
-    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        return _first_error(self.exchange(commands, what), what)
+    def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        replies = self.exchange(commands, what, deadline)
+        if _noscript(commands, replies, self._noscript):
+            replies = self.exchange(as_eval(commands), what, deadline)
+        return _first_error(replies, what)
 
-    def facts(self) -> list[ServerFacts]:
-        info, save, fsync = self.exchange(
-            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
-        )
+    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
+        info, save, fsync = self.exchange(FACT_COMMANDS, "read the configuration", deadline)
         return [_facts(self.location, info, save, fsync)]
-
-    def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        return bytes(self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")[1])
 
     def close(self) -> None:
         self.closed = True
@@ -96,22 +115,31 @@ class PoolIO:
 class AsyncPoolIO:
     """Standalone, async: the same exchange as :class:`PoolIO`, awaited."""
 
-    def __init__(self, pool: Any, location: str) -> None:
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
             raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        self.budget = budget
         self._pool = pool
         self._errors = io_errors()
         self._response_error = _response_error()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
-    async def exchange(self, commands: Sequence[Command], what: str) -> list[Any]:
+    async def exchange(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         if self.closed:
             raise LedgerClosed("the ledger is closed")
+        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             conn = await self._pool.get_connection()
         except self._errors as exc:
             raise driver_error(exc, what, sent=False) from exc
+        if _left(deadline) == 0.0:
+            await self._pool.release(conn)
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
             if len(commands) == 1:
                 await conn.send_command(*commands[0])
@@ -132,18 +160,17 @@ class AsyncPoolIO:
         finally:
             await self._pool.release(conn)
 
-    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
-        return _first_error(await self.exchange(commands, what), what)
+    async def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        replies = await self.exchange(commands, what, deadline)
+        if _noscript(commands, replies, self._noscript):
+            replies = await self.exchange(as_eval(commands), what, deadline)
+        return _first_error(replies, what)
 
-    async def facts(self) -> list[ServerFacts]:
-        info, save, fsync = await self.exchange(
-            [("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")], "open"
-        )
+    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
+        info, save, fsync = await self.exchange(FACT_COMMANDS, "read the configuration", deadline)
         return [_facts(self.location, info, save, fsync)]
-
-    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        replies = await self.call([("SET", key, fresh, "NX"), ("GET", key)], "open")
-        return bytes(replies[1])
 
     def close(self) -> None:
         self.closed = True
@@ -154,35 +181,49 @@ class ClusterIO:
 
     def __init__(self, cluster: Any, location: str) -> None:
         _check_cluster(cluster)
+        self.budget: float | None = None
         self._cluster = cluster
         self._errors = io_errors()
+        self._response_error = _response_error()
+        self._noscript = _noscript_error()
         self.location = location
         self.closed = False
 
-    def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+    def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
+        """``deadline`` is not applied: redis-py's Cluster client retries and redirects
+        inside one call, bounded only by its socket timeouts (docs/redis.md)."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands  # no WAIT here: see rules.SpendPlan.build
         try:
-            return [self._cluster.execute_command(*command, **_options(command))]
+            try:
+                return [self._cluster.execute_command(*command, **_options(command))]
+            except self._noscript:
+                (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                return [self._cluster.execute_command(*command)]
         except self._errors as exc:
             raise driver_error(exc, what, sent=True) from exc
 
-    def facts(self) -> list[ServerFacts]:
+    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
+        try:
+            primaries = self._cluster.get_primaries()
+        except self._errors as exc:
+            raise driver_error(exc, "read the configuration", sent=False) from exc
         out = []
-        for node in self._cluster.get_primaries():
+        for node in primaries:
             replies = []
-            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+            for command in FACT_COMMANDS:
                 try:
                     replies.append(self._cluster.execute_command(*command, target_nodes=node))
+                except self._response_error as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
                 except self._errors as exc:
-                    replies.append(exc)
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, "read the configuration", sent=False) from exc
             out.append(_facts(f"node {node.name}", *replies))
         return out
-
-    def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        self.call([("SET", key, fresh, "NX")], "open")
-        return bytes(self.call([("GET", key)], "open")[0])
 
     def close(self) -> None:
         self.closed = True
@@ -197,45 +238,84 @@ class AsyncClusterIO:
 
     def __init__(self, cluster: Any, location: str) -> None:
         _check_cluster(cluster)
+        self.budget: float | None = None
         self._cluster = cluster
         self._errors = io_errors()
+        self._response_error = _response_error()
+        self._noscript = _noscript_error()
         limit = cluster.get_connection_kwargs().get("max_connections") or 100
         self._slots = asyncio.Semaphore(int(limit))
         self.location = location
         self.closed = False
 
-    async def call(self, commands: Sequence[Command], what: str) -> list[Any]:
+    async def call(
+        self, commands: Sequence[Command], what: str, deadline: float | None = None
+    ) -> list[Any]:
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         (command,) = commands
         async with self._slots:
             try:
-                return [await self._cluster.execute_command(*command, **_options(command))]
+                try:
+                    return [await self._cluster.execute_command(*command, **_options(command))]
+                except self._noscript:
+                    (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                    return [await self._cluster.execute_command(*command)]
             except self._errors as exc:
                 raise driver_error(exc, what, sent=True) from exc
 
-    async def facts(self) -> list[ServerFacts]:
+    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
         try:
             await self._cluster.initialize()
+            primaries = self._cluster.get_primaries()
         except self._errors as exc:
-            raise driver_error(exc, "open", sent=False) from exc
+            raise driver_error(exc, "read the configuration", sent=False) from exc
         out = []
-        for node in self._cluster.get_primaries():
+        for node in primaries:
             replies = []
-            for command in (("INFO",), ("CONFIG", "GET", "save"), ("CONFIG", "GET", "appendfsync")):
+            for command in FACT_COMMANDS:
                 try:
-                    replies.append(await self._cluster.execute_command(*command, target_nodes=node))
+                    async with self._slots:  # a connection like any other command's
+                        reply = await self._cluster.execute_command(*command, target_nodes=node)
+                    replies.append(reply)
+                except self._response_error as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
                 except self._errors as exc:
-                    replies.append(exc)
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, "read the configuration", sent=False) from exc
             out.append(_facts(f"node {node.name}", *replies))
         return out
 
-    async def genesis(self, key: bytes, fresh: bytes) -> bytes:
-        await self.call([("SET", key, fresh, "NX")], "open")
-        return bytes((await self.call([("GET", key)], "open"))[0])
-
     def close(self) -> None:
         self.closed = True
+
+
+# INFO (role, version, maxmemory-policy, aof_enabled) and CONFIG GET (save,
+# appendfsync): what decides durability and identity, at open and on every re-check.
+FACT_COMMANDS: list[Command] = [
+    ("INFO",),
+    ("CONFIG", "GET", "save"),
+    ("CONFIG", "GET", "appendfsync"),
+]
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (0.0 once it passed); ``None``: no deadline."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
+
+
+def _noscript(commands: Sequence[Command], replies: list[Any], error: type[Exception]) -> bool:
+    """The server lost its script cache: resend as EVAL (the script did not run)."""
+    return isinstance(replies[0], error) and commands[0][0] == "EVALSHA"
+
+
+def _noscript_error() -> type[Exception]:
+    from .driver import redis_module
+
+    error: type[Exception] = redis_module().exceptions.NoScriptError
+    return error
 
 
 def _response_error() -> type[Exception]:

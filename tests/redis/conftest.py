@@ -60,6 +60,12 @@ def durable_server() -> Iterator[servers.RedisServer]:
 
 
 @pytest.fixture(scope="session")
+def everysec_server() -> Iterator[servers.RedisServer]:
+    """``appendfsync everysec``: survives kill -9, proves only with durability=process."""
+    yield from _enter(lambda: servers.local_redis(servers.EVERYSEC))
+
+
+@pytest.fixture(scope="session")
 def lru_server() -> Iterator[servers.RedisServer]:
     """``maxmemory-policy allkeys-lru``: can evict, so it never proves."""
     yield from _enter(lambda: servers.local_redis(servers.ALLKEYS_LRU))

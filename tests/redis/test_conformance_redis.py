@@ -1,10 +1,15 @@
 """The whole conformance suite against each Redis configuration, through the fault proxy.
 
-* plain: RDB snapshots, no eviction (proves);
-* durable: ``appendonly yes`` + ``appendfsync always``, with a kill -9 restart (C2);
+* plain: ``appendonly yes`` + ``appendfsync always``, no eviction (proves at the
+  machine level), restarted cleanly;
+* durable: ``appendfsync everysec`` opened with ``durability=process`` (proves at the
+  process level, which is what it claims), with a kill -9 restart (C2);
 * allkeys-lru: may evict, so ``store_id`` is ``None`` with the reason;
 * cluster: 3 masters; every node's address goes through ``ctx.route`` (redis-py's
   ``address_remap``), so the proxy sits in front of each node the client discovers.
+
+Each class also gives the suite a forget hook (``ledger_forget``): ``FLUSHALL`` on the
+server, or on every master of the Cluster.
 """
 
 from __future__ import annotations
@@ -39,13 +44,49 @@ def _namespace(ctx: LedgerContext) -> str:
     return f"conf-{RUN}-{ctx.store}"[:256]
 
 
-def standalone_factory(url: str) -> Callable[[LedgerContext], Any]:
+def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], Any]:
     def factory(ctx: LedgerContext) -> Any:
         routed = rewrite(url, ctx)  # host:port through ctx.route; credentials kept
         opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-        return opener(routed, namespace=_namespace(ctx), timeout=TIMEOUT, connect_timeout=TIMEOUT)
+        return opener(
+            routed,
+            namespace=_namespace(ctx),
+            timeout=TIMEOUT,
+            connect_timeout=TIMEOUT,
+            **options,
+        )
 
     return factory
+
+
+class Forget:
+    """The suite's forget hook: the store under test forgets everything (``FLUSHALL``;
+    on a Cluster, on every master)."""
+
+    def __init__(self, url: str, *, cluster: bool = False) -> None:
+        self.url = url
+        self.cluster = cluster
+
+    def __call__(self) -> object:
+        if self.cluster:
+            nodes = redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
+            try:
+                return nodes.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+            finally:
+                nodes.close()
+        client = redis.Redis.from_url(self.url)
+        try:
+            return client.flushall()
+        finally:
+            client.close()
+
+
+def forget_standalone(url: str) -> Forget:
+    return Forget(url)
+
+
+def forget_cluster(url: str) -> Forget:
+    return Forget(url, cluster=True)
 
 
 def cluster_factory(url: str) -> Callable[[LedgerContext], Any]:
@@ -119,15 +160,37 @@ class TestPlainRedis(LedgerConformance):
         # shutdown saves them, which is what this restart checks.
         return plain_restart
 
+    @pytest.fixture
+    def ledger_forget(self, redis_url: str) -> Callable[[], object]:
+        return forget_standalone(redis_url)
+
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, redis_url: str
+    ) -> None:
+        # Not run here (the suite's forget clause runs it last); see test_identity.py.
+        assert ledger_forget.url == redis_url
+
 
 class TestDurableRedis(LedgerConformance):
-    @pytest.fixture
-    def ledger_factory(self, durable_server: servers.RedisServer) -> Any:
-        return standalone_factory(durable_server.url)
+    """appendfsync everysec survives kill -9 but not a power loss: it proves only with
+    durability=process, which is the claim this configuration tests."""
 
     @pytest.fixture
-    def ledger_restart(self, durable_server: servers.RedisServer) -> Callable[[], object]:
-        return durable_server.restart  # kill -9, then start on the same port and files
+    def ledger_factory(self, everysec_server: servers.RedisServer) -> Any:
+        return standalone_factory(everysec_server.url, durability="process")
+
+    @pytest.fixture
+    def ledger_restart(self, everysec_server: servers.RedisServer) -> Callable[[], object]:
+        return everysec_server.restart  # kill -9, then start on the same port and files
+
+    @pytest.fixture
+    def ledger_forget(self, everysec_server: servers.RedisServer) -> Callable[[], object]:
+        return forget_standalone(everysec_server.url)
+
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, everysec_server: servers.RedisServer
+    ) -> None:
+        assert ledger_forget.url == everysec_server.url
 
 
 class TestAllkeysLruRedis(LedgerConformance):
@@ -139,6 +202,15 @@ class TestAllkeysLruRedis(LedgerConformance):
     def ledger_restart(self, lru_server: servers.RedisServer) -> Callable[[], object]:
         return lru_server.graceful_restart
 
+    @pytest.fixture
+    def ledger_forget(self, lru_server: servers.RedisServer) -> Callable[[], object]:
+        return forget_standalone(lru_server.url)
+
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, lru_server: servers.RedisServer
+    ) -> None:
+        assert ledger_forget.url == lru_server.url
+
 
 class TestRedisCluster(LedgerConformance):
     @pytest.fixture
@@ -148,3 +220,13 @@ class TestRedisCluster(LedgerConformance):
     @pytest.fixture
     def ledger_restart(self, cluster_target: servers.ClusterTarget) -> Any:
         return cluster_target.restart  # every node: clean shutdown, start, cluster ok
+
+    @pytest.fixture
+    def ledger_forget(self, cluster_url: str) -> Callable[[], object]:
+        return forget_cluster(cluster_url)
+
+    def test_forget_hook_targets_the_server_under_test(
+        self, ledger_forget: Forget, cluster_url: str
+    ) -> None:
+        assert ledger_forget.url == cluster_url
+        assert ledger_forget.cluster

@@ -95,6 +95,27 @@ def test_silent_network_raises_within_the_timeout(
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
+def test_timeout_bounds_the_whole_call(flavor: str, proxy: LossyProxy, namespace: str) -> None:
+    """A spend whose reply never comes resolves within the same budget: the lost
+    trip and the resolving retry together take about ``timeout``, not twice it."""
+    url = _through(proxy, timeout="1", connect_timeout="1")
+    with Flavored(flavor, url, namespace=namespace) as ledger:
+        assert ledger.spend("warm") is True  # a pooled connection exists
+        proxy.blackhole = True
+        started = time.monotonic()
+        with pytest.raises(AmbiguousSpend):
+            ledger.spend("black-holed-budget")
+        spent_time = time.monotonic() - started
+        started = time.monotonic()
+        with pytest.raises(LedgerUnavailable):
+            ledger.is_spent("black-holed-budget")
+        read_time = time.monotonic() - started
+        proxy.blackhole = False
+    assert spent_time < 1.6, spent_time
+    assert read_time < 1.6, read_time
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_server_gone_is_unavailable_not_false(flavor: str, namespace: str) -> None:
     with servers.local_redis(servers.PLAIN) as server:
         ledger = Flavored(flavor, server.url + "?connect_timeout=1", namespace=namespace)

@@ -78,11 +78,14 @@ def test_dangerous_ids_are_data(ledger: Flavored, url: str) -> None:
     client = _raw(url)
     try:
         namespace = ledger.describe().namespace
+        keys = rules.Keys(namespace, cluster=url.startswith("redis+cluster://"))
         for request_id in DANGEROUS:
-            key = rules.RECORD_PREFIX + ledger_key(namespace, request_id.encode())
+            key = keys.record(request_id.encode())
+            if not keys.cluster:
+                assert key == rules.RECORD_PREFIX + ledger_key(namespace, request_id.encode())
             assert client.exists(key) == 1
             assert client.ttl(key) == -1  # never an expiry (C2)
-        assert client.ttl(rules.genesis_key(namespace)) == -1
+        assert client.ttl(keys.genesis) == -1
     finally:
         client.close()
 

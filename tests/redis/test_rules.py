@@ -11,6 +11,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
+from ledger_core.protocol import Durability
 from ledger_redis import rules
 from ledger_redis.rules import RedisOptions, ServerFacts, SpendPlan
 
@@ -26,9 +27,8 @@ def test_keys_never_collide_across_namespaces() -> None:
 
 
 @pytest.mark.parametrize("tag", ["{user1}", "{a}", "{x}{y}", "{{}}"])
-def test_hash_tags_in_ids_do_not_pick_the_slot(tag: str) -> None:
-    # With the leading empty tag, Cluster hashes the whole key: ids sharing a {tag}
-    # spread over slots instead of piling onto the tag's slot.
+def test_hash_tags_in_ids_do_not_pick_the_slot_standalone(tag: str) -> None:
+    # The standalone layout (unchanged): a {tag} inside an id is data, never a tag.
     slots = {key_slot(rules.record_key("ns", f"{tag}{i}".encode())) for i in range(50)}
     assert len(slots) > 40
     assert key_slot(rules.record_key("ns", f"{tag}1".encode())) != key_slot(tag[1:-1].encode())
@@ -39,45 +39,73 @@ def test_key_is_exact_bytes_of_the_id() -> None:
         assert rules.record_key("ns", raw).endswith(b":" + raw)
 
 
-def test_setnx_plan_outcomes() -> None:
-    plan = SpendPlan.build(RedisOptions(), (7, 0, 15), driver_retries=False)
-    assert plan.spend_commands(b"k", TOKEN) == [("SETNX", b"k", TOKEN)]
-    assert plan.spend_outcome([1], TOKEN) is True
-    assert plan.spend_outcome([0], TOKEN) is False
+GENESIS = b"0" * 32
+
+
+def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> SpendPlan:
+    return SpendPlan.build(
+        RedisOptions(**kwargs),  # type: ignore[arg-type]
+        version,
+        driver_retries=False,
+        keys=rules.Keys("ns"),
+        genesis=GENESIS,
+    )
+
+
+def test_spend_is_one_genesis_proving_script() -> None:
+    plan = _plan()
+    (command,) = plan.spend_commands(b"k", TOKEN)
+    assert command[0] == "EVALSHA"
+    assert command[2:] == (2, rules.genesis_key("ns"), rules.record_key("ns", b"k"), GENESIS, TOKEN)
+    assert plan.spend_outcome([None], TOKEN) is True  # absent: written now
+    assert plan.spend_outcome([TOKEN], TOKEN) is True  # a resend found our own write
+    assert plan.spend_outcome([OTHER], TOKEN) is False
     with pytest.raises(LedgerUnavailable):
-        plan.spend_outcome([b"OK"], TOKEN)
+        plan.spend_outcome([1], TOKEN)
+    (read,) = plan.read_commands(b"k")
+    assert read[0] == "EVALSHA"
+    assert read[3:] == (rules.genesis_key("ns"), rules.record_key("ns", b"k"), GENESIS)
 
 
 def test_resolve_compares_tokens() -> None:
-    plan = SpendPlan.build(RedisOptions(), (7, 0), driver_retries=False)
+    plan = _plan()
     failure = rules.ReplyLost("lost")
-    assert plan.resolve_commands(b"k", TOKEN) == [("SET", b"k", TOKEN, "NX", "GET")]
+    assert plan.resolve_commands(b"k", TOKEN) == plan.spend_commands(b"k", TOKEN)
     assert plan.resolve_outcome([None], TOKEN, failure) is True  # absent: the retry wrote it
     assert plan.resolve_outcome([TOKEN], TOKEN, failure) is True  # the lost write was ours
     assert plan.resolve_outcome([OTHER], TOKEN, failure) is False  # another spend's
 
 
-def test_before_redis_7_resolve_is_one_script() -> None:
-    plan = SpendPlan.build(RedisOptions(), (6, 2, 14), driver_retries=False)
-    assert plan.resolve_command(b"k", TOKEN)[0] == "EVAL"
+def test_scripts_declare_themselves_for_redis_7_only() -> None:
+    # The #!lua shebang without no-writes makes a replica refuse reads (Redis >= 7);
+    # older servers would not parse it. Unknown counts as 7: a refusal fails closed.
+    assert _plan((7, 0)).read_script.body.startswith("#!lua\n")
+    assert "no-writes" not in _plan((7, 0)).read_script.body
+    assert _plan(None).read_script.body.startswith("#!lua")
+    assert not _plan((6, 2, 14)).read_script.body.startswith("#!")
+    evals = rules.as_eval(_plan().spend_commands(b"k", TOKEN))
+    assert evals[0][0] == "EVAL"
+    assert evals[0][1] == _plan().spend_script.body
 
 
-def test_retrying_client_spends_with_set_nx_get() -> None:
-    plan = SpendPlan.build(RedisOptions(), (7, 0), driver_retries=True)
-    assert plan.spend_commands(b"k", TOKEN) == [("SET", b"k", TOKEN, "NX", "GET")]
-    assert plan.spend_outcome([TOKEN], TOKEN) is True  # a resend found our own write
-    assert plan.spend_outcome([OTHER], TOKEN) is False
-    with pytest.raises(UnsafeStoreConfig):
-        SpendPlan.build(RedisOptions(), (6, 2), driver_retries=True)
+def test_cluster_keys_share_the_namespace_slot() -> None:
+    keys = rules.Keys("ns", cluster=True)
+    slot = key_slot(keys.genesis)
+    assert all(key_slot(keys.record(f"{{t}}{i}".encode())) == slot for i in range(50))
+    other = rules.Keys("ns2", cluster=True)
+    assert other.record(b"x") != keys.record(b"x")
+    assert keys.record(b"b:c") != rules.Keys("ns:b", cluster=True).record(b"c")
+    assert keys.legacy_genesis == rules.genesis_key("ns")
+    assert rules.Keys("ns").legacy_genesis is None
 
 
 def test_wait_shortfall_is_ambiguous() -> None:
-    plan = SpendPlan.build(RedisOptions(wait_replicas=2), (7, 0), driver_retries=False)
+    plan = _plan(wait_replicas=2)
     assert plan.spend_commands(b"k", TOKEN)[1] == ("WAIT", 2, 1000)
-    assert plan.spend_outcome([1, 2], TOKEN) is True
-    assert plan.spend_outcome([0, 0], TOKEN) is False  # lost the race: no ack needed
+    assert plan.spend_outcome([None, 2], TOKEN) is True
+    assert plan.spend_outcome([OTHER, 0], TOKEN) is False  # lost the race: no ack needed
     with pytest.raises(AmbiguousSpend, match="1 of 2 replicas"):
-        plan.spend_outcome([1, 1], TOKEN)
+        plan.spend_outcome([None, 1], TOKEN)
     # a resolve that finds the lost write cannot vouch for its replication
     with pytest.raises(AmbiguousSpend):
         plan.resolve_outcome([TOKEN, 2], TOKEN, rules.ReplyLost("lost"))
@@ -87,11 +115,11 @@ def test_wait_shortfall_is_ambiguous() -> None:
 def test_waitaof_needs_7_2_and_no_cluster() -> None:
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
         SpendPlan.build(RedisOptions(wait_aof=True), (7, 0), driver_retries=False)
-    plan = SpendPlan.build(RedisOptions(wait_aof=True), (7, 2), driver_retries=False)
+    plan = _plan((7, 2), wait_aof=True)
     assert plan.spend_commands(b"k", TOKEN)[1][0] == "WAITAOF"
     with pytest.raises(AmbiguousSpend):
-        plan.spend_outcome([1, [0, 0]], TOKEN)
-    assert plan.spend_outcome([1, [1, 0]], TOKEN) is True
+        plan.spend_outcome([None, [0, 0]], TOKEN)
+    assert plan.spend_outcome([None, [1, 0]], TOKEN) is True
     with pytest.raises(InvalidLedgerURL, match="Cluster"):
         SpendPlan.build(RedisOptions(wait_replicas=1), (7, 0), driver_retries=True)
 
@@ -115,9 +143,9 @@ SAFE = ServerFacts(
     version=(7, 0),
     role="master",
     maxmemory_policy="noeviction",
-    aof_enabled=False,
+    aof_enabled=True,
     save="3600 1",
-    appendfsync="everysec",
+    appendfsync="always",
 )
 
 
@@ -132,16 +160,28 @@ def test_verdicts() -> None:
     assert "allkeys-lru" in (_reason(replace(SAFE, maxmemory_policy="allkeys-lru")) or "")
     assert _reason(replace(SAFE, maxmemory_policy="volatile-lru")) is None  # ours never expire
     assert "replica" in (_reason(replace(SAFE, role="slave")) or "")
-    assert "no persistence" in (_reason(replace(SAFE, save="")) or "")
-    assert _reason(replace(SAFE, save="", aof_enabled=True)) is None
-    assert "require_aof" in (_reason(SAFE, require_aof="true") or "")
-    durable = replace(SAFE, aof_enabled=True, appendfsync="always", save="")
+    assert "no persistence" in (_reason(replace(SAFE, aof_enabled=False, save="")) or "")
+    assert "snapshots only" in (_reason(replace(SAFE, aof_enabled=False)) or "")
+    everysec = replace(SAFE, appendfsync="everysec")
+    assert "durability=process" in (_reason(everysec) or "")  # process level only
+    assert _reason(everysec, durability="process") is None
+    assert _reason(replace(SAFE, appendfsync="no"), durability="process") is None
+    assert "require_aof" in (_reason(everysec, durability="process", require_aof="true") or "")
+    durable = SAFE
+    assert _reason(durable) is None
     assert _reason(durable, require_aof="true") is None
-    # CONFIG blocked: persistence unknown unless AOF shows in INFO, or trusted
+    assert rules.assess(durable, RedisOptions())[2] == Durability.MACHINE
+    assert rules.assess(everysec, RedisOptions())[2] == Durability.PROCESS
+    assert rules.assess(everysec, RedisOptions(wait_aof=True))[2] == Durability.MACHINE
+    # CONFIG blocked: appendfsync unknown unless trusted
     blocked = replace(SAFE, save=None, appendfsync=None, config_error="NOPERM")
     assert "trust_config" in (_reason(blocked) or "")
     assert _reason(blocked, trust_config="true") is None
-    assert _reason(replace(blocked, aof_enabled=True)) is None
+    assert rules.assess(blocked, RedisOptions(trust_config=True))[2] == Durability.MACHINE
+    # INFO blocked too: nothing is known, nothing is zero
+    unknown = ServerFacts(node="n", info_error="NOPERM", config_error="NOPERM")
+    assert "trust_config" in (_reason(unknown) or "")
+    assert _reason(unknown, trust_config="true") is None
     # trust never overrides what the server shows
     assert _reason(replace(blocked, maxmemory_policy="allkeys-lfu"), trust_config="1")
 

@@ -105,9 +105,17 @@ class RedisServer:
 
 
 BASE_ARGS = ("--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no")
-PLAIN = ("--save", "3600 1", "--appendonly", "no")
-DURABLE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
-ALLKEYS_LRU = ("--save", "3600 1", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+# What a store_id claims (docs/contract.md "Durability"): only an append-only file
+# fsynced on every write keeps an acknowledged spend through a machine crash, so the
+# servers that must prove run AOF with appendfsync always.
+PLAIN = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
+DURABLE = PLAIN
+# appendfsync everysec: survives kill -9 (the page cache keeps the write), not a power
+# loss; proves only with durability=process.
+EVERYSEC = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+# The Redis default: snapshots only. kill -9 loses every spend since the last snapshot.
+SNAPSHOT_ONLY = ("--save", "3600 1 300 100 60 10000", "--appendonly", "no")
+ALLKEYS_LRU = (*PLAIN, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
 
 
 def start_local(args: Sequence[str]) -> RedisServer:
@@ -197,6 +205,8 @@ def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
                         "",
                         "--appendonly",
                         "yes",
+                        "--appendfsync",
+                        "always",
                     )
                 )
             )
