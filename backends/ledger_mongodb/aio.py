@@ -118,6 +118,9 @@ class AsyncMongoLedger(AsyncLedgerBase):
             if after is None:
                 return
 
+    async def __aenter__(self) -> AsyncMongoLedger:
+        return self
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True

@@ -71,7 +71,8 @@ def genesis_key(namespace: str) -> str:
 
 
 def probe_key(namespace: str) -> Binary:
-    return Binary(PROBE_PREFIX + namespace.encode("utf-8"))
+    probe: Binary = Binary(PROBE_PREFIX + namespace.encode("utf-8"))
+    return probe
 
 
 def _with_uuid(cmd: SON[str, Any], uuid: Any) -> SON[str, Any]:

@@ -75,7 +75,9 @@ def _first_batch(reply: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _collection_steps(settings: Settings, create: bool) -> Steps:
     """The collection's listCollections entry; created (simple collation) when asked."""
     for attempt in range(2):
-        found = _first_batch((yield cmd.list_collection(settings.collection)))
+        listed = _first_batch((yield cmd.list_collection(settings.collection)))
+        # By name again: nx-27017 ignores listCollections' filter and lists every one.
+        found = [c for c in listed if c.get("name") == settings.collection]
         if found:
             return found[0]
         if not create or attempt:

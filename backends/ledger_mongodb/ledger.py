@@ -153,6 +153,9 @@ class MongoLedger(LedgerBase):
             if after is None:
                 return
 
+    def __enter__(self) -> MongoLedger:
+        return self
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
