@@ -170,7 +170,12 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
             f"{settings.collection!r} (open with create=true, or run `decision-ledger setup`)"
         )
     info = ledger_info(
-        facts, location=location, namespace=settings.namespace, genesis=genesis, database=database
+        facts,
+        location=location,
+        namespace=settings.namespace,
+        genesis=genesis,
+        database=database,
+        durability=settings.durability,
     )
     return Store(
         settings=settings,
@@ -180,7 +185,7 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
         genesis_key=key,
         genesis=genesis,
         encoding=encoding,
-        shape=facts.shape(),
+        shape=facts.shape(settings.durability),
         next_check=now + settings.recheck,
     )
 
@@ -215,7 +220,7 @@ def recheck_steps(store: Store, now: float) -> Steps:
         raise _forgot(store, f"re-check: {exc}") from exc
     except Exception as exc:
         raise _driver_failure(store, "re-check", exc) from exc
-    if facts.shape() != store.shape:
+    if facts.shape(store.settings.durability) != store.shape:
         raise _forgot(store, "the collection's UUID or options changed")
     if genesis != store.genesis:
         raise _forgot(store, "the namespace's genesis document is gone or different")

@@ -63,12 +63,12 @@ class Facts:
             return f"rs:{self.hello.get('setName')}:{settings.get('replicaSetId', '?')}"
         return self.kind
 
-    def shape(self) -> tuple[Any, ...]:
+    def shape(self, durability: str) -> tuple[Any, ...]:
         """What a re-check compares: the collection's identity and its options."""
         options = self.collection.get("options") or {}
-        return (self.uuid_text, repr(sorted(options.items())), self.verdict())
+        return (self.uuid_text, repr(sorted(options.items())), self.verdict(durability))
 
-    def verdict(self) -> str | None:
+    def verdict(self, durability: str = Durability.MACHINE) -> str | None:
         """Why this store must never prove, or ``None``."""
         if self.kind == "mongos":
             return (
@@ -94,8 +94,16 @@ class Facts:
         for index in self.indexes:
             if "expireAfterSeconds" in index:
                 return f"index {index.get('name')!r} is a TTL index: documents expire"
+        if self.kind == "nx-27017" and durability != Durability.PROCESS:
+            return (
+                "nx-27017 cannot promise that a journaled write survives a power loss: it "
+                "turns j:true into PRAGMA synchronous=FULL on a SQLite connection shared by "
+                "every client of the database (a concurrent w:1 writer sets NORMAL), and it "
+                "reports neither its journal mode nor that level (open with "
+                "durability=process to accept a server-process crash as the bound)"
+            )
         if self.kind == "nx-27017":
-            return None  # SQLite in WAL mode; j:true -> synchronous=FULL (docs/mongodb.md)
+            return None
         if self.status is None:
             return "serverStatus is not permitted (grant clusterMonitor): storage engine unknown"
         engine = self.status.get("storageEngine") or {}
@@ -117,10 +125,22 @@ class Facts:
         return None
 
 
+def durability_of(facts: Facts) -> str:
+    """What a proof here claims: machine crash, except on nx-27017 where the user
+    accepted the server-process bound (``durability=process``)."""
+    return Durability.PROCESS if facts.kind == "nx-27017" else Durability.MACHINE
+
+
 def ledger_info(
-    facts: Facts, *, location: str, namespace: str, genesis: bytes | None, database: str
+    facts: Facts,
+    *,
+    location: str,
+    namespace: str,
+    genesis: bytes | None,
+    database: str,
+    durability: str = Durability.MACHINE,
 ) -> LedgerInfo:
-    reason = facts.verdict()
+    reason = facts.verdict(durability)
     identity = f"{facts.deployment}/{database}/uuid={facts.uuid_text}"
     if reason is None and genesis is None:
         reason = "the namespace has no genesis document (open with create=true or run setup)"
@@ -141,5 +161,5 @@ def ledger_info(
         location=location,
         namespace=namespace,
         identity=identity,
-        durability=Durability.MACHINE,
+        durability=durability_of(facts),
     )

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
 
 DEFAULT_DATABASE = "decision_ledger"
@@ -22,10 +23,19 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_RECHECK = 10.0
 
 # Ours; every other query key belongs to PyMongo and is passed through untouched.
-OPTIONS = frozenset({"namespace", "collection", "create", "timeout", "recheck"})
+OPTIONS = frozenset({"namespace", "collection", "create", "timeout", "recheck", "durability"})
 # A client the host gives keeps its own timeouts and connection settings.
-CLIENT_OPTIONS = frozenset({"namespace", "collection", "create", "recheck"})
+CLIENT_OPTIONS = frozenset({"namespace", "collection", "create", "recheck", "durability"})
+DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 _FORBIDDEN_NAME = frozenset('/\\. "$\x00')
+
+
+def _durability(value: object) -> str:
+    if value not in DURABILITY:
+        raise InvalidLedgerURL(
+            f"option 'durability' must be one of {', '.join(DURABILITY)}, not {value!r}"
+        )
+    return DURABILITY[str(value)]
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,8 @@ class Settings:
     create: bool = True
     timeout: float = DEFAULT_TIMEOUT
     recheck: float = DEFAULT_RECHECK
+    # The weakest durability the user accepts for a proof (docs/contract.md, "Durability").
+    durability: str = Durability.MACHINE
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any], *, timeout: bool = True) -> Settings:
@@ -58,6 +70,7 @@ class Settings:
             create=option_bool(options, "create", True),
             timeout=number,
             recheck=option_float(options, "recheck", DEFAULT_RECHECK),
+            durability=_durability(options.get("durability", "machine")),
         )
 
 

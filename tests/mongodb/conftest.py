@@ -28,6 +28,13 @@ def mongo_url(mongo: servers.Found) -> str:
     return mongo.url
 
 
+@pytest.fixture(scope="session")
+def ledger_url(mongo: servers.Found) -> str:
+    """The URL ledgers open: on nx-27017 with ``durability=process``, so they prove."""
+    extra = "".join(f"&{k}={v}" for k, v in mongo.proof_options.items())
+    return mongo.url + extra if "?" in mongo.url else mongo.url + "?" + extra.lstrip("&")
+
+
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest) -> str:
     """A namespace of its own for each test, so tests never see each other's ids."""

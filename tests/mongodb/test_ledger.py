@@ -57,8 +57,10 @@ def coll(request: pytest.FixtureRequest, client: MongoClient[dict[str, Any]]) ->
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_once_exact_ids_and_markers(mongo_url: str, coll: str, flavor: str) -> None:
-    with Flavored(flavor, mongo_url, namespace="n", collection=coll) as ledger:
+def test_once_exact_ids_and_markers(
+    ledger_url: str, mongo_url: str, coll: str, flavor: str
+) -> None:
+    with Flavored(flavor, ledger_url, namespace="n", collection=coll) as ledger:
         ids = ["a", "A", "a\x00", "x:y", "\u00e9", "e\u0301", "z" * 1024]
         assert [ledger.spend(i) for i in ids] == [True] * len(ids)
         assert [ledger.spend(i) for i in ids] == [False] * len(ids)
@@ -67,15 +69,19 @@ def test_once_exact_ids_and_markers(mongo_url: str, coll: str, flavor: str) -> N
         marker = closed_proven_marker("z" * 1024)  # 1038 bytes: beside the ids
         assert ledger.run(ledger.ledger.spend_marker(marker)) is True
         assert ledger.run(ledger.ledger.is_marker_spent(marker)) is True
-        assert ledger.describe().durability == "machine-crash"
+        assert ledger.describe().durability == ("process-crash" if mongo.nx else "machine-crash")
 
 
 def test_key_encoding_probed_and_recorded(
-    mongo: servers.Found, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
+    ledger_url: str,
+    mongo: servers.Found,
+    mongo_url: str,
+    coll: str,
+    client: MongoClient[dict[str, Any]],
 ) -> None:
     """nx-27017 finds nothing by BinData equality (is_spent would read False for a spent
     id): the probe there picks hex text, MongoDB keeps BinData; the genesis records it."""
-    with _open(mongo_url, namespace="n", collection=coll) as ledger:
+    with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("id-1") is True
         assert ledger.is_spent("id-1") is True
         encoding = ledger._store.encoding
@@ -87,29 +93,29 @@ def test_key_encoding_probed_and_recorded(
 
 
 def test_create_false_on_missing_collection(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
+    ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
     """Reads never create. nx-27017 lists every collection whatever the filter: another
     collection in the database must not pass for ours."""
     db = client.get_default_database()
     db["zz_other_collection"].insert_one({"x": 1})
     with pytest.raises(LedgerUnavailable, match="does not exist"):
-        open_ledger(mongo_url, collection=coll, create="false")
+        open_ledger(ledger_url, collection=coll, create="false")
     assert coll not in db.list_collection_names()
 
 
 def test_create_false_without_genesis(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
+    ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
     client.get_default_database().create_collection(coll)
     with pytest.raises(LedgerUnavailable, match="no genesis"):
-        open_ledger(mongo_url, collection=coll, create=False, namespace="fresh")
+        open_ledger(ledger_url, collection=coll, create=False, namespace="fresh")
 
 
 def test_setup_is_idempotent_and_prints_identity(
-    mongo_url: str, coll: str, capsys: pytest.CaptureFixture[str]
+    ledger_url: str, mongo_url: str, coll: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"{mongo_url}&collection={coll}"
+    url = f"{ledger_url}&collection={coll}"
     first = setup_ledger(url, namespace="s")
     assert first.store_id is not None
     assert setup_ledger(url, namespace="s").store_id == first.store_id
@@ -121,11 +127,11 @@ def test_setup_is_idempotent_and_prints_identity(
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_dropped_collection_is_noticed_by_old_instances(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]], flavor: str
+    ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]], flavor: str
 ) -> None:
     """A dropped (and re-created) collection is a new store: an old instance never
     answers from it, and stays failed closed; a new one gets a new store_id."""
-    with Flavored(flavor, mongo_url, namespace="n", collection=coll) as old:
+    with Flavored(flavor, ledger_url, namespace="n", collection=coll) as old:
         assert old.spend("spent-before") is True
         before = old.store_id
         client.get_default_database().drop_collection(coll)
@@ -133,7 +139,7 @@ def test_dropped_collection_is_noticed_by_old_instances(
             old.spend("spent-before")  # the insert lands in a new collection: never True
         with pytest.raises(LedgerError, match="forgot"):
             old.is_spent("spent-before")
-        with Flavored(flavor, mongo_url, namespace="n", collection=coll) as new:
+        with Flavored(flavor, ledger_url, namespace="n", collection=coll) as new:
             assert new.store_id not in (None, before)
             assert new.spend("another") is True
         with pytest.raises(UnsafeStoreConfig):  # failed closed for good
@@ -142,11 +148,11 @@ def test_dropped_collection_is_noticed_by_old_instances(
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_deleted_genesis_fails_reads_at_once(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]], flavor: str
+    ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]], flavor: str
 ) -> None:
     """``deleteMany({})`` spares the collection (and its UUID): the read proves the
     genesis in its own round trip."""
-    with Flavored(flavor, mongo_url, namespace="n", collection=coll) as ledger:
+    with Flavored(flavor, ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("x") is True
         client.get_default_database()[coll].delete_many({})
         with pytest.raises(LedgerError, match="forgot"):
@@ -154,15 +160,15 @@ def test_deleted_genesis_fails_reads_at_once(
 
 
 def test_ttl_index_never_proves_and_recheck_fails_closed(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
+    ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
-    with _open(mongo_url, namespace="n", collection=coll, recheck=0) as ledger:
+    with _open(ledger_url, namespace="n", collection=coll, recheck=0) as ledger:
         assert ledger.store_id is not None
         assert ledger.spend("x") is True
         client.get_default_database()[coll].create_index("at", expireAfterSeconds=60)
         with pytest.raises(UnsafeStoreConfig, match="changed"):
             ledger.spend("y")  # re-checked before the spend: the store may now forget
-    with _open(mongo_url, namespace="n", collection=coll) as reopened:
+    with _open(ledger_url, namespace="n", collection=coll) as reopened:
         assert reopened.store_id is None
         assert "TTL" in (reopened.describe().reason or "")
 
@@ -189,33 +195,35 @@ def _spend(ledger: MongoLedger, request_id: str, perform: LoseReplies) -> bool:
     return result
 
 
-def test_lost_reply_of_our_own_write_is_true(mongo_url: str, coll: str) -> None:
+def test_lost_reply_of_our_own_write_is_true(ledger_url: str, coll: str) -> None:
     """The insert landed but its reply was lost: the same token again finds ours (C5)."""
-    with _open(mongo_url, namespace="n", collection=coll) as ledger:
+    with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert _spend(ledger, "landed", LoseReplies(ledger, lose={1})) is True
         assert ledger.spend("landed") is False
 
 
-def test_lost_request_then_foreign_write_is_false(mongo_url: str, coll: str) -> None:
-    with _open(mongo_url, namespace="n", collection=coll) as ledger:
+def test_lost_request_then_foreign_write_is_false(
+    ledger_url: str, mongo_url: str, coll: str
+) -> None:
+    with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("theirs") is True
         assert _spend(ledger, "theirs", LoseReplies(ledger, lose=set(), drop={1})) is False
 
 
-def test_unsettled_reply_is_ambiguous(mongo_url: str, coll: str) -> None:
-    with _open(mongo_url, namespace="n", collection=coll) as ledger, pytest.raises(AmbiguousSpend):
+def test_unsettled_reply_is_ambiguous(ledger_url: str, coll: str) -> None:
+    with _open(ledger_url, namespace="n", collection=coll) as ledger, pytest.raises(AmbiguousSpend):
         _spend(ledger, "unknown", LoseReplies(ledger, lose={1}, drop={2, 3, 4}))
 
 
 def test_spent_ids_pages_and_skips(
-    mongo_url: str, coll: str, monkeypatch: pytest.MonkeyPatch
+    ledger_url: str, mongo_url: str, coll: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(decisions, "LIST_PAGE", 3)
     ids = [f"id-{n}" for n in range(8)] + ["A", "a"]
     with (
-        _open(mongo_url, namespace="src", collection=coll) as source,
-        _open(mongo_url, namespace="other", collection=coll) as other,
-        _open(mongo_url, namespace="dst", collection=coll) as target,
+        _open(ledger_url, namespace="src", collection=coll) as source,
+        _open(ledger_url, namespace="other", collection=coll) as other,
+        _open(ledger_url, namespace="dst", collection=coll) as target,
     ):
         for request_id in ids:
             source.spend(request_id)
@@ -241,10 +249,10 @@ def test_async_spent_ids(mongo_url: str, coll: str) -> None:
     assert asyncio.run(main()) == ["a", "b"]
 
 
-def test_forked_child_rebuilds_its_client(mongo_url: str, coll: str) -> None:
+def test_forked_child_rebuilds_its_client(ledger_url: str, coll: str) -> None:
     """A child never uses the parent's sockets: it gets a client of its own, and the
     parent's keeps working after the child exits."""
-    with _open(mongo_url, namespace="n", collection=coll) as ledger:
+    with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("parent") is True
         parent_client = ledger._conn.client
         pid = os.fork()
@@ -263,12 +271,14 @@ def test_forked_child_rebuilds_its_client(mongo_url: str, coll: str) -> None:
 
 
 def test_host_clients_are_never_closed(
-    mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
+    mongo: servers.Found, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
     db = client.get_default_database()
-    with MongoLedger.from_collection(db[coll], namespace="h") as by_collection:
+    proof = mongo.proof_options
+    with MongoLedger.from_collection(db[coll], namespace="h", **proof) as by_collection:
         assert by_collection.spend("x") is True
-    with MongoLedger.from_database(db, namespace="h", collection=coll) as by_database:
+        assert by_collection.store_id is not None
+    with MongoLedger.from_database(db, namespace="h", collection=coll, **proof) as by_database:
         assert by_database.spend("x") is False
         assert by_database.store_id == by_collection.store_id
     assert client.admin.command("ping")["ok"] == 1  # still open
@@ -289,6 +299,21 @@ def test_host_clients_are_never_closed(
             motor_client.close()
 
     assert asyncio.run(motor()) is False
+
+
+def test_nx_27017_proves_only_at_the_process_bound(mongo: servers.Found, coll: str) -> None:
+    """nx-27017 turns j:true into a SQLite PRAGMA shared by every client of the database
+    and reports no journal mode: by default it never proves; ``durability=process`` is
+    the user's explicit acceptance, and describe() says so."""
+    if not mongo.nx:
+        pytest.skip("not applicable: the server is not nx-27017")
+    with _open(mongo.url, namespace="n", collection=coll) as default:
+        assert default.store_id is None
+        assert "nx-27017" in (default.describe().reason or "")
+        assert default.spend("x") is True  # still a ledger: once, fail closed
+    with _open(mongo.url, namespace="n", collection=coll, durability="process") as accepted:
+        assert accepted.store_id is not None
+        assert accepted.describe().durability == "process-crash"
 
 
 def test_secrets_never_shown() -> None:

@@ -211,6 +211,15 @@ class Found:
     label: str
     server: MongoServer | None = None
 
+    @property
+    def nx(self) -> bool:
+        """nx-27017 proves only with ``durability=process`` (docs/mongodb.md)."""
+        return self.server is not None and self.server.kind == "nx-27017"
+
+    @property
+    def proof_options(self) -> dict[str, str]:
+        return {"durability": "process"} if self.nx else {}
+
 
 @contextmanager
 def mongodb() -> Iterator[Found]:
