@@ -58,7 +58,7 @@ def coll(request: pytest.FixtureRequest, client: MongoClient[dict[str, Any]]) ->
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_once_exact_ids_and_markers(
-    ledger_url: str, mongo_url: str, coll: str, flavor: str
+    mongo: servers.Found, ledger_url: str, coll: str, flavor: str
 ) -> None:
     with Flavored(flavor, ledger_url, namespace="n", collection=coll) as ledger:
         ids = ["a", "A", "a\x00", "x:y", "\u00e9", "e\u0301", "z" * 1024]
