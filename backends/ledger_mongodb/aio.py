@@ -47,10 +47,8 @@ class AsyncMongoLedger(AsyncLedgerBase):
     """The asyncio face of :class:`~ledger_mongodb.MongoLedger`, same semantics (C9)."""
 
     def __init__(self, conn: AsyncConnection, store: decisions.Store) -> None:
-        self._conn = conn
-        self._store = store
+        self._conn, self._store = conn, store
         self._info = store.info
-        self._closed = False
 
     @classmethod
     async def open_on(
@@ -90,7 +88,7 @@ class AsyncMongoLedger(AsyncLedgerBase):
         return await cls.from_database(collection.database, collection=collection.name, **options)
 
     async def _steps(self, steps: decisions.Steps) -> Any:
-        if self._closed:
+        if self._store.closed:
             raise LedgerClosed("this MongoDB ledger was closed")
         return await run_steps_async(steps, self._conn.perform)
 
@@ -122,6 +120,6 @@ class AsyncMongoLedger(AsyncLedgerBase):
         return self
 
     async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self._store.closed:
+            self._store.closed = True
             await self._conn.close()

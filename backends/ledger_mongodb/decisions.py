@@ -57,6 +57,7 @@ class Store:
     shape: tuple[Any, ...]
     next_check: float
     failed: str | None = field(default=None)
+    closed: bool = False  # the ledger was closed: its shell refuses every call
 
     @property
     def namespace(self) -> str:
@@ -210,7 +211,12 @@ def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
-    """Re-read what decides durability and identity; fail closed on any change."""
+    """Re-read what decides durability and identity; fail closed on any change.
+
+    One operation re-checks while the others go on (the next check is due one period
+    later from the start), so a period's end never turns every concurrent call into six
+    more round trips; a re-check that could not reach the store is due again at once."""
+    store.next_check = now + store.settings.recheck
     try:
         facts: Facts = yield from facts_steps(store.settings, False)
         genesis, _ = yield from _genesis_steps(
@@ -219,12 +225,12 @@ def recheck_steps(store: Store, now: float) -> Steps:
     except LedgerError as exc:
         raise _forgot(store, f"re-check: {exc}") from exc
     except Exception as exc:
+        store.next_check = now
         raise _driver_failure(store, "re-check", exc) from exc
     if facts.shape(store.settings.durability) != store.shape:
         raise _forgot(store, "the collection's UUID or options changed")
     if genesis != store.genesis:
         raise _forgot(store, "the namespace's genesis document is gone or different")
-    store.next_check = now + store.settings.recheck
 
 
 def _maybe_recheck(store: Store, now: float) -> Steps:

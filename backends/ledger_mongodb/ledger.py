@@ -80,10 +80,8 @@ class MongoLedger(LedgerBase):
     :meth:`from_collection` (never closed by the ledger)."""
 
     def __init__(self, conn: SyncConnection, store: decisions.Store) -> None:
-        self._conn = conn
-        self._store = store
+        self._conn, self._store = conn, store
         self._info = store.info
-        self._closed = False
 
     @classmethod
     def open_on(cls, conn: SyncConnection, settings: Settings, location: str) -> MongoLedger:
@@ -128,7 +126,7 @@ class MongoLedger(LedgerBase):
         return run_steps(steps, conn.perform)
 
     def _steps(self, steps: decisions.Steps) -> Any:
-        if self._closed:
+        if self._store.closed:
             raise LedgerClosed("this MongoDB ledger was closed")
         return self._run(self._conn, steps)
 
@@ -157,8 +155,8 @@ class MongoLedger(LedgerBase):
         return self
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self._store.closed:
+            self._store.closed = True
             self._conn.close()
 
 

@@ -173,6 +173,21 @@ def test_ttl_index_never_proves_and_recheck_fails_closed(
         assert "TTL" in (reopened.describe().reason or "")
 
 
+def test_one_recheck_at_a_time(ledger_url: str, coll: str) -> None:
+    """When the period ends, one call re-checks and the concurrent ones go on: before,
+    every call in flight re-read six facts at once and 256 tasks timed out on nx-27017."""
+    with _open(ledger_url, namespace="n", collection=coll, recheck=60) as ledger:
+        store = ledger._store
+        now = store.next_check + 1
+        first = decisions.spend_steps(store, b"a", new_token(), now)
+        second = decisions.spend_steps(store, b"b", new_token(), now)
+        assert next(first).what == "hello"  # this one re-checks
+        assert next(second).what == "spend"  # this one does not wait for it
+        assert store.next_check == now + 60
+        first.close()
+        second.close()
+
+
 class LoseReplies:
     """Perform for real, then lose the reply of chosen requests (or never send them)."""
 
