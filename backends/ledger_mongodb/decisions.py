@@ -155,7 +155,9 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
     try:
         facts: Facts = yield from facts_steps(settings, settings.create)
         key = cmd.genesis_key(settings.namespace)
-        genesis, encoding = yield from _genesis_steps(settings, key, facts.uuid, settings.create)
+        genesis, encoding = yield from _genesis_steps(
+            settings, key, facts.guard_uuid, settings.create
+        )
     except LedgerError:
         raise
     except Exception as exc:
@@ -182,7 +184,7 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
         settings=settings,
         database=database,
         info=info,
-        uuid=facts.uuid,
+        uuid=facts.guard_uuid,
         genesis_key=key,
         genesis=genesis,
         encoding=encoding,
@@ -220,7 +222,7 @@ def recheck_steps(store: Store, now: float) -> Steps:
     try:
         facts: Facts = yield from facts_steps(store.settings, False)
         genesis, _ = yield from _genesis_steps(
-            store.settings, store.genesis_key, facts.uuid, create=False
+            store.settings, store.genesis_key, facts.guard_uuid, create=False
         )
     except LedgerError as exc:
         raise _forgot(store, f"re-check: {exc}") from exc

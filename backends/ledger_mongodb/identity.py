@@ -42,6 +42,20 @@ class Facts:
         return None if bytes(value) == bytes(16) else value
 
     @property
+    def version(self) -> tuple[int, ...]:
+        parts = []
+        for piece in str(self.build.get("version", "0")).split(".")[:2]:
+            digits = "".join(ch for ch in piece if ch.isdigit())
+            parts.append(int(digits or 0))
+        return tuple(parts)
+
+    @property
+    def guard_uuid(self) -> Any:
+        """The UUID to send as ``collectionUUID``: MongoDB >= 6.0 accepts it on insert and
+        find; older servers refuse the unknown field, so they get the genesis re-read."""
+        return self.uuid if self.version >= (6, 0) else None
+
+    @property
     def uuid_text(self) -> str:
         value = self.uuid
         return "none" if value is None else str(value.as_uuid())

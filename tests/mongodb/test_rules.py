@@ -115,3 +115,9 @@ def test_distinct_genesis_distinct_store() -> None:
     b = ledger_info(facts(), location="l", namespace="n", genesis=b"b", database="d")
     c = ledger_info(facts(), location="l", namespace="m", genesis=b"a", database="d")
     assert len({a.store_id, b.store_id, c.store_id}) == 3
+
+
+def test_collection_uuid_guards_commands_from_mongodb_6() -> None:
+    assert facts().guard_uuid == UUID
+    assert facts(build={"version": "5.0.26"}).guard_uuid is None  # unknown field there
+    assert facts(build={"version": "8.0.0-rc1"}).guard_uuid == UUID
