@@ -282,13 +282,15 @@ def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
     return read.present
 
 
-def _insert_outcome(reply: Mapping[str, Any]) -> bool | None:
+def _insert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
     """``True`` inserted, ``False`` duplicate, ``None`` unknown (write concern failed)."""
     write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
     if write_errors:
         code = write_errors[0].get("code")
         if code == errors.DUPLICATE_KEY:
             return False
+        if code in errors.FORGOT_CODES and store.uuid is not None:  # sharded: per write
+            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
         raise LedgerUnavailable(f"MongoDB refused the spend (code {code})")
     if reply.get("writeConcernError"):
         return None  # applied on the primary, majority/journal not confirmed
@@ -304,7 +306,7 @@ def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> St
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     insert = cmd.insert(store.collection, key, token, store.namespace, store.uuid)
     try:
-        outcome = _insert_outcome((yield insert))
+        outcome = _insert_outcome(store, (yield insert))
     except LedgerError:
         raise
     except Exception as exc:
@@ -330,7 +332,7 @@ def _settle(store: Store, key: Any, token: bytes, failure: Exception) -> Steps:
         store.collection, key, token, store.namespace, store.uuid, "spend (resolve)"
     )
     try:
-        outcome = _insert_outcome((yield insert))
+        outcome = _insert_outcome(store, (yield insert))
     except LedgerError as exc:
         raise errors.ambiguous(failure, exc) from failure
     except Exception as exc:
