@@ -35,6 +35,7 @@ from ledger_conformance import LedgerContext
 from ledger_core.ids import ledger_key
 from ledger_mongodb import AsyncMongoLedger, MongoLedger
 from ledger_mongodb import commands as cmd
+from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.servers import mongodb as servers
 
 ROUNDS = 7
@@ -74,7 +75,7 @@ def _threads(n: int, run: Callable[[list[str]], None], ids: list[str]) -> None:
 
 def _sync_rates(found: servers.Found, deadline: float) -> dict[str, dict[str, list[float]]]:
     client: MongoClient[dict[str, Any]] = MongoClient(found.url, timeoutMS=10_000)
-    db = client.get_default_database()
+    db = client.get_default_database(DEFAULT_DATABASE)
     db.drop_collection(COLLECTION)
     ledger = MongoLedger.from_database(
         db, namespace="bench", collection=COLLECTION, **found.proof_options
@@ -148,7 +149,7 @@ def _sync_rates(found: servers.Found, deadline: float) -> dict[str, dict[str, li
 
 async def _async_rates(found: servers.Found, deadline: float) -> dict[str, list[float]]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(found.url, timeoutMS=10_000)
-    db = client.get_default_database()
+    db = client.get_default_database(DEFAULT_DATABASE)
     ledger = await AsyncMongoLedger.from_database(
         db, namespace="bench-async", collection=COLLECTION, **found.proof_options
     )
@@ -212,7 +213,9 @@ class CachelibLedger:
 
         self._client: MongoClient[dict[str, Any]] = MongoClient(url)
         self._cache = MongoDbCache(
-            client=self._client, db=self._client.get_default_database().name, collection=collection
+            client=self._client,
+            db=self._client.get_default_database(DEFAULT_DATABASE).name,
+            collection=collection,
         )
 
     def spend(self, request_id: str) -> bool:

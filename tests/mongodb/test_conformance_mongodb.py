@@ -25,6 +25,7 @@ from pymongo import MongoClient
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
+from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.servers import mongodb as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the server may be shared
@@ -89,7 +90,7 @@ def forget(url: str, collection: str) -> Callable[[], None]:
     def drop() -> None:
         client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=5000)
         try:
-            client.get_default_database().drop_collection(collection)
+            client.get_default_database(DEFAULT_DATABASE).drop_collection(collection)
         finally:
             client.close()
 

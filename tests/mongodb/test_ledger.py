@@ -27,10 +27,15 @@ from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 from ledger_mongodb import AsyncMongoLedger, MongoLedger, decisions
 from ledger_mongodb import commands as cmd
+from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.flavors import Flavored
 from tests.servers import mongodb as servers
 
 FLAVORS = ["sync", "async"]
+
+
+def _db(client: MongoClient[dict[str, Any]]) -> Any:
+    return client.get_default_database(DEFAULT_DATABASE)
 
 
 def _open(url: str, **options: Any) -> MongoLedger:
@@ -50,7 +55,7 @@ def client(mongo_url: str) -> Iterator[MongoClient[dict[str, Any]]]:
 def coll(request: pytest.FixtureRequest, client: MongoClient[dict[str, Any]]) -> Iterator[str]:
     """A collection of the test's own, dropped before and after."""
     name = f"t_{request.node.name}"[:60].replace("[", "_").replace("]", "")
-    db = client.get_default_database()
+    db = _db(client)
     db.drop_collection(name)
     yield name
     db.drop_collection(name)
@@ -87,7 +92,7 @@ def test_key_encoding_probed_and_recorded(
         encoding = ledger._store.encoding
         if mongo.server is not None and mongo.server.kind == "nx-27017":
             assert encoding == cmd.HEX
-        genesis = client.get_default_database()[coll].find_one({"_id": "genesis\x00n"})
+        genesis = _db(client)[coll].find_one({"_id": "genesis\x00n"})
         assert genesis is not None
         assert genesis["enc"] == encoding
 
@@ -97,7 +102,7 @@ def test_create_false_on_missing_collection(
 ) -> None:
     """Reads never create. nx-27017 lists every collection whatever the filter: another
     collection in the database must not pass for ours."""
-    db = client.get_default_database()
+    db = _db(client)
     db["zz_other_collection"].insert_one({"x": 1})
     with pytest.raises(LedgerUnavailable, match="does not exist"):
         open_ledger(ledger_url, collection=coll, create="false")
@@ -107,7 +112,7 @@ def test_create_false_on_missing_collection(
 def test_create_false_without_genesis(
     ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
-    client.get_default_database().create_collection(coll)
+    _db(client).create_collection(coll)
     with pytest.raises(LedgerUnavailable, match="no genesis"):
         open_ledger(ledger_url, collection=coll, create=False, namespace="fresh")
 
@@ -134,7 +139,7 @@ def test_dropped_collection_is_noticed_by_old_instances(
     with Flavored(flavor, ledger_url, namespace="n", collection=coll) as old:
         assert old.spend("spent-before") is True
         before = old.store_id
-        client.get_default_database().drop_collection(coll)
+        _db(client).drop_collection(coll)
         with pytest.raises(LedgerError, match="forgot"):
             old.spend("spent-before")  # the insert lands in a new collection: never True
         with pytest.raises(LedgerError, match="forgot"):
@@ -154,7 +159,7 @@ def test_deleted_genesis_fails_reads_at_once(
     genesis in its own round trip."""
     with Flavored(flavor, ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("x") is True
-        client.get_default_database()[coll].delete_many({})
+        _db(client)[coll].delete_many({})
         with pytest.raises(LedgerError, match="forgot"):
             ledger.is_spent("x")
 
@@ -165,7 +170,7 @@ def test_ttl_index_never_proves_and_recheck_fails_closed(
     with _open(ledger_url, namespace="n", collection=coll, recheck=0) as ledger:
         assert ledger.store_id is not None
         assert ledger.spend("x") is True
-        client.get_default_database()[coll].create_index("at", expireAfterSeconds=60)
+        _db(client)[coll].create_index("at", expireAfterSeconds=60)
         with pytest.raises(UnsafeStoreConfig, match="changed"):
             ledger.spend("y")  # re-checked before the spend: the store may now forget
     with _open(ledger_url, namespace="n", collection=coll) as reopened:
@@ -288,7 +293,7 @@ def test_forked_child_rebuilds_its_client(ledger_url: str, coll: str) -> None:
 def test_host_clients_are_never_closed(
     mongo: servers.Found, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
-    db = client.get_default_database()
+    db = _db(client)
     proof = mongo.proof_options
     with MongoLedger.from_collection(db[coll], namespace="h", **proof) as by_collection:
         assert by_collection.spend("x") is True
@@ -304,7 +309,7 @@ def test_host_clients_are_never_closed(
         motor_client: Any = AsyncIOMotorClient(mongo_url)
         try:
             ledger = await AsyncMongoLedger.from_collection(
-                motor_client.get_default_database()[coll], namespace="h"
+                motor_client.get_default_database(DEFAULT_DATABASE)[coll], namespace="h"
             )
             answer: bool = await ledger.spend("x")
             await ledger.aclose()
