@@ -105,8 +105,18 @@ def _optional(request: Request) -> Steps:
     return reply
 
 
+class NotPrimary(UnsafeStoreConfig):
+    """The server answering is not a writable primary (a direct connection to a member
+    that is, or became, a secondary): nothing may be spent or read there."""
+
+
 def facts_steps(settings: Settings, create: bool) -> Steps:
     hello = yield cmd.hello()
+    if not hello.get("isWritablePrimary", hello.get("ismaster")):
+        raise NotPrimary(
+            "the MongoDB server is not a writable primary: spends and reads must go to the "
+            "primary (connect to the replica set, not directly to one member)"
+        )
     build = yield cmd.build_info()
     status = yield from _optional(cmd.server_status())
     repl = None
@@ -162,11 +172,6 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
         raise
     except Exception as exc:
         raise errors.unavailable("open", exc) from exc
-    if not facts.hello.get("isWritablePrimary", facts.hello.get("ismaster")):
-        raise UnsafeStoreConfig(
-            "the MongoDB server is not a writable primary: spends and reads must go to the "
-            "primary (connect to the replica set, not to one secondary)"
-        )
     if genesis is None and not settings.create:
         raise LedgerUnavailable(
             f"MongoDB namespace {settings.namespace!r} has no genesis document in "
@@ -224,6 +229,9 @@ def recheck_steps(store: Store, now: float) -> Steps:
         genesis, _ = yield from _genesis_steps(
             store.settings, store.genesis_key, facts.guard_uuid, create=False
         )
+    except NotPrimary:
+        store.next_check = now  # not a change of store: refused until a primary answers
+        raise
     except LedgerError as exc:
         raise _forgot(store, f"re-check: {exc}") from exc
     except Exception as exc:

@@ -131,3 +131,14 @@ def test_read_proves_the_genesis() -> None:
     perform, _ = script({"cursor": {"firstBatch": []}})
     with pytest.raises(UnsafeStoreConfig, match="genesis"):
         run_steps(decisions.is_spent_steps(store(), b"id", 0.0), perform)
+
+
+def test_a_member_that_is_no_longer_primary_is_refused_not_forgotten() -> None:
+    s = store()
+    s.next_check = 0
+    perform, seen = script({"ok": 1, "isWritablePrimary": False, "secondary": True})
+    with pytest.raises(UnsafeStoreConfig, match="not a writable primary"):
+        run_steps(decisions.is_spent_steps(s, b"id", 1.0), perform)
+    assert seen == ["hello"]
+    assert s.failed is None  # a later call re-checks, and works once a primary answers
+    assert s.next_check == 1.0
