@@ -20,8 +20,15 @@ from ledger_core.urls import LedgerURL
 from .context import LedgerContext
 
 # Default ports of the schemes we know; a URL without a port on another scheme is not routed.
-DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "postgresql": 5432, "postgres": 5432}
-UNROUTABLE = frozenset({"memory", "sqlite", "unix", "redis+cluster"})
+DEFAULT_PORTS = {
+    "redis": 6379,
+    "rediss": 6379,
+    "postgresql": 5432,
+    "postgres": 5432,
+    "mongodb": 27017,
+}
+# mongodb+srv names a DNS record of many hosts: no single address to stand in front of.
+UNROUTABLE = frozenset({"memory", "sqlite", "unix", "redis+cluster", "mongodb+srv"})
 MAX_NAMESPACE_BYTES = 256
 
 

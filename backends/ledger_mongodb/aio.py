@@ -1,0 +1,125 @@
+"""The async MongoDB ledger over PyMongo's ``AsyncMongoClient`` or a host's Motor
+client: the same decisions as the sync shell, awaited (C9)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pymongo import ReadPreference
+
+from ledger_core.base import AsyncLedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.steps import run_steps_async
+from ledger_core.tokens import new_token
+
+from . import decisions
+from .commands import Request
+from .ledger import CODEC, where_of
+from .options import Settings, check_client_options
+
+
+class AsyncConnection:
+    """An ``AsyncMongoClient`` (or a Motor client: the same ``command`` awaited)."""
+
+    def __init__(self, client: Any, database: str, *, owned: bool) -> None:
+        self.client = client
+        self.owned = owned
+        self.db = client.get_database(database)
+        self.admin = client.get_database("admin")
+        self.motor = type(client).__module__.startswith("motor")
+
+    async def perform(self, request: Request) -> Any:
+        db = self.admin if request.admin else self.db
+        return await db.command(
+            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
+        )
+
+    async def close(self) -> None:
+        if self.owned:
+            closed = self.client.close()
+            if closed is not None:  # AsyncMongoClient.close is a coroutine, Motor's is not
+                await closed
+
+
+class AsyncMongoLedger(AsyncLedgerBase):
+    """The asyncio face of :class:`~ledger_mongodb.MongoLedger`, same semantics (C9)."""
+
+    def __init__(self, conn: AsyncConnection, store: decisions.Store) -> None:
+        self._conn, self._store = conn, store
+        self._info = store.info
+
+    @classmethod
+    async def open_on(
+        cls, conn: AsyncConnection, settings: Settings, location: str
+    ) -> AsyncMongoLedger:
+        try:
+            store = await run_steps_async(
+                decisions.open_steps(
+                    settings, database=conn.db.name, location=location, now=time.monotonic()
+                ),
+                conn.perform,
+            )
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, store)
+
+    @classmethod
+    async def from_client(
+        cls, client: Any, *, database: str | None = None, **options: Any
+    ) -> AsyncMongoLedger:
+        """A ledger on a host's ``AsyncMongoClient`` or Motor ``AsyncIOMotorClient``
+        (its default database unless named); never closed by the ledger."""
+        name = database or client.get_default_database("decision_ledger").name
+        settings = check_client_options(options)
+        where = where_of(client, name, settings)
+        return await cls.open_on(AsyncConnection(client, name, owned=False), settings, where)
+
+    @classmethod
+    async def from_database(cls, database: Any, **options: Any) -> AsyncMongoLedger:
+        return await cls.from_client(database.client, database=database.name, **options)
+
+    @classmethod
+    async def from_collection(cls, collection: Any, **options: Any) -> AsyncMongoLedger:
+        if "collection" in options:
+            raise TypeError("from_collection takes the collection's own name")
+        return await cls.from_database(collection.database, collection=collection.name, **options)
+
+    async def _steps(self, steps: decisions.Steps) -> Any:
+        if self._store.closed:
+            raise LedgerClosed("this MongoDB ledger was closed")
+        return await run_steps_async(steps, self._conn.perform)
+
+    async def _spend(self, request_id: bytes) -> bool:
+        now = time.monotonic()
+        result: bool = await self._steps(
+            decisions.spend_steps(self._store, request_id, new_token(), now)
+        )
+        return result
+
+    async def _is_spent(self, request_id: bytes) -> bool:
+        result: bool = await self._steps(
+            decisions.is_spent_steps(self._store, request_id, time.monotonic())
+        )
+        return result
+
+    async def spent_ids(self) -> AsyncIterator[str]:
+        after = None
+        while True:
+            ids, after = await self._steps(
+                decisions.list_steps(self._store, after, time.monotonic())
+            )
+            for request_id in ids:
+                yield request_id
+            if after is None:
+                return
+
+    async def __aenter__(self) -> AsyncMongoLedger:
+        return self
+
+    async def aclose(self) -> None:
+        if not self._store.closed:
+            self._store.closed = True
+            await self._conn.close()

@@ -1,0 +1,77 @@
+"""``mongodb://`` and ``mongodb+srv://`` -> ledgers; the driver is imported only here,
+when a ledger is opened (``MissingDriver`` names the extra otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ledger_core.errors import InvalidLedgerURL, MissingDriver
+from ledger_core.protocol import LedgerInfo
+from ledger_core.urls import LedgerURL
+
+from .options import Target, parse
+
+EXTRA_HINT = "pip install 'decision-ledger[mongodb]'"
+
+
+def _pymongo() -> Any:
+    try:
+        import pymongo
+    except ImportError as exc:
+        raise MissingDriver(f"the MongoDB ledger needs PyMongo 4.x: {EXTRA_HINT}") from exc
+    return pymongo
+
+
+def _client(target: Target, cls: Any) -> Any:
+    try:
+        return cls(target.driver_url, **target.client_kwargs())
+    except (ValueError, TypeError, LookupError) as exc:
+        # PyMongo's message may quote the URL: never repeat it.
+        raise InvalidLedgerURL(
+            f"PyMongo cannot use {target.location} ({type(exc).__name__})"
+        ) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("pymongo"):  # ConfigurationError, InvalidURI...
+            raise InvalidLedgerURL(
+                f"PyMongo cannot use {target.location} ({type(exc).__name__})"
+            ) from None
+        raise
+
+
+class _MongoBackend:
+    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+        pymongo = _pymongo()
+        from .ledger import MongoLedger, SyncConnection
+
+        target = parse(url, options)
+        client = _client(target, pymongo.MongoClient)
+        conn = SyncConnection(
+            client,
+            target.database,
+            owned=True,
+            rebuild=lambda: _client(target, pymongo.MongoClient),
+        )
+        return MongoLedger.open_on(conn, target.settings, target.location)
+
+    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+        pymongo = _pymongo()
+        from .aio import AsyncConnection, AsyncMongoLedger
+
+        target = parse(url, options)
+        client = _client(target, pymongo.AsyncMongoClient)
+        conn = AsyncConnection(client, target.database, owned=True)
+        return await AsyncMongoLedger.open_on(conn, target.settings, target.location)
+
+    def setup(self, url: LedgerURL, options: Mapping[str, Any]) -> LedgerInfo:
+        """``decision-ledger setup``: the collection (simple collation) and the namespace's
+        genesis, created if missing (idempotent); returns the identity."""
+        ledger = self.open(url, {**options, "create": True})
+        try:
+            info: LedgerInfo = ledger.describe()
+            return info
+        finally:
+            ledger.close()
+
+
+BACKEND = _MongoBackend()

@@ -1,0 +1,200 @@
+"""The store's requests, built without I/O: database commands as PyMongo sends them.
+
+Every request is one database command (``Database.command``), the same object for
+PyMongo's ``MongoClient``, its ``AsyncMongoClient`` and Motor, so the decisions never
+depend on which client runs them.
+
+Keys (C7/C8): a record's ``_id`` is ``ledger_key(namespace, id)`` as exact bytes: BSON
+``BinData`` where the server finds BinData by equality (MongoDB), else the same bytes as
+lowercase hex text (nx-27017, whose equality match on BinData finds nothing). The
+encoding is probed once when the namespace's genesis is written, and recorded in it, so
+every instance keys alike. The genesis ``_id`` is the text ``"genesis\0" + namespace``:
+never hex, never BinData, so no id can name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bson.binary import Binary
+from bson.son import SON
+
+from ledger_core.ids import ledger_key
+
+GENESIS_PREFIX = "genesis\x00"
+PROBE_PREFIX = b"probe\x00"
+MAJORITY = {"w": "majority", "j": True}
+READ_MAJORITY = {"level": "majority"}
+BIN, HEX = "bin", "hex"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One database command; ``admin`` runs it on the ``admin`` database."""
+
+    command: SON[str, Any] = field(repr=False)
+    what: str
+    admin: bool = False
+
+
+def record_key(namespace: str, request_id: bytes, encoding: str) -> Any:
+    raw = ledger_key(namespace, request_id)
+    return Binary(raw) if encoding == BIN else raw.hex()
+
+
+def record_prefix(namespace: str) -> bytes:
+    return ledger_key(namespace, b"")
+
+
+def key_bytes(value: Any) -> bytes | None:
+    """The stored ``_id``'s key bytes (either encoding); ``None`` for anything else."""
+    if isinstance(value, bytes):  # BinData subtype 0 decodes to bytes
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            return None
+    return None
+
+
+def same_key(stored: Any, key: Any) -> bool:
+    """Whether a stored ``_id`` is ``key`` (BinData decodes to ``bytes``; type-exact)."""
+    if isinstance(key, bytes):
+        return isinstance(stored, bytes) and bytes(stored) == bytes(key)
+    return isinstance(stored, str) and stored == key
+
+
+def genesis_key(namespace: str) -> str:
+    return GENESIS_PREFIX + namespace
+
+
+def probe_key(namespace: str) -> Binary:
+    probe: Binary = Binary(PROBE_PREFIX + namespace.encode("utf-8"))
+    return probe
+
+
+def _with_uuid(cmd: SON[str, Any], uuid: Any) -> SON[str, Any]:
+    # MongoDB >= 6.0 refuses the command (CollectionUUIDMismatch) when the collection
+    # by this name is not the one we opened: a dropped and re-created collection is
+    # noticed in the same round trip, before anything is written or read.
+    if uuid is not None:
+        cmd["collectionUUID"] = uuid
+    return cmd
+
+
+def insert(
+    collection: str, key: Any, token: bytes, namespace: str, uuid: Any, what: str = "spend"
+) -> Request:
+    doc = SON([("_id", key), ("t", Binary(token)), ("ns", namespace)])
+    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc]), ("ordered", True)])
+    cmd["writeConcern"] = MAJORITY
+    return Request(_with_uuid(cmd, uuid), what)
+
+
+def read(collection: str, key: Any, genesis: str, uuid: Any, what: str) -> Request:
+    """The record (if any) and the genesis, in one read on the primary."""
+    cmd: SON[str, Any] = SON(
+        [
+            ("find", collection),
+            ("filter", {"_id": {"$in": [key, genesis]}}),
+            ("projection", {"t": 1, "g": 1}),
+            ("limit", 2),
+            ("batchSize", 2),
+            ("singleBatch", True),
+            ("readConcern", READ_MAJORITY),
+        ]
+    )
+    return Request(_with_uuid(cmd, uuid), what)
+
+
+def find_one(collection: str, key: Any, uuid: Any, what: str) -> Request:
+    cmd: SON[str, Any] = SON(
+        [
+            ("find", collection),
+            ("filter", {"_id": key}),
+            ("limit", 1),
+            ("singleBatch", True),
+            ("readConcern", READ_MAJORITY),
+        ]
+    )
+    return Request(_with_uuid(cmd, uuid), what)
+
+
+def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:
+    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc])])
+    cmd["writeConcern"] = MAJORITY
+    return Request(cmd, what)
+
+
+def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
+    return SON(
+        [
+            ("_id", genesis_key(namespace)),
+            ("g", Binary(value)),
+            ("ns", namespace),
+            ("enc", encoding),
+        ]
+    )
+
+
+def first_key(encoding: str) -> Any:
+    return Binary(b"") if encoding == BIN else ""
+
+
+def list_page(collection: str, namespace: str, after: Any, size: int) -> Request:
+    """One page of a namespace's documents in ``_id`` order (migration source)."""
+    # ``after`` has the keys' BSON type (first: the smallest value of it): comparisons
+    # bracket by type, so documents of the other encoding never show up.
+    flt: dict[str, Any] = {"ns": namespace, "_id": {"$gt": after}}
+    cmd: SON[str, Any] = SON(
+        [
+            ("find", collection),
+            ("filter", flt),
+            ("projection", {"_id": 1}),
+            ("sort", {"_id": 1}),
+            ("limit", size),
+            ("batchSize", size),
+            ("singleBatch", True),
+            ("readConcern", READ_MAJORITY),
+        ]
+    )
+    return Request(cmd, "spent_ids")
+
+
+def hello() -> Request:
+    return Request(SON([("hello", 1)]), "hello", admin=True)
+
+
+def build_info() -> Request:
+    return Request(SON([("buildInfo", 1)]), "buildInfo", admin=True)
+
+
+def server_status() -> Request:
+    return Request(
+        SON([("serverStatus", 1), ("repl", 0), ("metrics", 0), ("locks", 0)]),
+        "serverStatus",
+        admin=True,
+    )
+
+
+def repl_config() -> Request:
+    return Request(SON([("replSetGetConfig", 1)]), "replSetGetConfig", admin=True)
+
+
+def list_collection(collection: str) -> Request:
+    return Request(
+        SON([("listCollections", 1), ("filter", {"name": collection})]), "listCollections"
+    )
+
+
+def list_indexes(collection: str) -> Request:
+    return Request(SON([("listIndexes", collection)]), "listIndexes")
+
+
+def create(collection: str) -> Request:
+    """The collection, with the simple (binary) collation: ids compare exactly (C8)."""
+    cmd: SON[str, Any] = SON([("create", collection), ("collation", {"locale": "simple"})])
+    cmd["writeConcern"] = MAJORITY
+    return Request(cmd, "create")

@@ -1,0 +1,387 @@
+"""Open, spend, is_spent and list, decided once as I/O-free step generators.
+
+Each generator yields a :class:`~.commands.Request`, receives the server's reply (a
+``dict``) or has the driver's exception thrown into it, and returns the result;
+``ledger_core.steps.run_steps`` (sync) and ``run_steps_async`` (async: PyMongo's
+``AsyncMongoClient`` or Motor) drive the same code, so the variants cannot differ (C9).
+
+Identity after open (docs/mongodb.md, "What is proven when"):
+
+* where the server has a collection UUID, every spend and read carries it
+  (``collectionUUID``): a dropped or re-created collection fails the very command;
+* every read fetches the namespace's genesis with the record, in the same ``find``;
+* a spend on a server without a UUID (nx-27017) reads the genesis back after its insert
+  (a second round trip) before answering, so a re-created collection is never trusted;
+* collection options, indexes and the genesis are re-checked at most every ``recheck``
+  seconds, piggybacked on an operation (a ``deleteMany`` that spares the collection
+  but removes the genesis is noticed there, or by the next read).
+
+Once the store is found to have forgotten or changed, the ledger stays failed closed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bson.binary import Binary
+
+from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.ids import is_marker
+from ledger_core.protocol import LedgerInfo
+
+from . import commands as cmd
+from . import errors
+from .commands import Request
+from .identity import Facts, ledger_info
+from .options import Settings
+
+Steps = Generator[Request, Any, Any]
+GENESIS_BYTES = 16
+LIST_PAGE = 1000
+
+
+@dataclass
+class Store:
+    """What an open ledger knows about its store; shared by its operations."""
+
+    settings: Settings
+    database: str
+    info: LedgerInfo
+    uuid: Any
+    genesis_key: str
+    genesis: bytes | None
+    encoding: str
+    shape: tuple[Any, ...]
+    next_check: float
+    failed: str | None = field(default=None)
+    closed: bool = False  # the ledger was closed: its shell refuses every call
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    @property
+    def collection(self) -> str:
+        return self.settings.collection
+
+
+def _first_batch(reply: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    cursor = reply.get("cursor") or {}
+    return list(cursor.get("firstBatch") or [])
+
+
+def _collection_steps(settings: Settings, create: bool) -> Steps:
+    """The collection's listCollections entry; created (simple collation) when asked."""
+    for attempt in range(2):
+        listed = _first_batch((yield cmd.list_collection(settings.collection)))
+        # By name again: nx-27017 ignores listCollections' filter and lists every one.
+        found = [c for c in listed if c.get("name") == settings.collection]
+        if found:
+            return found[0]
+        if not create or attempt:
+            break
+        try:
+            yield cmd.create(settings.collection)
+        except Exception as exc:
+            if errors.code_of(exc) != errors.NAMESPACE_EXISTS:  # another opener made it
+                raise errors.unavailable("create collection", exc) from exc
+    raise LedgerUnavailable(
+        f"MongoDB collection {settings.collection!r} does not exist "
+        "(open with create=true, or run `decision-ledger setup URL`)"
+    )
+
+
+def _optional(request: Request) -> Steps:
+    """A command that may be refused for lack of privileges: ``None`` then."""
+    try:
+        reply = yield request
+    except Exception as exc:
+        if errors.classify(exc) is errors.Outcome.REJECTED:
+            return None
+        raise
+    return reply
+
+
+class NotPrimary(UnsafeStoreConfig):
+    """The server answering is not a writable primary (a direct connection to a member
+    that is, or became, a secondary): nothing may be spent or read there."""
+
+
+def facts_steps(settings: Settings, create: bool) -> Steps:
+    hello = yield cmd.hello()
+    if not hello.get("isWritablePrimary", hello.get("ismaster")):
+        raise NotPrimary(
+            "the MongoDB server is not a writable primary: spends and reads must go to the "
+            "primary (connect to the replica set, not directly to one member)"
+        )
+    build = yield cmd.build_info()
+    status = yield from _optional(cmd.server_status())
+    repl = None
+    if hello.get("setName"):
+        answer = yield from _optional(cmd.repl_config())
+        repl = None if answer is None else answer.get("config")
+    collection = yield from _collection_steps(settings, create)
+    indexes = _first_batch((yield cmd.list_indexes(settings.collection)))
+    return Facts(hello, build, status, repl, collection, indexes)
+
+
+def _probe_steps(settings: Settings) -> Steps:
+    """Whether the server finds a BinData ``_id`` by equality: then ids are BinData,
+    else lowercase hex text (nx-27017 matches nothing on BinData equality)."""
+    probe = cmd.probe_key(settings.namespace)
+    doc: Any = {"_id": probe, "ns": settings.namespace}
+    reply = yield cmd.insert_doc(settings.collection, doc, "probe")
+    codes = {e.get("code") for e in reply.get("writeErrors") or []}
+    if codes - {errors.DUPLICATE_KEY}:
+        raise LedgerUnavailable(f"MongoDB refused the key probe: {sorted(codes)}")
+    found = _first_batch((yield cmd.find_one(settings.collection, probe, None, "probe")))
+    return cmd.BIN if found and cmd.key_bytes(found[0]["_id"]) == bytes(probe) else cmd.HEX
+
+
+def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Steps:
+    """The namespace's genesis (value, key encoding): read, or written once (racing
+    openers agree: the first insert wins, the others read it)."""
+    for attempt in range(2):
+        found = _first_batch((yield cmd.find_one(settings.collection, key, uuid, "genesis")))
+        if found:
+            return bytes(found[0]["g"]), str(found[0].get("enc", cmd.BIN))
+        if not create or attempt:
+            return None, cmd.BIN
+        encoding = yield from _probe_steps(settings)
+        doc = cmd.genesis_doc(settings.namespace, os.urandom(GENESIS_BYTES), encoding)
+        reply = yield cmd.insert_doc(settings.collection, doc, "genesis")
+        _raise_write_concern(reply, "genesis")
+        codes = {e.get("code") for e in reply.get("writeErrors") or []}
+        if codes - {errors.DUPLICATE_KEY}:
+            raise LedgerUnavailable(f"MongoDB refused the genesis document: {sorted(codes)}")
+    return None, cmd.BIN
+
+
+def open_steps(settings: Settings, *, database: str, location: str, now: float) -> Steps:
+    """Read the server's facts and the namespace's identity, once (C6)."""
+    try:
+        facts: Facts = yield from facts_steps(settings, settings.create)
+        key = cmd.genesis_key(settings.namespace)
+        genesis, encoding = yield from _genesis_steps(
+            settings, key, facts.guard_uuid, settings.create
+        )
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise errors.unavailable("open", exc) from exc
+    if genesis is None and not settings.create:
+        raise LedgerUnavailable(
+            f"MongoDB namespace {settings.namespace!r} has no genesis document in "
+            f"{settings.collection!r} (open with create=true, or run `decision-ledger setup`)"
+        )
+    info = ledger_info(
+        facts,
+        location=location,
+        namespace=settings.namespace,
+        genesis=genesis,
+        database=database,
+        durability=settings.durability,
+    )
+    return Store(
+        settings=settings,
+        database=database,
+        info=info,
+        uuid=facts.guard_uuid,
+        genesis_key=key,
+        genesis=genesis,
+        encoding=encoding,
+        shape=facts.shape(settings.durability),
+        next_check=now + settings.recheck,
+    )
+
+
+def _forgot(store: Store, why: str) -> LedgerError:
+    store.failed = (
+        f"the store forgot or its identity changed since this ledger opened ({why}); "
+        "reopen the ledger"
+    )
+    return UnsafeStoreConfig(store.failed)
+
+
+def _check(store: Store) -> None:
+    if store.failed is not None:
+        raise UnsafeStoreConfig(store.failed)
+
+
+def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
+    if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
+        return _forgot(store, f"collection {store.collection!r} was dropped or replaced")
+    return errors.unavailable(what, exc)
+
+
+def recheck_steps(store: Store, now: float) -> Steps:
+    """Re-read what decides durability and identity; fail closed on any change.
+
+    One operation re-checks while the others go on (the next check is due one period
+    later from the start), so a period's end never turns every concurrent call into six
+    more round trips; a re-check that could not reach the store is due again at once."""
+    store.next_check = now + store.settings.recheck
+    try:
+        facts: Facts = yield from facts_steps(store.settings, False)
+        genesis, _ = yield from _genesis_steps(
+            store.settings, store.genesis_key, facts.guard_uuid, create=False
+        )
+    except NotPrimary:
+        store.next_check = now  # not a change of store: refused until a primary answers
+        raise
+    except LedgerError as exc:
+        raise _forgot(store, f"re-check: {exc}") from exc
+    except Exception as exc:
+        store.next_check = now
+        raise _driver_failure(store, "re-check", exc) from exc
+    if facts.shape(store.settings.durability) != store.shape:
+        raise _forgot(store, "the collection's UUID or options changed")
+    if genesis != store.genesis:
+        raise _forgot(store, "the namespace's genesis document is gone or different")
+
+
+def _maybe_recheck(store: Store, now: float) -> Steps:
+    _check(store)
+    if store.settings.recheck == 0 or now >= store.next_check:
+        yield from recheck_steps(store, now)
+
+
+def _raise_write_concern(reply: Mapping[str, Any], what: str) -> None:
+    wce = reply.get("writeConcernError")
+    if wce:
+        raise LedgerUnavailable(f"MongoDB {what}: write concern failed ({wce.get('code')})")
+
+
+@dataclass(frozen=True)
+class _Read:
+    token: bytes | None  # the record's token, or None when absent
+    present: bool
+
+
+def _read_steps(store: Store, key: Any, what: str) -> Steps:
+    """The record and the genesis in one ``find``; the genesis must be ours."""
+    try:
+        reply = yield cmd.read(store.collection, key, store.genesis_key, store.uuid, what)
+    except Exception as exc:
+        raise _driver_failure(store, what, exc) from exc
+    genesis = None
+    record = None
+    for doc in _first_batch(reply):
+        if cmd.same_key(doc["_id"], store.genesis_key):
+            genesis = doc
+        elif cmd.same_key(doc["_id"], key):
+            record = doc
+    if store.genesis is not None and (genesis is None or bytes(genesis["g"]) != store.genesis):
+        raise _forgot(store, "the namespace's genesis document is gone or different")
+    if record is None:
+        return _Read(None, False)
+    token = record.get("t")
+    return _Read(bytes(token) if token is not None else None, True)
+
+
+def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
+    yield from _maybe_recheck(store, now)
+    read: _Read = yield from _read_steps(
+        store, cmd.record_key(store.namespace, request_id, store.encoding), "read"
+    )
+    return read.present
+
+
+def _insert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
+    """``True`` inserted, ``False`` duplicate, ``None`` unknown (write concern failed)."""
+    write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
+    if write_errors:
+        code = write_errors[0].get("code")
+        if code == errors.DUPLICATE_KEY:
+            return False
+        if code in errors.FORGOT_CODES and store.uuid is not None:  # sharded: per write
+            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
+        raise LedgerUnavailable(f"MongoDB refused the spend (code {code})")
+    if reply.get("writeConcernError"):
+        return None  # applied on the primary, majority/journal not confirmed
+    if reply.get("n") != 1:
+        raise LedgerUnavailable(f"MongoDB spend: unexpected reply n={reply.get('n')!r}")
+    return True
+
+
+def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> Steps:
+    """One insert of ``{_id, t: token}`` (w majority, journaled); a lost reply is
+    settled by inserting the same token again and reading whose token is stored."""
+    yield from _maybe_recheck(store, now)
+    key = cmd.record_key(store.namespace, request_id, store.encoding)
+    insert = cmd.insert(store.collection, key, token, store.namespace, store.uuid)
+    try:
+        outcome = _insert_outcome(store, (yield insert))
+    except LedgerError:
+        raise
+    except Exception as exc:
+        kind = errors.classify(exc)
+        if kind is not errors.Outcome.UNKNOWN or errors.code_of(exc) in errors.FORGOT_CODES:
+            raise _driver_failure(store, "spend", exc) from exc
+        return (yield from _settle(store, key, token, exc))
+    if outcome is None:
+        return (yield from _settle_by_read(store, key, token, None))
+    if store.uuid is None:
+        # No collection UUID to guard the insert: prove the genesis after it (and that
+        # the stored token is ours), before answering.
+        read: _Read = yield from _read_steps(store, key, "spend (verify)")
+        if not read.present:
+            raise _forgot(store, "the record vanished right after its insert")
+        return read.token == token if outcome else False
+    return outcome
+
+
+def _settle(store: Store, key: Any, token: bytes, failure: Exception) -> Steps:
+    """C5: the same document again. Inserted now: ours. Duplicate: read whose it is."""
+    insert = cmd.insert(
+        store.collection, key, token, store.namespace, store.uuid, "spend (resolve)"
+    )
+    try:
+        outcome = _insert_outcome(store, (yield insert))
+    except LedgerError as exc:
+        raise errors.ambiguous(failure, exc) from failure
+    except Exception as exc:
+        if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
+            raise _driver_failure(store, "spend (resolve)", exc) from exc
+        raise errors.ambiguous(failure, exc) from failure
+    if outcome is True and store.uuid is not None:
+        return True
+    return (yield from _settle_by_read(store, key, token, failure))
+
+
+def _settle_by_read(store: Store, key: Any, token: bytes, failure: Exception | None) -> Steps:
+    try:
+        read: _Read = yield from _read_steps(store, key, "spend (resolve)")
+    except UnsafeStoreConfig:
+        raise
+    except LedgerError as exc:
+        raise errors.ambiguous(failure or exc, exc) from (failure or exc)
+    if read.token is None:
+        cause = failure or LedgerUnavailable("write concern not confirmed")
+        raise errors.ambiguous(cause, LedgerUnavailable("no record found on the primary"))
+    return read.token == token
+
+
+def list_steps(store: Store, after: Any, now: float) -> Steps:
+    """One page of the namespace's spent ids (markers and the genesis skipped)."""
+    yield from _maybe_recheck(store, now)
+    try:
+        first = cmd.first_key(store.encoding) if after is None else after
+        reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE)
+    except Exception as exc:
+        raise _driver_failure(store, "spent_ids", exc) from exc
+    prefix = cmd.record_prefix(store.namespace)
+    docs = _first_batch(reply)
+    ids: list[str] = []
+    for doc in docs:
+        raw = cmd.key_bytes(doc["_id"])
+        if raw is not None and raw.startswith(prefix) and not is_marker(raw[len(prefix) :]):
+            ids.append(raw[len(prefix) :].decode("utf-8"))
+    last = None
+    if len(docs) == LIST_PAGE:
+        last_id = docs[-1]["_id"]
+        last = Binary(last_id) if isinstance(last_id, bytes) else last_id
+    return ids, last

@@ -1,0 +1,90 @@
+"""PyMongo exceptions -> the ledger's errors: not sent, rejected, or unknown outcome.
+
+A reply that never came (a reset, a timeout after the request left) is an *unknown*
+outcome: a spend settles it (C5), everything else raises. Messages carry the driver's
+error class and code, never a URL's credentials.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from pymongo import errors as pm
+
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
+
+# The collection by this name is not the one this ledger opened (MongoDB >= 6.0 with
+# ``collectionUUID``), or it is gone.
+FORGOT_CODES = frozenset({361, 26})  # CollectionUUIDMismatch, NamespaceNotFound
+DUPLICATE_KEY = 11000
+NAMESPACE_EXISTS = 48
+UNAUTHORIZED = frozenset({13, 18})  # Unauthorized, AuthenticationFailed
+_CREDENTIALS = re.compile(r"(://)[^@/\s]*@")
+
+
+class Outcome(Enum):
+    NOT_SENT = "not sent"  # nothing reached the server
+    REJECTED = "rejected"  # the server answered with an error: nothing was written
+    UNKNOWN = "unknown"  # the request may have been applied
+
+
+def scrub(text: str) -> str:
+    return _CREDENTIALS.sub(r"\1***@", text)[:300]
+
+
+def code_of(exc: BaseException) -> int | None:
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, int) else None
+
+
+def classify(exc: BaseException) -> Outcome:
+    """What a driver exception says about whether a write may have landed."""
+    if isinstance(exc, pm.ServerSelectionTimeoutError | pm.ConfigurationError):
+        return Outcome.NOT_SENT
+    if isinstance(exc, pm.InvalidOperation):  # a closed client: never sent
+        return Outcome.NOT_SENT
+    if isinstance(exc, pm.OperationFailure) and not isinstance(exc, pm.ExecutionTimeout):
+        if exc.has_error_label("RetryableWriteError") and code_of(exc) in (None, 6, 7, 89, 91):
+            return Outcome.UNKNOWN  # a network error the server reports after the fact
+        return Outcome.REJECTED
+    return Outcome.UNKNOWN  # ConnectionFailure, NetworkTimeout, ExecutionTimeout, ...
+
+
+def describe(exc: BaseException) -> str:
+    code = code_of(exc)
+    text = scrub(str(exc).splitlines()[0] if str(exc) else "")
+    return f"{type(exc).__name__}{f' (code {code})' if code is not None else ''}: {text}"
+
+
+def unavailable(what: str, exc: BaseException) -> LedgerError:
+    if isinstance(exc, LedgerError):
+        return exc
+    return LedgerUnavailable(f"MongoDB {what} failed: {describe(exc)}")
+
+
+def ambiguous(failure: BaseException, settle: BaseException) -> AmbiguousSpend:
+    return AmbiguousSpend(
+        "MongoDB spend: the reply was lost and settling it failed too, so the write may "
+        f"or may not have landed (treat as spent): {describe(failure)}; then {describe(settle)}"
+    )
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    return isinstance(exc, pm.PyMongoError)
+
+
+__all__ = [
+    "DUPLICATE_KEY",
+    "FORGOT_CODES",
+    "NAMESPACE_EXISTS",
+    "UNAUTHORIZED",
+    "Outcome",
+    "ambiguous",
+    "classify",
+    "code_of",
+    "describe",
+    "is_driver_error",
+    "scrub",
+    "unavailable",
+]

@@ -1,0 +1,179 @@
+"""Identity (C6) and safety: facts read from the server -> ``LedgerInfo``, no I/O.
+
+``store_id`` = deployment (replica set id, or the server kind) + the collection's UUID
+(where the server has a real one) + the namespace's genesis value (random, written once
+in the collection) + namespace. A dropped and re-created collection has a new UUID and
+a new genesis, so it is a new store. The ledger refuses to prove (``store_id = None``
+with the reason) whenever the store can forget an acknowledged spend or compare ids
+loosely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bson.binary import UUID_SUBTYPE, Binary
+
+from ledger_core.protocol import Durability, LedgerInfo
+
+NX_PROCESS = "nx_27017"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the server said about itself and the collection."""
+
+    hello: Mapping[str, Any]
+    build: Mapping[str, Any]
+    status: Mapping[str, Any] | None  # None: serverStatus not permitted
+    repl: Mapping[str, Any] | None  # replSetGetConfig's "config", when a replica set
+    collection: Mapping[str, Any]  # the listCollections entry
+    indexes: Sequence[Mapping[str, Any]]
+
+    @property
+    def uuid(self) -> Any:
+        """The collection UUID (BSON binary subtype 4) to send back with every command, or
+        ``None`` when the server gives none, all zeros, or text (nx-27017 does)."""
+        value = (self.collection.get("info") or {}).get("uuid")
+        if not isinstance(value, Binary) or value.subtype != UUID_SUBTYPE:
+            return None
+        return None if bytes(value) == bytes(16) else value
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        parts = []
+        for piece in str(self.build.get("version", "0")).split(".")[:2]:
+            digits = "".join(ch for ch in piece if ch.isdigit())
+            parts.append(int(digits or 0))
+        return tuple(parts)
+
+    @property
+    def guard_uuid(self) -> Any:
+        """The UUID to send as ``collectionUUID``: MongoDB >= 6.0 accepts it on insert and
+        find; older servers refuse the unknown field, so they get the genesis re-read."""
+        return self.uuid if self.version >= (6, 0) else None
+
+    @property
+    def uuid_text(self) -> str:
+        value = self.uuid
+        return "none" if value is None else str(value.as_uuid())
+
+    @property
+    def kind(self) -> str:
+        if self.build.get("process") == NX_PROCESS:
+            return "nx-27017"
+        if self.hello.get("msg") == "isdbgrid":
+            return "mongos"
+        if self.hello.get("setName"):
+            return "replica-set"
+        return "standalone"
+
+    @property
+    def deployment(self) -> str:
+        if self.kind == "replica-set":
+            settings = (self.repl or {}).get("settings") or {}
+            return f"rs:{self.hello.get('setName')}:{settings.get('replicaSetId', '?')}"
+        return self.kind
+
+    def shape(self, durability: str) -> tuple[Any, ...]:
+        """What a re-check compares: the collection's identity and its options."""
+        options = self.collection.get("options") or {}
+        return (self.uuid_text, repr(sorted(options.items())), self.verdict(durability))
+
+    def verdict(self, durability: str = Durability.MACHINE) -> str | None:
+        """Why this store must never prove, or ``None``."""
+        if self.kind == "mongos":
+            return (
+                "a sharded cluster (mongos): _id is unique per shard only unless _id is "
+                "the shard key, which this ledger does not verify"
+            )
+        options: Mapping[str, Any] = self.collection.get("options") or {}
+        kind = self.collection.get("type", "collection")
+        if kind != "collection":
+            return f"the ledger's namespace is a {kind}, not a collection"
+        if options.get("capped"):
+            return "the collection is capped: MongoDB deletes the oldest documents"
+        if "expireAfterSeconds" in options:
+            return "the collection expires documents (expireAfterSeconds)"
+        if "timeseries" in options:
+            return "the collection is a time series collection"
+        collation = options.get("collation")
+        if collation and collation.get("locale", "simple") != "simple":
+            return (
+                f"the collection's collation is {collation.get('locale')!r}, not simple: "
+                "ids could compare loosely (e.g. case-insensitively)"
+            )
+        for index in self.indexes:
+            if "expireAfterSeconds" in index:
+                return f"index {index.get('name')!r} is a TTL index: documents expire"
+        if self.kind == "nx-27017" and durability != Durability.PROCESS:
+            return (
+                "nx-27017 cannot promise that a journaled write survives a power loss: it "
+                "turns j:true into PRAGMA synchronous=FULL on a SQLite connection shared by "
+                "every client of the database (a concurrent w:1 writer sets NORMAL), and it "
+                "reports neither its journal mode nor that level (open with "
+                "durability=process to accept a server-process crash as the bound)"
+            )
+        if self.kind == "nx-27017":
+            return None
+        if self.status is None:
+            return "serverStatus is not permitted (grant clusterMonitor): storage engine unknown"
+        engine = self.status.get("storageEngine") or {}
+        if not engine:
+            return "the server reports no storage engine"
+        if engine.get("name") == "inMemory" or engine.get("persistent") is False:
+            return f"the storage engine {engine.get('name')!r} does not persist"
+        if self.kind == "replica-set":
+            if self.repl is None:
+                return (
+                    "replSetGetConfig is not permitted (grant clusterMonitor): "
+                    "writeConcernMajorityJournalDefault unknown"
+                )
+            if self.repl.get("writeConcernMajorityJournalDefault") is False:
+                return (
+                    "writeConcernMajorityJournalDefault is false: a majority write may "
+                    "be acknowledged before it is journaled on a majority"
+                )
+        return None
+
+
+def durability_of(facts: Facts) -> str:
+    """What a proof here claims: machine crash, except on nx-27017 where the user
+    accepted the server-process bound (``durability=process``)."""
+    return Durability.PROCESS if facts.kind == "nx-27017" else Durability.MACHINE
+
+
+def ledger_info(
+    facts: Facts,
+    *,
+    location: str,
+    namespace: str,
+    genesis: bytes | None,
+    database: str,
+    durability: str = Durability.MACHINE,
+) -> LedgerInfo:
+    reason = facts.verdict(durability)
+    identity = f"{facts.deployment}/{database}/uuid={facts.uuid_text}"
+    if reason is None and genesis is None:
+        reason = "the namespace has no genesis document (open with create=true or run setup)"
+    if reason is not None:
+        return LedgerInfo(
+            backend="mongodb",
+            store_id=None,
+            reason=reason,
+            location=location,
+            namespace=namespace,
+            identity=identity,
+            durability=Durability.NONE,
+        )
+    assert genesis is not None
+    return LedgerInfo(
+        backend="mongodb",
+        store_id=f"mongodb:{identity}/genesis={genesis.hex()}/ns={namespace}",
+        location=location,
+        namespace=namespace,
+        identity=identity,
+        durability=durability_of(facts),
+    )

@@ -1,0 +1,172 @@
+"""The sync MongoDB ledger: a thin shell that performs one command per step."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bson.codec_options import CodecOptions
+from pymongo import MongoClient, ReadPreference
+from pymongo.collection import Collection
+from pymongo.database import Database
+
+from ledger_core.base import LedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.steps import run_steps
+from ledger_core.tokens import new_token
+
+from . import decisions
+from .commands import Request
+from .options import CLIENT_OPTIONS, Settings, check_client_options
+
+# Plain dicts, UUIDs as BSON Binary: the same decoding whatever the host's client says.
+CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
+
+
+class SyncConnection:
+    """A client and its database, rebuilt in a forked child (PyMongo is not fork-safe):
+    the child never touches the parent's sockets and never closes them."""
+
+    def __init__(
+        self,
+        client: MongoClient[Any],
+        database: str,
+        *,
+        owned: bool,
+        rebuild: Callable[[], MongoClient[Any]] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._database = database
+        self._rebuild = rebuild
+        self.owned = owned
+        self._bind(client)
+
+    def _bind(self, client: MongoClient[Any]) -> None:
+        self._pid = os.getpid()
+        self.client = client
+        self.db: Database[Any] = client.get_database(self._database)
+        self.admin: Database[Any] = client.get_database("admin")
+
+    def check_fork(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            if self._rebuild is not None:
+                self._bind(self._rebuild())
+            else:  # a host's client: a duplicate with its settings, ours to close
+                self._bind(self.client._duplicate())
+            self.owned = True
+
+    def perform(self, request: Request) -> Any:
+        db = self.admin if request.admin else self.db
+        return db.command(
+            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
+        )
+
+    def close(self) -> None:
+        if self.owned and self._pid == os.getpid():
+            self.client.close()
+
+
+class MongoLedger(LedgerBase):
+    """A sync ledger in one MongoDB collection: one ``insert`` per spend (w majority,
+    journaled), ``_id`` = namespace + id as exact bytes. Open one with
+    ``open_ledger("mongodb://...")`` or :meth:`from_client` / :meth:`from_database` /
+    :meth:`from_collection` (never closed by the ledger)."""
+
+    def __init__(self, conn: SyncConnection, store: decisions.Store) -> None:
+        self._conn, self._store = conn, store
+        self._info = store.info
+
+    @classmethod
+    def open_on(cls, conn: SyncConnection, settings: Settings, location: str) -> MongoLedger:
+        try:
+            store = cls._run(
+                conn,
+                decisions.open_steps(
+                    settings,
+                    database=conn.db.name,
+                    location=location,
+                    now=time.monotonic(),
+                ),
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, store)
+
+    @classmethod
+    def from_client(
+        cls, client: MongoClient[Any], *, database: str | None = None, **options: Any
+    ) -> MongoLedger:
+        """A ledger on a host's ``MongoClient`` (its default database unless named)."""
+        name = database or client.get_default_database("decision_ledger").name
+        settings = check_client_options(options)
+        where = where_of(client, name, settings)
+        return cls.open_on(SyncConnection(client, name, owned=False), settings, where)
+
+    @classmethod
+    def from_database(cls, database: Database[Any], **options: Any) -> MongoLedger:
+        return cls.from_client(database.client, database=database.name, **options)
+
+    @classmethod
+    def from_collection(cls, collection: Collection[Any], **options: Any) -> MongoLedger:
+        if "collection" in options:
+            raise TypeError("from_collection takes the collection's own name")
+        return cls.from_database(collection.database, collection=collection.name, **options)
+
+    @staticmethod
+    def _run(conn: SyncConnection, steps: decisions.Steps) -> Any:
+        conn.check_fork()
+        return run_steps(steps, conn.perform)
+
+    def _steps(self, steps: decisions.Steps) -> Any:
+        if self._store.closed:
+            raise LedgerClosed("this MongoDB ledger was closed")
+        return self._run(self._conn, steps)
+
+    def _spend(self, request_id: bytes) -> bool:
+        now = time.monotonic()
+        result: bool = self._steps(decisions.spend_steps(self._store, request_id, new_token(), now))
+        return result
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        result: bool = self._steps(
+            decisions.is_spent_steps(self._store, request_id, time.monotonic())
+        )
+        return result
+
+    def spent_ids(self) -> Iterator[str]:
+        """Every spent request id of this namespace, streamed in pages (markers and the
+        genesis left out): the migration source."""
+        after = None
+        while True:
+            ids, after = self._steps(decisions.list_steps(self._store, after, time.monotonic()))
+            yield from ids
+            if after is None:
+                return
+
+    def __enter__(self) -> MongoLedger:
+        return self
+
+    def close(self) -> None:
+        if not self._store.closed:
+            self._store.closed = True
+            self._conn.close()
+
+
+def where_of(client: Any, database: str, settings: Settings) -> str:
+    """Where a host's client points, without any credential."""
+    try:
+        nodes = sorted(f"{h}:{p}" for h, p in client.topology_description.server_descriptions())
+    except Exception:
+        nodes = []
+    return f"mongodb://{','.join(nodes) or '?'}/{database}?collection={settings.collection}"
+
+
+__all__ = ["CLIENT_OPTIONS", "MongoLedger", "SyncConnection"]
