@@ -124,7 +124,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         self._pid = os.getpid()
         self._pool_to_open = False
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
-        self._watchdog = LoopWatchdog(config.timeout)
+        self._watchdog = LoopWatchdog(self._first_share)
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
         flow = flows.open_flow(self._st, location, self._password)
@@ -221,7 +221,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
     def _after_fork(self) -> None:
         """In a forked child: drop (never close) the parent's pool, connections and
         loop timer; build a pool of our own, opened on the child's loop on first use."""
-        self._watchdog = LoopWatchdog(self._config.timeout)
+        self._watchdog = LoopWatchdog(self._first_share)
         self._pool = self._make_pool()
         self._owns_pool = True
         self._pool_to_open = True
@@ -267,7 +267,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
                 expired = self._watchdog.disarm(ticket)
             if expired:
                 await conn.close()  # its socket is shut: the pool must not hand it out
-            elif not host_autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+            elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
                 await _tidy(conn, host_autocommit)
 
     # -- the ledger --------------------------------------------------------------

@@ -159,7 +159,7 @@ class PostgresLedger(LedgerBase):
         self._first_share = config.timeout * rules.FIRST_SHARE
         self._pid = os.getpid()
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
-        self._watchdog = Watchdog(config.timeout, "ledger-postgres-deadlines")
+        self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
         flow = flows.open_flow(self._st, location, password)
         due = time.monotonic() + config.timeout  # one deadline for the whole open
         try:
@@ -264,7 +264,7 @@ class PostgresLedger(LedgerBase):
         with _fork_lock:
             if self._pid == os.getpid():
                 return
-            self._watchdog = Watchdog(self._config.timeout, "ledger-postgres-deadlines")
+            self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
             self._pool = self._make_pool()
             if self._owns_pool:
                 self._pool.open(wait=False)
@@ -307,7 +307,7 @@ class PostgresLedger(LedgerBase):
                 expired = self._watchdog.disarm(ticket)
             if expired:
                 conn.close()  # its socket is shut: the pool must not hand it out again
-            elif not host_autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+            elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
                 _tidy(conn, host_autocommit)
 
     # -- the ledger --------------------------------------------------------------

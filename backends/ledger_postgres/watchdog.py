@@ -6,7 +6,7 @@ if it is still armed when time is up, the socket is shut down and the blocked ca
 raises. Each operation's deadline is the part of its call's one timeout it may use
 (a call's settle or re-read gets what the first attempt left), and the one timer (a
 thread for the sync ledger, a loop callback for the async one) only wakes when the
-earliest armed one is due, or once per timeout when idle. A wake-up per operation
+earliest armed one is due, or every half timeout when idle. A wake-up per operation
 would cost more than the operation's client-side work.
 """
 
@@ -29,14 +29,16 @@ class DeadlineQueue:
     garbage collector's older generations and made its collections slower, which cost
     more than the rest of a deadline's work. Expiry scans the armed entries (one per
     operation in flight, so at most the pool's size plus a fresh connection or two)
-    once per wake-up, and wake-ups come about once per timeout.
+    once per wake-up, and wake-ups come about once per half timeout.
 
     Not locked: the thread watchdog calls it under its lock, the loop watchdog from
-    its event loop only.
+    its event loop only. ``idle``: how long the timer waits when nothing is armed. It
+    must be no longer than the shortest deadline a first attempt arms, so arming one
+    never has to wake the timer early (a wake-up per operation costs a context switch).
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
         self._tickets = itertools.count()
         self._armed: dict[int, tuple[int, float]] = {}  # ticket -> (socket, due time)
         self._expired: set[int] = set()  # tickets whose socket was shut mid-operation
@@ -72,8 +74,8 @@ class DeadlineQueue:
 class Watchdog:
     """For the sync ledger: one daemon thread, started on first use."""
 
-    def __init__(self, timeout: float, name: str) -> None:
-        self._deadlines = DeadlineQueue(timeout)
+    def __init__(self, idle: float, name: str) -> None:
+        self._deadlines = DeadlineQueue(idle)
         self._name = name
         # arm/disarm take the bare lock: the same lock as the condition's, without the
         # condition's Python-level __enter__/__exit__ on every operation.
@@ -109,7 +111,7 @@ class Watchdog:
                 # someone else while its socket is being shut down. Anything armed
                 # during the wait that is due sooner wakes it (see arm).
                 left = self._deadlines.expire_due()
-                wait = self._deadlines.timeout if left is None else left
+                wait = self._deadlines.idle if left is None else left
                 self._wake_at = time.monotonic() + wait
                 self._cond.wait(wait)
 
@@ -117,8 +119,8 @@ class Watchdog:
 class LoopWatchdog:
     """For the async ledger: one timer callback on the event loop, no thread."""
 
-    def __init__(self, timeout: float) -> None:
-        self._deadlines = DeadlineQueue(timeout)
+    def __init__(self, idle: float) -> None:
+        self._deadlines = DeadlineQueue(idle)
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
