@@ -24,8 +24,8 @@ alternated rounds of 1000 each side, wall and thread CPU microseconds per call, 
 per round (median of ours minus raw).
 
 ``--guard-cost`` prices the guard each statement carries (the genesis row, and for a
-proving ledger ``fsync`` and the table's persistence) on the server: the raw INSERT
-and SELECT against the ledger's guarded statements, genesis only and full, on one
+proving ledger's spends ``fsync`` and the table's persistence) on the server: the raw
+INSERT and SELECT against the ledger's guarded statements, genesis only and full, on one
 connection whose commits do not wait for the disk (``synchronous_commit = off`` there
 only: ``fsync`` stays on, as the full guard requires), 30 alternated rounds of 1000,
 medians per call.
@@ -272,8 +272,8 @@ def _guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
         "spend genesis": lambda c: c.execute(genesis_only.spend, (ns, _rid("g"), b"t" * 16)),
         "spend full": lambda c: c.execute(full.spend, (ns, _rid("f"), b"t" * 16)),
         "is_spent raw": lambda c: c.execute(raw_select, (ns, b"x")).fetchone(),
-        "is_spent genesis": lambda c: c.execute(genesis_only.is_spent, (ns, b"x")).fetchone(),
-        "is_spent full": lambda c: c.execute(full.is_spent, (ns, b"x")).fetchone(),
+        # A read proves the genesis only, whether the ledger proves or not.
+        "is_spent genesis": lambda c: c.execute(full.is_spent, (ns, b"x")).fetchone(),
     }
     got: dict[str, list[float]] = {name: [] for name in cases}
     with psycopg.connect(url, autocommit=True) as conn:

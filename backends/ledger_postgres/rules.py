@@ -136,24 +136,28 @@ class Guard(NamedTuple):
 
     ``genesis``: the token of the genesis row this ledger opened on (TRUNCATE or DROP
     takes it away; another opener then writes a different one). ``table_oid`` and
-    ``durable``: a ledger that proves also checks that its table is still the same,
-    logged, permanent one and that ``fsync`` is still on (``ALTER TABLE ... SET
-    UNLOGGED`` or a reload can change either after open).
+    ``durable``: the spends of a ledger that proves also check that its table is still
+    the same, logged, permanent one and that ``fsync`` is still on (``ALTER TABLE ...
+    SET UNLOGGED`` or a reload can change either after open). Reads and listings prove
+    the genesis only: they acknowledge nothing, every id they can find was recorded by
+    a spend that proved durability, and a table that loses ids in a crash (unlogged)
+    loses its genesis row with them.
     """
 
     genesis: bytes
     table_oid: int
     durable: bool
 
-    def condition(self) -> str:
+    def condition(self, spend: bool) -> str:
         """The guard as a condition on the genesis row, aliased ``g``: true only when
-        the store is still the one this ledger opened."""
+        the store is still the one this ledger opened (and, for a spend, still keeps
+        what it acknowledges)."""
         ns, rid = bytea_literal(IDENTITY_NAMESPACE), bytea_literal(IDENTITY_ID)
         text = (
             f"g.namespace = {ns.decode()} AND g.request_id = {rid.decode()} "
             f"AND g.token = {bytea_literal(self.genesis).decode()}"
         )
-        if self.durable:
+        if self.durable and spend:
             text += (
                 " AND current_setting('fsync') = 'on' AND EXISTS (SELECT FROM "
                 f"pg_catalog.pg_class AS c WHERE c.oid = {int(self.table_oid)}::oid "
@@ -277,8 +281,9 @@ class Statements:
 
     def _bind(self, template: str, values: int, guard: Guard) -> sql.Composed:
         names = ("ns", "rid", "token")[:values]
+        condition = guard.condition(spend=template.startswith("INSERT"))
         return sql.SQL(template).format(
-            table=self.table, guard=sql.SQL(guard.condition()), **{name: _P for name in names}
+            table=self.table, guard=sql.SQL(condition), **{name: _P for name in names}
         )
 
     @staticmethod

@@ -127,8 +127,30 @@ def test_table_set_unlogged_after_open_stops_a_proving_ledger(
     with pytest.raises(UnsafeStoreConfig):
         ledger.spend("after")
     with pytest.raises(UnsafeStoreConfig):
-        ledger.is_spent("before")
+        ledger.spend("before")  # stays failed
     assert open_pg().store_id is None
+
+
+def test_a_read_after_an_unlogged_crash_raises_rather_than_answer_false(
+    pg_server: PostgresServer, admin: psycopg.Connection[Any], table: str
+) -> None:
+    """Reads prove the genesis only (they acknowledge nothing): the crash that empties
+    an unlogged table takes the genesis row with the ids, so a ledger that proved
+    raises instead of reading a spent id as not spent."""
+    if not pg_server.can_restart:
+        pytest.skip("the server comes from LEDGER_TEST_POSTGRES_URL: it cannot be crashed here")
+    ledger: Any = open_ledger(pg_server.url, table=table)
+    try:
+        assert ledger.store_id is not None
+        assert ledger.spend("before") is True
+        admin.execute(sql.SQL("ALTER TABLE {} SET UNLOGGED").format(_table(table)))
+        assert ledger.is_spent("before") is True  # nothing lost yet
+        pg_server.stop("immediate")
+        pg_server.start()
+        with pytest.raises(UnsafeStoreConfig, match="reopen"):
+            ledger.is_spent("before")
+    finally:
+        ledger.close()
 
 
 def test_unlogged_table_crash_repro(
