@@ -15,14 +15,13 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ledger_core.base import AsyncLedgerBase
-from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
 from .flows import Flow, Op, Row
-from .options import Target
+from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import LoopWatchdog
 
@@ -75,24 +74,11 @@ async def _tidy(conn: AConn, autocommit: bool) -> None:
 
 
 def _child_pool(host: AsyncConnectionPool[Any], timeout: float) -> APoolFactory:
-    """In a forked child, a pool like the host's, owned by the ledger (see the sync one)."""
-
-    def make() -> AsyncConnectionPool[Any]:
-        return AsyncConnectionPool(
-            host.conninfo,
-            kwargs=host.kwargs,
-            connection_class=host.connection_class,
-            min_size=0,
-            max_size=host.max_size,
-            timeout=timeout,
-            open=False,
-            name="decision-ledger (forked child)",
-        )
-
-    return make
+    """In a forked child, a pool like the host's (see ``options.forked_pool_kwargs``)."""
+    return lambda: AsyncConnectionPool(**forked_pool_kwargs(host, timeout))
 
 
-class AsyncPostgresLedger(AsyncLedgerBase):
+class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
     """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9).
 
     Build it with ``await open_async_ledger("postgresql://...")``, :meth:`open` or
@@ -119,7 +105,6 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         self._st = Statements(config)
         self._framed = not owns_pool
         self._closed = False
-        self._forgot = False
         self._first_share = config.timeout * rules.FIRST_SHARE
         self._pid = os.getpid()
         self._pool_to_open = False
@@ -189,16 +174,10 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         forgot fails this ledger for good."""
         if self._pid != os.getpid():
             self._after_fork()
-        if self._closed:
-            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        if self._forgot:
-            raise rules.store_changed(self._config)
         if self._pool_to_open:
             await self._pool.open(wait=False)  # idempotent: concurrent callers are fine
             self._pool_to_open = False
-        left = due - time.monotonic()
-        if left <= 0:
-            raise rules.OutOfTime("the call's timeout has passed")
+        left = self._time_left(due)
         try:
             if op.fresh and self._conninfo is not None:
                 async with self._fresh(due) as conn:
@@ -208,14 +187,10 @@ class AsyncPostgresLedger(AsyncLedgerBase):
                     if first:
                         due = min(due, time.monotonic() + self._first_share)
                     row = await self._on(conn, op, due)
-        except psycopg.errors.NotNullViolation as exc:
-            if rules.is_guard_failure(exc):
-                self._forgot = True
-                raise rules.store_changed(self._config) from exc
+        except Exception as exc:
+            self._check_outcome(op, None, exc)
             raise
-        if op.guarded and row is None:
-            self._forgot = True
-            raise rules.store_changed(self._config)
+        self._check_outcome(op, row, None)
         return row
 
     def _after_fork(self) -> None:

@@ -9,12 +9,13 @@ identically for both (C9).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 from psycopg import sql
 
-from ledger_core.errors import LedgerError
+from ledger_core.errors import LedgerClosed, LedgerError
 from ledger_core.tokens import attempt_outcome
 
 from . import rules
@@ -161,6 +162,34 @@ def page_ids(row: Row) -> list[bytes]:
 
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:
     return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
+
+
+class GuardedShell:
+    """What the sync and async shells share about a store that forgot: once an op's
+    outcome says so, every later op of this ledger fails closed (it never adopts the
+    store's new identity: a host that read the old store_id would spend in it)."""
+
+    _config: PgConfig
+    _closed: bool
+    _forgot: bool = False
+
+    def _time_left(self, due: float) -> float:
+        """Seconds left before ``due``, if this ledger may still run an op at all."""
+        if self._closed:
+            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
+        if self._forgot:
+            raise rules.store_changed(self._config)
+        left = due - time.monotonic()
+        if left <= 0:
+            raise rules.OutOfTime("the call's timeout has passed")
+        return left
+
+    def _check_outcome(self, op: Op, row: Row, exc: BaseException | None) -> None:
+        """Fail the ledger for good if the guard failed: a guarded op got no row, or a
+        spend's INSERT got a NULL token (no genesis row to take it from)."""
+        if rules.is_guard_failure(exc) if exc is not None else op.guarded and row is None:
+            self._forgot = True
+            raise rules.store_changed(self._config) from exc
 
 
 def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:

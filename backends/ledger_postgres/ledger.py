@@ -15,14 +15,13 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from ledger_core.base import LedgerBase
-from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
 from .flows import Op, Row, drive
-from .options import Target
+from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import Watchdog
 
@@ -110,25 +109,11 @@ def _tidy(conn: Conn, autocommit: bool) -> None:
 
 
 def _child_pool(host: ConnectionPool[Any], timeout: float) -> PoolFactory:
-    """In a forked child, a pool like the host's (its conninfo and connection kwargs),
-    owned by the ledger: the host's pool, its threads and sockets are the parent's."""
-
-    def make() -> ConnectionPool[Any]:
-        return ConnectionPool(
-            host.conninfo,
-            kwargs=host.kwargs,
-            connection_class=host.connection_class,
-            min_size=0,
-            max_size=host.max_size,
-            timeout=timeout,
-            open=True,
-            name="decision-ledger (forked child)",
-        )
-
-    return make
+    """In a forked child, a pool like the host's (see ``options.forked_pool_kwargs``)."""
+    return lambda: ConnectionPool(**forked_pool_kwargs(host, timeout))
 
 
-class PostgresLedger(LedgerBase):
+class PostgresLedger(flows.GuardedShell, LedgerBase):
     """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT DO NOTHING`` per spend.
 
     Open it with ``open_ledger("postgresql://...")`` (the ledger then owns its pool) or
@@ -155,7 +140,6 @@ class PostgresLedger(LedgerBase):
         # A pool we configured runs bare statements; a host's pool gets framed ones.
         self._framed = not owns_pool
         self._closed = False
-        self._forgot = False
         self._first_share = config.timeout * rules.FIRST_SHARE
         self._pid = os.getpid()
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
@@ -226,13 +210,7 @@ class PostgresLedger(LedgerBase):
         """
         if self._pid != os.getpid():
             self._after_fork()
-        if self._closed:
-            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        if self._forgot:
-            raise rules.store_changed(self._config)
-        left = due - time.monotonic()
-        if left <= 0:
-            raise rules.OutOfTime("the call's timeout has passed")
+        left = self._time_left(due)
         try:
             if op.fresh and self._conninfo is not None:
                 with self._fresh(due) as conn:
@@ -242,14 +220,10 @@ class PostgresLedger(LedgerBase):
                     if first:
                         due = min(due, time.monotonic() + self._first_share)
                     row = self._on(conn, op, due)
-        except psycopg.errors.NotNullViolation as exc:
-            if rules.is_guard_failure(exc):
-                self._forgot = True
-                raise rules.store_changed(self._config) from exc
+        except Exception as exc:
+            self._check_outcome(op, None, exc)
             raise
-        if op.guarded and row is None:
-            self._forgot = True
-            raise rules.store_changed(self._config)
+        self._check_outcome(op, row, None)
         return row
 
     def _after_fork(self) -> None:
@@ -266,8 +240,7 @@ class PostgresLedger(LedgerBase):
                 return
             self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
             self._pool = self._make_pool()
-            if self._owns_pool:
-                self._pool.open(wait=False)
+            self._pool.open(wait=False)
             self._owns_pool = True
             self._pid = os.getpid()
 

@@ -104,6 +104,22 @@ def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
     return f"postgresql://{hostinfo}{tail}", params
 
 
+def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
+    """In a forked child, a pool like the host's (its conninfo, connection kwargs and
+    class, its size), owned by the ledger: the host's pool, its threads and sockets
+    are the parent's. Not its ``configure``: framed scripts need no session setup."""
+    return {
+        "conninfo": host.conninfo,
+        "kwargs": host.kwargs,
+        "connection_class": host.connection_class,
+        "min_size": 0,
+        "max_size": host.max_size,
+        "timeout": timeout,
+        "open": False,
+        "name": "decision-ledger (forked child)",
+    }
+
+
 def _libpq(
     conninfo: str,
     timeout: float,
