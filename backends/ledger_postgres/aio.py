@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -106,7 +105,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         self._framed = not owns_pool
         self._closed = False
         self._first_share = config.timeout * rules.FIRST_SHARE
-        self._pid = os.getpid()
+        self._forks = flows.forks
         self._pool_to_open = False
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
         self._watchdog = LoopWatchdog(self._first_share)
@@ -172,7 +171,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
     async def _run(self, op: Op, due: float, first: bool = False) -> Row:
         """Run one op before ``due`` (see the sync ledger's ``_run``); a store that
         forgot fails this ledger for good."""
-        if self._pid != os.getpid():
+        if self._forks != flows.forks:
             self._after_fork()
         if self._pool_to_open:
             await self._pool.open(wait=False)  # idempotent: concurrent callers are fine
@@ -200,7 +199,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         self._pool = self._make_pool()
         self._owns_pool = True
         self._pool_to_open = True
-        self._pid = os.getpid()
+        self._forks = flows.forks
 
     @asynccontextmanager
     async def _fresh(self, due: float) -> AsyncIterator[AConn]:
@@ -293,7 +292,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         """Close what this ledger opened; in a forked child that has not rebuilt yet,
         nothing (everything it holds is the parent's)."""
         self._closed = True
-        if self._pid != os.getpid():
+        if self._forks != flows.forks:
             return
         self._watchdog.stop()
         if self._owns_pool:

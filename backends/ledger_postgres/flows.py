@@ -9,6 +9,7 @@ identically for both (C9).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
@@ -162,6 +163,20 @@ def page_ids(row: Row) -> list[bytes]:
 
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:
     return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
+
+
+# Forks of this process so far, counted in each child (os.register_at_fork): a ledger
+# compares it with the count it was built (or rebuilt) under. No system call on the
+# hot path: os.getpid() is one, and costs more than the rest of the check.
+forks = 0
+
+
+def _count_fork() -> None:
+    global forks
+    forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 class GuardedShell:

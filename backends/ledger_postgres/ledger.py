@@ -141,7 +141,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         self._framed = not owns_pool
         self._closed = False
         self._first_share = config.timeout * rules.FIRST_SHARE
-        self._pid = os.getpid()
+        self._forks = flows.forks
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
         self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
         flow = flows.open_flow(self._st, location, password)
@@ -208,7 +208,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         ``first`` attempt's answer is then awaited for a share of the timeout at most,
         which leaves the rest for a settle or a re-read on a new connection.
         """
-        if self._pid != os.getpid():
+        if self._forks != flows.forks:
             self._after_fork()
         left = self._time_left(due)
         try:
@@ -236,13 +236,13 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         pool and a watchdog of its own, lazily, here.
         """
         with _fork_lock:
-            if self._pid == os.getpid():
+            if self._forks == flows.forks:
                 return
             self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
             self._pool = self._make_pool()
             self._pool.open(wait=False)
             self._owns_pool = True
-            self._pid = os.getpid()
+            self._forks = flows.forks
 
     @contextmanager
     def _fresh(self, due: float) -> Iterator[Conn]:
@@ -332,7 +332,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         """Close what this ledger opened; in a forked child that has not rebuilt yet,
         nothing (everything it holds is the parent's)."""
         self._closed = True
-        if self._pid != os.getpid():
+        if self._forks != flows.forks:
             return
         self._watchdog.stop()
         if self._owns_pool:
