@@ -22,6 +22,13 @@ mode measures what the ledger adds on the client, the default mode what a host s
 ``--per-call`` (implies ``--client-cost``) only times single-thread spends: 30
 alternated rounds of 1000 each side, wall and thread CPU microseconds per call, paired
 per round (median of ours minus raw).
+
+``--guard-cost`` prices the guard each statement carries (the genesis row, and for a
+proving ledger's spends ``fsync`` and the table's persistence) on the server: the raw
+INSERT and SELECT against the ledger's guarded statements, genesis only and full, on one
+connection whose commits do not wait for the disk (``synchronous_commit = off`` there
+only: ``fsync`` stays on, as the full guard requires), 30 alternated rounds of 1000,
+medians per call.
 """
 
 from __future__ import annotations
@@ -245,6 +252,48 @@ def _per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
         )
 
 
+def _guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
+    """What the in-statement guard costs per call: raw vs genesis-only vs full guard."""
+    from ledger_postgres.rules import Guard, PgConfig, Statements
+
+    table = "bench_guard"
+    own = open_ledger(url, table=table)
+    assert isinstance(own, PostgresLedger)
+    guard = own._st.guard
+    own.close()
+    assert guard is not None
+    config = PgConfig(table=table)
+    genesis_only = Statements(config, Guard(guard.genesis, guard.table_oid, durable=False))
+    full = Statements(config, Guard(guard.genesis, guard.table_oid, durable=True))
+    raw_insert, raw_select = _insert(table).encode(), _select(table).encode()
+    ns = b"default"
+    cases: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
+        "spend raw": lambda c: c.execute(raw_insert, (ns, _rid("r"), b"t" * 16)),
+        "spend genesis": lambda c: c.execute(genesis_only.spend, (ns, _rid("g"), b"t" * 16)),
+        "spend full": lambda c: c.execute(full.spend, (ns, _rid("f"), b"t" * 16)),
+        "is_spent raw": lambda c: c.execute(raw_select, (ns, b"x")).fetchone(),
+        # A read proves the genesis only, whether the ledger proves or not.
+        "is_spent genesis": lambda c: c.execute(full.is_spent, (ns, b"x")).fetchone(),
+    }
+    got: dict[str, list[float]] = {name: [] for name in cases}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = off")
+        for op in cases.values():  # warm up, and let psycopg prepare every statement
+            for _ in range(20):
+                op(conn)
+        names = list(cases)
+        for i in range(rounds):
+            for name in names if i % 2 == 0 else names[::-1]:
+                started = time.perf_counter_ns()
+                for _ in range(calls):
+                    cases[name](conn)
+                got[name].append((time.perf_counter_ns() - started) / calls / 1e3)
+    for name, times in got.items():
+        base = got[name.split()[0] + " raw"]
+        extra = statistics.median(a - b for a, b in zip(times, base, strict=True))
+        print(f"{name:<18} {statistics.median(times):6.1f} us/call  vs raw {extra:+5.1f} us")
+
+
 def _set_fsync(url: str, off: bool) -> None:
     """Server-wide ``fsync`` for the client-cost mode (needs a superuser)."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -254,6 +303,7 @@ def _set_fsync(url: str, off: bool) -> None:
 
 def main() -> None:
     per_call = "--per-call" in sys.argv[1:]
+    guard_cost = "--guard-cost" in sys.argv[1:]
     client_cost = per_call or "--client-cost" in sys.argv[1:]
     started = time.monotonic()
     with postgres_server() as server:
@@ -263,6 +313,8 @@ def main() -> None:
         try:
             if per_call:
                 _per_call(url)
+            elif guard_cost:
+                _guard_cost(url)
             else:
                 _measure(url)
         finally:

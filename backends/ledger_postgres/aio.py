@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -12,18 +14,18 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ledger_core.base import AsyncLedgerBase
-from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
 from .flows import Flow, Op, Row
-from .options import Target
+from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import LoopWatchdog
 
 AConn = psycopg.AsyncConnection[Any]
+APoolFactory = Callable[[], "AsyncConnectionPool[Any]"]
 
 
 async def run_op(conn: AConn, op: Op) -> Row:
@@ -70,11 +72,17 @@ async def _tidy(conn: AConn, autocommit: bool) -> None:
         await conn.close()  # the pool replaces a closed connection
 
 
-class AsyncPostgresLedger(AsyncLedgerBase):
+def _child_pool(host: AsyncConnectionPool[Any], timeout: float) -> APoolFactory:
+    """In a forked child, a pool like the host's (see ``options.forked_pool_kwargs``)."""
+    return lambda: AsyncConnectionPool(**forked_pool_kwargs(host, timeout))
+
+
+class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
     """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9).
 
     Build it with ``await open_async_ledger("postgresql://...")``, :meth:`open` or
     :meth:`from_pool` on an ``AsyncConnectionPool`` the host owns (never closed here).
+    In a forked child (whose event loop is a new one), it rebuilds its pool there.
     """
 
     def __init__(
@@ -85,6 +93,7 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         owns_pool: bool,
         conninfo: str | None = None,
         password: str | None = None,
+        make_pool: APoolFactory | None = None,
     ) -> None:
         """Not connected yet: use :meth:`open`, :meth:`from_target` or :meth:`from_pool`."""
         self._pool = pool
@@ -95,20 +104,26 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         self._st = Statements(config)
         self._framed = not owns_pool
         self._closed = False
-        self._watchdog = LoopWatchdog(config.timeout)
+        self._first_share = config.timeout * rules.FIRST_SHARE
+        self._forks = flows.forks
+        self._pool_to_open = False
+        self._make_pool = make_pool or _child_pool(pool, config.timeout)
+        self._watchdog = LoopWatchdog(self._first_share)
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
         flow = flows.open_flow(self._st, location, self._password)
+        due = time.monotonic() + self._config.timeout  # one deadline for the whole open
         try:
             if self._conninfo is None:
-                info = await drive(flow, self._run)
+                opened = await drive(flow, lambda op: self._run(op, due))
             else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
-                async with self._fresh() as conn:
-                    info = await drive(flow, lambda op: self._on(conn, op))
+                async with self._fresh(due) as conn:
+                    opened = await drive(flow, lambda op: self._on(conn, op, due))
         except BaseException:
             await self.aclose()
             raise
-        self._info: LedgerInfo = info
+        self._info: LedgerInfo = opened.info
+        self._st = self._st.guarded(opened.guard)
         return self
 
     @classmethod
@@ -118,15 +133,17 @@ class AsyncPostgresLedger(AsyncLedgerBase):
         async def configure(conn: AConn) -> None:
             await conn.execute(st.session_setup)
 
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            **target.pool_kwargs(), configure=configure
-        )
+        def make_pool() -> AsyncConnectionPool[Any]:
+            return AsyncConnectionPool(**target.pool_kwargs(), configure=configure)
+
+        pool = make_pool()
         ledger = cls(
             pool,
             target.config,
             owns_pool=True,
             conninfo=target.conninfo,
             password=target.password,
+            make_pool=make_pool,
         )
         await ledger._start(target.location)
         await pool.open(wait=False)  # only once the server has been found fit
@@ -151,73 +168,113 @@ class AsyncPostgresLedger(AsyncLedgerBase):
 
     # -- I/O ---------------------------------------------------------------------
 
-    async def _run(self, op: Op) -> Row:
-        if self._closed:
-            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        if op.fresh and self._conninfo is not None:
-            async with self._fresh() as conn:
-                return await self._on(conn, op)
-        async with self._pool.connection(timeout=self._config.timeout) as conn:
-            return await self._on(conn, op)
+    async def _run(self, op: Op, due: float, first: bool = False) -> Row:
+        """Run one op before ``due`` (see the sync ledger's ``_run``); a store that
+        forgot fails this ledger for good."""
+        if self._forks != flows.forks:
+            self._after_fork()
+        if self._pool_to_open:
+            await self._pool.open(wait=False)  # idempotent: concurrent callers are fine
+            self._pool_to_open = False
+        left = self._time_left(due)
+        try:
+            if op.fresh and self._conninfo is not None:
+                async with self._fresh(due) as conn:
+                    row = await self._on(conn, op, due)
+            else:
+                async with self._pool.connection(timeout=left) as conn:
+                    if first:
+                        due = min(due, time.monotonic() + self._first_share)
+                    row = await self._on(conn, op, due)
+        except Exception as exc:
+            self._check_outcome(op, None, exc)
+            raise
+        self._check_outcome(op, row, None)
+        return row
+
+    def _after_fork(self) -> None:
+        """In a forked child: drop (never close) the parent's pool, connections and
+        loop timer; build a pool of our own, opened on the child's loop on first use."""
+        self._watchdog = LoopWatchdog(self._first_share)
+        self._pool = self._make_pool()
+        self._owns_pool = True
+        self._pool_to_open = True
+        self._forks = flows.forks
 
     @asynccontextmanager
-    async def _fresh(self) -> AsyncIterator[AConn]:
+    async def _fresh(self, due: float) -> AsyncIterator[AConn]:
         assert self._conninfo is not None
         try:
-            conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-        except psycopg.Error as exc:
+            conn = await asyncio.wait_for(
+                psycopg.AsyncConnection.connect(self._conninfo, autocommit=True),
+                max(0.0, due - time.monotonic()),
+            )
+        except Exception as exc:  # libpq, psycopg's host resolution (idna), the OS, time
             raise rules.unavailable("connecting", exc, self._password) from exc
         try:
             yield conn
         finally:
             await conn.close()
 
-    async def _on(self, conn: AConn, op: Op) -> Row:
+    async def _on(self, conn: AConn, op: Op, due: float) -> Row:
+        """Run ``op`` on ``conn`` under a deadline, and give ``conn`` back as it came,
+        whatever ends the call: an error, or a cancellation (``wait_for``), which is
+        not an ``Exception``. Disarmed first, so a deadline can never shut a socket that
+        is no longer this op's (a descriptor is reused as soon as it is closed)."""
         if rules.in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
             raise rules.standby_error(f"ledger {self._config.qualified}")
         host_autocommit = conn.autocommit
-        if not host_autocommit:
-            await conn.set_autocommit(True)  # a host's session: our script brings its own
-        deadline = self._watchdog.arm(conn.fileno())
+        ticket: int | None = None
+        expired = False
         try:
-            row = await run_op(conn, op)
+            if not host_autocommit:
+                await conn.set_autocommit(True)  # a host's session: our script brings its own
+            ticket = self._watchdog.arm(conn.fileno(), due)
+            return await run_op(conn, op)
         except Exception as exc:
-            await _tidy(conn, host_autocommit)
-            if self._watchdog.disarm(deadline):
-                await conn.close()  # its socket is shut: the pool must not hand it out
+            expired, ticket = ticket is not None and self._watchdog.disarm(ticket), None
+            if expired:
                 raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
             raise
-        if not host_autocommit:
-            await _tidy(conn, host_autocommit)
-        if self._watchdog.disarm(deadline):
-            await conn.close()
-        return row
+        finally:
+            if ticket is not None:
+                expired = self._watchdog.disarm(ticket)
+            if expired:
+                await conn.close()  # its socket is shut: the pool must not hand it out
+            elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
+                await _tidy(conn, host_autocommit)
 
     # -- the ledger --------------------------------------------------------------
 
     async def _spend(self, request_id: bytes) -> bool:
+        start = time.monotonic()
         token = new_token()
+        op = flows.spend_op(self._st, self._framed, request_id, token)
         try:
-            row = await self._run(flows.spend_op(self._st, self._framed, request_id, token))
+            row = await self._run(op, start + self._config.timeout, first=True)
         except Exception as exc:
+            due = start + self._config.timeout
             flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
-            return bool(await drive(flow, self._run))
+            return bool(await drive(flow, lambda next_op: self._run(next_op, due)))
         return row is not None
 
     async def _is_spent(self, request_id: bytes) -> bool:
+        start = time.monotonic()
         op = flows.is_spent_op(self._st, self._framed, request_id)
         try:
-            row = await self._run(op)
+            row = await self._run(op, start + self._config.timeout, first=True)
         except Exception as exc:
-            return bool(await drive(flows.is_spent_failed(op, exc, self._password), self._run))
-        return row is not None
+            due = start + self._config.timeout
+            flow = flows.is_spent_failed(op, exc, self._password)
+            return bool(await drive(flow, lambda next_op: self._run(next_op, due)))
+        return flows.is_spent_answer(row)
 
     async def spent_ids(self) -> AsyncIterator[str]:
         """Every id spent in this namespace, in byte order, a page per round trip."""
         after = b""
         while True:
             try:
-                row = await self._run(flows.page_op(self._st, after))
+                row = await self._run(flows.page_op(self._st, after), self._due())
             except Exception as exc:
                 raise flows.listing_failed(exc, self._password) from exc
             ids = flows.page_ids(row)
@@ -228,8 +285,15 @@ class AsyncPostgresLedger(AsyncLedgerBase):
                 return
             after = ids[-1]
 
+    def _due(self) -> float:
+        return time.monotonic() + self._config.timeout
+
     async def aclose(self) -> None:
+        """Close what this ledger opened; in a forked child that has not rebuilt yet,
+        nothing (everything it holds is the parent's)."""
         self._closed = True
+        if self._forks != flows.forks:
+            return
         self._watchdog.stop()
         if self._owns_pool:
             await self._pool.close()

@@ -66,7 +66,7 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     from .flows import drive
     from .ledger import run_op
     from .options import target_from_conninfo
-    from .rules import Statements
+    from .rules import Opened, Statements
 
     target = target_from_conninfo(url_or_conninfo, options)
     st = Statements(target.config)
@@ -76,8 +76,8 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
         with psycopg.connect(target.conninfo, autocommit=True) as conn:
             return run_op(conn, op)
 
-    info: LedgerInfo = drive(flow, run)
-    return info
+    opened: Opened = drive(flow, run)
+    return opened.info
 
 
 async def setup_async(url_or_conninfo: str, **options: Any) -> LedgerInfo:

@@ -9,13 +9,14 @@ identically for both (C9).
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 from psycopg import sql
 
-from ledger_core.errors import LedgerError
-from ledger_core.protocol import LedgerInfo
+from ledger_core.errors import LedgerClosed, LedgerError
 from ledger_core.tokens import attempt_outcome
 
 from . import rules
@@ -34,6 +35,8 @@ class Op(NamedTuple):
     connection died, the pool's other idle ones may have died with it).
     ``counted``: the answer is the statement's row count instead: ``()`` (a row) if it
     touched a row, else ``None``; cheaper than a ``RETURNING`` row to decode.
+    ``guarded``: the answer row comes from the genesis row; no row means the store
+    forgot (the shell then fails closed, for good).
     """
 
     query: Query
@@ -41,6 +44,7 @@ class Op(NamedTuple):
     result: int | None = 0
     fresh: bool = False
     counted: bool = False
+    guarded: bool = False
 
 
 Flow = Generator[Op, Row, Any]
@@ -68,6 +72,8 @@ def spend_failed(
         raise rules.unavailable("spend", first, password) from first
     try:
         row = yield Op(st.settle(request_id, token), result=st.SETTLE_RESULT, fresh=True)
+    except rules.StoreChanged:
+        raise
     except Exception as exc:
         raise rules.ambiguous(first, exc, password) from first
     outcome = attempt_outcome(None if row is None else bytes(row[0]), token)
@@ -77,10 +83,17 @@ def spend_failed(
 
 
 def is_spent_op(st: Statements, framed: bool, request_id: bytes) -> Op:
-    """One indexed read; a row back means the id is recorded."""
+    """One indexed read, from the genesis row: its one column says whether the id is
+    recorded (no row: the store forgot)."""
     if framed:
-        return Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT)
-    return Op(st.is_spent, (st.namespace, request_id))
+        return Op(st.is_spent_framed(request_id), result=st.FRAMED_RESULT, guarded=True)
+    return Op(st.is_spent, (st.namespace, request_id), guarded=True)
+
+
+def is_spent_answer(row: Row) -> bool:
+    """The read's answer; the shell has already failed a guarded op without a row."""
+    assert row is not None
+    return bool(row[0])
 
 
 def is_spent_failed(op: Op, first: Exception, password: str | None) -> Flow:
@@ -95,14 +108,15 @@ def is_spent_failed(op: Op, first: Exception, password: str | None) -> Flow:
         raise
     except Exception as exc:
         raise rules.unavailable("is_spent", exc, password) from exc
-    return row is not None
+    return is_spent_answer(row)
 
 
 def open_flow(st: Statements, location: str, password: str | None, *, setup: bool = False) -> Flow:
-    """Check the server and the table, create the table if allowed, derive ``store_id``."""
+    """Check the server and the table, create the table if allowed, read (or write,
+    first opener wins) the genesis row, derive ``store_id`` and the guard."""
     config: PgConfig = st.config
     try:
-        probe_op = Op(rules.PROBE, (st.regclass_text,))
+        probe_op = Op(rules.PROBE, (st.regclass_text, st.regclass_text))
         row = yield probe_op
         assert row is not None
         probe = rules.probe_from_row(row)
@@ -114,43 +128,83 @@ def open_flow(st: Statements, location: str, password: str | None, *, setup: boo
             row = yield probe_op
             assert row is not None
             probe = rules.probe_from_row(row)
-        system_identifier = identity_row = None
+        system_identifier = None
         if probe.may_read_control:
             row = yield Op(rules.SYSTEM_IDENTIFIER)
             assert row is not None
             system_identifier = str(row[0])
-        else:
-            token = rules.new_identity_token()
-            row = yield Op(st.identity_row(token), result=st.IDENTITY_RESULT)
+        # Read first: a role that may only SELECT can open a table that has its genesis.
+        row = yield Op(st.read_genesis)
+        if row is None:
+            row = yield Op(st.genesis_row(rules.new_identity_token()), result=st.IDENTITY_RESULT)
             assert row is not None
-            identity_row = bytes(row[0])
+        genesis = bytes(row[0])
     except LedgerError:
         raise
     except Exception as exc:
         raise rules.unavailable(f"opening ledger {config.qualified}", exc, password) from exc
-    info: LedgerInfo = rules.ledger_info(
-        probe,
-        config,
-        location,
-        system_identifier=system_identifier,
-        identity_row=identity_row,
+    opened: rules.Opened = rules.ledger_info(
+        probe, config, location, system_identifier=system_identifier, genesis=genesis
     )
-    return info
+    return opened
 
 
 def page_op(st: Statements, after: bytes) -> Op:
     """The next page of spent ids after ``after`` (``b""`` for the first: ids are never
     empty), in byte order: keyset paging, so memory stays flat for any table size."""
-    return Op(st.page, (st.namespace, after, rules.PAGE_SIZE))
+    return Op(st.page, (st.namespace, after, rules.PAGE_SIZE), guarded=True)
 
 
 def page_ids(row: Row) -> list[bytes]:
     """The ids a page op answered; a page shorter than ``PAGE_SIZE`` is the last."""
-    return [] if row is None or row[0] is None else [bytes(rid) for rid in row[0]]
+    assert row is not None  # guarded: the shell has failed an op without a row
+    return [] if row[0] is None else [bytes(rid) for rid in row[0]]
 
 
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:
     return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
+
+
+# Forks of this process so far, counted in each child (os.register_at_fork): a ledger
+# compares it with the count it was built (or rebuilt) under. No system call on the
+# hot path: os.getpid() is one, and costs more than the rest of the check.
+forks = 0
+
+
+def _count_fork() -> None:
+    global forks
+    forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
+
+
+class GuardedShell:
+    """What the sync and async shells share about a store that forgot: once an op's
+    outcome says so, every later op of this ledger fails closed (it never adopts the
+    store's new identity: a host that read the old store_id would spend in it)."""
+
+    _config: PgConfig
+    _closed: bool
+    _forgot: bool = False
+
+    def _time_left(self, due: float) -> float:
+        """Seconds left before ``due``, if this ledger may still run an op at all."""
+        if self._closed:
+            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
+        if self._forgot:
+            raise rules.store_changed(self._config)
+        left = due - time.monotonic()
+        if left <= 0:
+            raise rules.OutOfTime("the call's timeout has passed")
+        return left
+
+    def _check_outcome(self, op: Op, row: Row, exc: BaseException | None) -> None:
+        """Fail the ledger for good if the guard failed: a guarded op got no row, or a
+        spend's INSERT got a NULL token (no genesis row to take it from)."""
+        if rules.is_guard_failure(exc) if exc is not None else op.guarded and row is None:
+            self._forgot = True
+            raise rules.store_changed(self._config) from exc
 
 
 def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -12,18 +15,31 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from ledger_core.base import LedgerBase
-from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import flows, rules
 from .flows import Op, Row, drive
-from .options import Target
+from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import Watchdog
 
 Conn = psycopg.Connection[Any]
+PoolFactory = Callable[[], "ConnectionPool[Any]"]
+
+# Rebuilding after fork happens once per ledger, under a lock that is new in every
+# child (a lock inherited from the parent may have been held by a thread that the
+# child does not have).
+_fork_lock = threading.Lock()
+
+
+def _new_fork_lock() -> None:
+    global _fork_lock
+    _fork_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_fork_lock)
 
 
 def run_op(conn: Conn, op: Op) -> Row:
@@ -42,6 +58,43 @@ def run_op(conn: Conn, op: Op) -> Row:
     return cur.fetchone()
 
 
+def connect_within(conninfo: str, seconds: float) -> Conn:
+    """A new autocommit connection, or :class:`rules.OutOfTime` after ``seconds``.
+
+    libpq's ``connect_timeout`` has a 2 s floor and counts per host, so a call's own
+    deadline is kept here: the connection is made on a helper thread, and one that
+    arrives too late is closed by that thread.
+    """
+    box: dict[str, Any] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def attempt() -> None:
+        try:
+            conn = psycopg.connect(conninfo, autocommit=True)
+        except BaseException as exc:  # handed to the caller, which maps it
+            box["error"] = exc
+        else:
+            with lock:
+                if box.get("abandoned"):
+                    conn.close()
+                else:
+                    box["conn"] = conn
+        finally:
+            done.set()
+
+    threading.Thread(target=attempt, name="ledger-postgres-connect", daemon=True).start()
+    done.wait(max(0.0, seconds))
+    with lock:
+        if "conn" in box:
+            conn: Conn = box["conn"]
+            return conn
+        if "error" in box:
+            raise box["error"]
+        box["abandoned"] = True
+    raise rules.OutOfTime(f"no connection within the call's timeout ({seconds:.2f} s left)")
+
+
 def _tidy(conn: Conn, autocommit: bool) -> None:
     """Leave a connection as found: no open transaction, the host's autocommit back."""
     if conn.closed:
@@ -55,7 +108,12 @@ def _tidy(conn: Conn, autocommit: bool) -> None:
         conn.close()  # the pool replaces a closed connection
 
 
-class PostgresLedger(LedgerBase):
+def _child_pool(host: ConnectionPool[Any], timeout: float) -> PoolFactory:
+    """In a forked child, a pool like the host's (see ``options.forked_pool_kwargs``)."""
+    return lambda: ConnectionPool(**forked_pool_kwargs(host, timeout))
+
+
+class PostgresLedger(flows.GuardedShell, LedgerBase):
     """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT DO NOTHING`` per spend.
 
     Open it with ``open_ledger("postgresql://...")`` (the ledger then owns its pool) or
@@ -71,6 +129,7 @@ class PostgresLedger(LedgerBase):
         conninfo: str | None = None,
         location: str = "",
         password: str | None = None,
+        make_pool: PoolFactory | None = None,
     ) -> None:
         self._pool = pool
         self._config = config
@@ -81,18 +140,23 @@ class PostgresLedger(LedgerBase):
         # A pool we configured runs bare statements; a host's pool gets framed ones.
         self._framed = not owns_pool
         self._closed = False
-        self._watchdog = Watchdog(config.timeout, "ledger-postgres-deadlines")
+        self._first_share = config.timeout * rules.FIRST_SHARE
+        self._forks = flows.forks
+        self._make_pool = make_pool or _child_pool(pool, config.timeout)
+        self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
         flow = flows.open_flow(self._st, location, password)
+        due = time.monotonic() + config.timeout  # one deadline for the whole open
         try:
             if conninfo is None:
-                info = drive(flow, self._run)
+                opened = drive(flow, lambda op: self._run(op, due))
             else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
-                with self._fresh() as conn:
-                    info = drive(flow, lambda op: self._on(conn, op))
+                with self._fresh(due) as conn:
+                    opened = drive(flow, lambda op: self._on(conn, op, due))
         except BaseException:
             self.close()
             raise
-        self._info: LedgerInfo = info
+        self._info: LedgerInfo = opened.info
+        self._st = self._st.guarded(opened.guard)
 
     @classmethod
     def from_target(cls, target: Target) -> PostgresLedger:
@@ -101,7 +165,10 @@ class PostgresLedger(LedgerBase):
         def configure(conn: Conn) -> None:
             conn.execute(st.session_setup)
 
-        pool: ConnectionPool[Any] = ConnectionPool(**target.pool_kwargs(), configure=configure)
+        def make_pool() -> ConnectionPool[Any]:
+            return ConnectionPool(**target.pool_kwargs(), configure=configure)
+
+        pool = make_pool()
         ledger = cls(
             pool,
             target.config,
@@ -109,6 +176,7 @@ class PostgresLedger(LedgerBase):
             conninfo=target.conninfo,
             location=target.location,
             password=target.password,
+            make_pool=make_pool,
         )
         pool.open(wait=False)  # only once the server has been found fit
         return ledger
@@ -132,66 +200,113 @@ class PostgresLedger(LedgerBase):
 
     # -- I/O ---------------------------------------------------------------------
 
-    def _run(self, op: Op) -> Row:
-        if self._closed:
-            raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        if op.fresh and self._conninfo is not None:
-            with self._fresh() as conn:
-                return self._on(conn, op)
-        with self._pool.connection(timeout=self._config.timeout) as conn:
-            return self._on(conn, op)
+    def _run(self, op: Op, due: float, first: bool = False) -> Row:
+        """Run one op before ``due``, the end of its call; a store that forgot fails
+        this ledger for good.
+
+        Waiting for a pooled connection sends nothing, so it may take the whole call; a
+        ``first`` attempt's answer is then awaited for a share of the timeout at most,
+        which leaves the rest for a settle or a re-read on a new connection.
+        """
+        if self._forks != flows.forks:
+            self._after_fork()
+        left = self._time_left(due)
+        try:
+            if op.fresh and self._conninfo is not None:
+                with self._fresh(due) as conn:
+                    row = self._on(conn, op, due)
+            else:
+                with self._pool.connection(timeout=left) as conn:
+                    if first:
+                        due = min(due, time.monotonic() + self._first_share)
+                    row = self._on(conn, op, due)
+        except Exception as exc:
+            self._check_outcome(op, None, exc)
+            raise
+        self._check_outcome(op, row, None)
+        return row
+
+    def _after_fork(self) -> None:
+        """In a forked child: never touch what the parent's ledger held.
+
+        The pool, its connections (their sockets are shared with the parent), its
+        worker threads and the watchdog thread are the parent's: they are dropped, not
+        closed (closing would end the parent's sessions; psycopg does not end a
+        connection that is garbage collected in another process). The child builds a
+        pool and a watchdog of its own, lazily, here.
+        """
+        with _fork_lock:
+            if self._forks == flows.forks:
+                return
+            self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
+            self._pool = self._make_pool()
+            self._pool.open(wait=False)
+            self._owns_pool = True
+            self._forks = flows.forks
 
     @contextmanager
-    def _fresh(self) -> Iterator[Conn]:
+    def _fresh(self, due: float) -> Iterator[Conn]:
         assert self._conninfo is not None
         try:
-            conn = psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.Error as exc:
+            conn = connect_within(self._conninfo, due - time.monotonic())
+        except Exception as exc:  # libpq, psycopg's host resolution (idna), the OS, time
             raise rules.unavailable("connecting", exc, self._password) from exc
         try:
             yield conn
         finally:
             conn.close()
 
-    def _on(self, conn: Conn, op: Op) -> Row:
+    def _on(self, conn: Conn, op: Op, due: float) -> Row:
+        """Run ``op`` on ``conn`` under a deadline, and give ``conn`` back as it came,
+        whatever ends the call (an error, KeyboardInterrupt): disarmed first, so a
+        deadline can never shut a socket that is no longer this op's."""
         if rules.in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
             raise rules.standby_error(f"ledger {self._config.qualified}")
         host_autocommit = conn.autocommit
-        if not host_autocommit:
-            conn.autocommit = True  # a host's session: our script brings its own transaction
-        deadline = self._watchdog.arm(conn.fileno())
+        ticket: int | None = None
+        expired = False
         try:
-            row = run_op(conn, op)
+            if not host_autocommit:
+                conn.autocommit = True  # a host's session: our script brings its own
+            ticket = self._watchdog.arm(conn.fileno(), due)
+            return run_op(conn, op)
         except Exception as exc:
-            _tidy(conn, host_autocommit)
-            if self._watchdog.disarm(deadline):
-                conn.close()  # its socket is shut: the pool must not hand it out again
+            expired, ticket = ticket is not None and self._watchdog.disarm(ticket), None
+            if expired:
                 raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
             raise
-        if not host_autocommit:
-            _tidy(conn, host_autocommit)
-        if self._watchdog.disarm(deadline):
-            conn.close()
-        return row
+        finally:
+            if ticket is not None:
+                expired = self._watchdog.disarm(ticket)
+            if expired:
+                conn.close()  # its socket is shut: the pool must not hand it out again
+            elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
+                _tidy(conn, host_autocommit)
 
     # -- the ledger --------------------------------------------------------------
 
     def _spend(self, request_id: bytes) -> bool:
+        start = time.monotonic()
         token = new_token()
+        op = flows.spend_op(self._st, self._framed, request_id, token)
         try:
-            row = self._run(flows.spend_op(self._st, self._framed, request_id, token))
+            row = self._run(op, start + self._config.timeout, first=True)
         except Exception as exc:
+            due = start + self._config.timeout
             flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
-            return bool(drive(flow, self._run))
+            return bool(drive(flow, lambda next_op: self._run(next_op, due)))
         return row is not None
 
     def _is_spent(self, request_id: bytes) -> bool:
+        start = time.monotonic()
         op = flows.is_spent_op(self._st, self._framed, request_id)
         try:
-            row = self._run(op)
+            row = self._run(op, start + self._config.timeout, first=True)
         except Exception as exc:
-            return bool(drive(flows.is_spent_failed(op, exc, self._password), self._run))
-        return row is not None
+            due = start + self._config.timeout
+            flow = flows.is_spent_failed(op, exc, self._password)
+            return bool(drive(flow, lambda next_op: self._run(next_op, due)))
+        return flows.is_spent_answer(row)
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, in byte order, a page per round trip
@@ -199,7 +314,7 @@ class PostgresLedger(LedgerBase):
         after = b""
         while True:
             try:
-                row = self._run(flows.page_op(self._st, after))
+                row = self._run(flows.page_op(self._st, after), self._due())
             except Exception as exc:
                 raise flows.listing_failed(exc, self._password) from exc
             ids = flows.page_ids(row)
@@ -210,8 +325,15 @@ class PostgresLedger(LedgerBase):
                 return
             after = ids[-1]
 
+    def _due(self) -> float:
+        return time.monotonic() + self._config.timeout
+
     def close(self) -> None:
+        """Close what this ledger opened; in a forked child that has not rebuilt yet,
+        nothing (everything it holds is the parent's)."""
         self._closed = True
+        if self._forks != flows.forks:
+            return
         self._watchdog.stop()
         if self._owns_pool:
             self._pool.close()

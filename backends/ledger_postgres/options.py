@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from psycopg import Error as PgError
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -74,18 +75,70 @@ class Target:
         }
 
 
+def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
+    """The URL without its userinfo, and the user and password it held.
+
+    libpq splits a URI's userinfo at the first ``@``, Python (and our redaction) at
+    the last: a password holding ``@`` was cut in two by libpq, and the rest taken for
+    the host name, into libpq's error message. libpq gets them as separate parameters
+    instead, split the one way redaction splits them.
+    """
+    rest = raw.partition(":")[2]
+    # urlunsplit drops the "//" of an empty authority ("postgresql:///db" for a
+    # socket): the authority is then empty.
+    rest = rest[2:] if rest.startswith("//") else "/" + rest.lstrip("/")
+    end = len(rest)
+    for delimiter in "/?#":
+        found = rest.find(delimiter)
+        if found != -1:
+            end = min(end, found)
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, hostinfo = authority.rpartition("@")
+    params: dict[str, str] = {}
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if user:
+            params["user"] = unquote(user)
+        if colon:
+            params["password"] = unquote(password)
+    return f"postgresql://{hostinfo}{tail}", params
+
+
+def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
+    """In a forked child, a pool like the host's (its conninfo, connection kwargs and
+    class, its size), owned by the ledger: the host's pool, its threads and sockets
+    are the parent's. Not its ``configure``: framed scripts need no session setup."""
+    return {
+        "conninfo": host.conninfo,
+        "kwargs": host.kwargs,
+        "connection_class": host.connection_class,
+        "min_size": 0,
+        "max_size": host.max_size,
+        "timeout": timeout,
+        "open": False,
+        "name": "decision-ledger (forked child)",
+    }
+
+
 def _libpq(
-    conninfo: str, timeout: float, shown: str, secrets: list[str] | None
+    conninfo: str,
+    timeout: float,
+    shown: str,
+    secrets: list[str] | None,
+    userinfo: Mapping[str, str] | None = None,
 ) -> tuple[str, str | None]:
     """Check a libpq URL or ``key=value`` string; default its connect timeout to ours.
 
     libpq's parse error may quote the text around the fault; it is shown only with the
     known secrets scrubbed, and not at all for a ``key=value`` string (whose password
-    cannot be known when it does not parse).
+    cannot be known when it does not parse). ``userinfo`` (user, password) applies
+    unless the query gives its own, as in libpq.
     """
     try:
         params = conninfo_to_dict(conninfo)
-    except PgError as exc:
+        for key, value in (userinfo or {}).items():
+            params.setdefault(key, value)
+    except (PgError, ValueError, TypeError) as exc:
         why = ""
         if secrets is not None:
             detail = str(exc).strip()
@@ -108,11 +161,9 @@ def target_from_url(url: LedgerURL, options: Mapping[str, Any]) -> Target:
     config = config_from(options)
     pool_max = _option_int(options, "pool_max", DEFAULT_POOL_MAX, 1)
     pool_min = min(_option_int(options, "pool_min", 1, 0), pool_max)
-    raw = url.without_query(*OPTIONS)
-    if url.scheme == "postgres":
-        raw = "postgresql" + raw[len("postgres") :]
+    raw, userinfo = _without_userinfo(url.without_query(*OPTIONS))
     secrets = [s for s in (url.parts.password, url.query.get("password")) if s]
-    conninfo, password = _libpq(raw, config.timeout, str(url), secrets)
+    conninfo, password = _libpq(raw, config.timeout, str(url), secrets, userinfo)
     return Target(
         conninfo=conninfo,
         config=config,

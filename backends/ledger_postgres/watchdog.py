@@ -3,10 +3,11 @@
 psycopg's calls take no timeout, and a network that accepts packets and answers none
 would block them forever. Each operation arms a deadline on its connection's socket;
 if it is still armed when time is up, the socket is shut down and the blocked call
-raises. Deadlines of one ledger share one timeout, and the one timer (a thread for
-the sync ledger, a loop callback for the async one) only wakes when the oldest armed
-one is due, or once per timeout when idle. A wake-up per operation would cost more
-than the operation's client-side work.
+raises. Each operation's deadline is the part of its call's one timeout it may use
+(a call's settle or re-read gets what the first attempt left), and the one timer (a
+thread for the sync ledger, a loop callback for the async one) only wakes when the
+earliest armed one is due, or every half timeout when idle. A wake-up per operation
+would cost more than the operation's client-side work.
 """
 
 from __future__ import annotations
@@ -28,21 +29,24 @@ class DeadlineQueue:
     garbage collector's older generations and made its collections slower, which cost
     more than the rest of a deadline's work. Expiry scans the armed entries (one per
     operation in flight, so at most the pool's size plus a fresh connection or two)
-    once per wake-up, and wake-ups come about once per timeout.
+    once per wake-up, and wake-ups come about once per half timeout.
 
     Not locked: the thread watchdog calls it under its lock, the loop watchdog from
-    its event loop only.
+    its event loop only. ``idle``: how long the timer waits when nothing is armed. It
+    must be no longer than the shortest deadline a first attempt arms, so arming one
+    never has to wake the timer early (a wake-up per operation costs a context switch).
     """
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
         self._tickets = itertools.count()
         self._armed: dict[int, tuple[int, float]] = {}  # ticket -> (socket, due time)
         self._expired: set[int] = set()  # tickets whose socket was shut mid-operation
 
-    def arm(self, fileno: int) -> int:
+    def arm(self, fileno: int, due: float) -> int:
+        """Arm a deadline at ``due`` (``time.monotonic()`` time) on ``fileno``."""
         ticket = next(self._tickets)
-        self._armed[ticket] = (fileno, time.monotonic() + self.timeout)
+        self._armed[ticket] = (fileno, due)
         return ticket
 
     def finish(self, ticket: int) -> bool:
@@ -70,8 +74,8 @@ class DeadlineQueue:
 class Watchdog:
     """For the sync ledger: one daemon thread, started on first use."""
 
-    def __init__(self, timeout: float, name: str) -> None:
-        self._deadlines = DeadlineQueue(timeout)
+    def __init__(self, idle: float, name: str) -> None:
+        self._deadlines = DeadlineQueue(idle)
         self._name = name
         # arm/disarm take the bare lock: the same lock as the condition's, without the
         # condition's Python-level __enter__/__exit__ on every operation.
@@ -79,13 +83,16 @@ class Watchdog:
         self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._wake_at = float("inf")  # when the thread's current wait ends
 
-    def arm(self, fileno: int) -> int:
+    def arm(self, fileno: int, due: float) -> int:
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            return self._deadlines.arm(fileno)
+            elif due < self._wake_at:
+                self._cond.notify()  # sooner than the thread's wait ends: wake it up
+            return self._deadlines.arm(fileno, due)
 
     def disarm(self, deadline: int) -> bool:
         """Finish the operation; ``True`` if its deadline had already ended it."""
@@ -102,25 +109,30 @@ class Watchdog:
             while not self._stopped:
                 # Under the lock: an operation cannot finish and hand its connection to
                 # someone else while its socket is being shut down. Anything armed
-                # during an idle wait is due no sooner than the wait ends.
+                # during the wait that is due sooner wakes it (see arm).
                 left = self._deadlines.expire_due()
-                self._cond.wait(self._deadlines.timeout if left is None else left)
+                wait = self._deadlines.idle if left is None else left
+                self._wake_at = time.monotonic() + wait
+                self._cond.wait(wait)
 
 
 class LoopWatchdog:
     """For the async ledger: one timer callback on the event loop, no thread."""
 
-    def __init__(self, timeout: float) -> None:
-        self._deadlines = DeadlineQueue(timeout)
+    def __init__(self, idle: float) -> None:
+        self._deadlines = DeadlineQueue(idle)
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def arm(self, fileno: int) -> int:
-        deadline = self._deadlines.arm(fileno)
+    def arm(self, fileno: int, due: float) -> int:
+        deadline = self._deadlines.arm(fileno, due)
         loop = asyncio.get_running_loop()
-        if self._timer is None or self._loop is not loop:
+        at = loop.time() + (due - time.monotonic())  # the loop's clock may be its own
+        if self._timer is None or self._loop is not loop or at < self._timer.when():
+            if self._timer is not None:
+                self._timer.cancel()
             self._loop = loop
-            self._timer = loop.call_later(self._deadlines.timeout, self._tick)
+            self._timer = loop.call_at(at, self._tick)
         return deadline
 
     def disarm(self, deadline: int) -> bool:

@@ -3,7 +3,8 @@
 ``silence_replies()`` keeps every current link open but drops what the server sends
 on it: a statement reaches the server and commits, and its answer never arrives (the
 "connection lost around COMMIT" case). ``silence_requests()`` drops what clients send
-instead: the statement never arrives. Links opened afterwards relay normally.
+instead: the statement never arrives. Links opened afterwards relay normally, except
+after ``stop_server()``, which silences the server on every link, open or new.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Relay:
         ] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._mute_new = False
         self._threads: list[threading.Thread] = []
         self._spawn(self._accept)
 
@@ -46,6 +48,8 @@ class Relay:
             server.settimeout(None)
             mute_up, mute_down = threading.Event(), threading.Event()
             with self._lock:
+                if self._mute_new:
+                    mute_down.set()
                 self._links.append((client, server, mute_up, mute_down))
             self._spawn(self._pump, client, server, mute_up)
             self._spawn(self._pump, server, client, mute_down)
@@ -61,6 +65,14 @@ class Relay:
     def silence_replies(self) -> None:
         """From now on, drop the server's answers on every link open at this moment."""
         with self._lock:
+            for _, _, _, mute_down in self._links:
+                mute_down.set()
+
+    def stop_server(self) -> None:
+        """As if the server were stopped (SIGSTOP): no answer on any link, open now or
+        later; new connections are still accepted by the kernel, and hang."""
+        with self._lock:
+            self._mute_new = True
             for _, _, _, mute_down in self._links:
                 mute_down.set()
 

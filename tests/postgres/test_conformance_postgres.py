@@ -3,7 +3,8 @@
 Two configurations: a ledger opened from a URL (its own pool, sessions set up once),
 and a ledger on a pool the host owns whose sessions default to SERIALIZABLE (each
 operation framed in its own READ COMMITTED transaction). Store labels are namespaces
-of one table; the restart hook is an immediate shutdown (a crash) and a start.
+of one table; the restart hook is an immediate shutdown (a crash) and a start; the
+forget hook is a ``TRUNCATE`` of that table (every namespace, and the genesis row).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ledger_conformance import LedgerConformance, LedgerContext
@@ -36,6 +38,18 @@ def _restart(server: PostgresServer) -> Callable[[], None]:
     return lambda: server.restart("immediate")
 
 
+def forget(server: PostgresServer, table: str = TABLE) -> Callable[[], None]:
+    """Make the store under test forget everything: TRUNCATE its table. Ledgers opened
+    before must fail closed from then on; ones opened after get a new store_id."""
+
+    def truncate() -> None:
+        with psycopg.connect(server.url, autocommit=True) as admin:
+            admin.execute("SET lock_timeout = '10s'")
+            admin.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(table)))
+
+    return truncate
+
+
 class TestPostgresURL(LedgerConformance):
     """``open_ledger("postgresql://...")``: the ledger owns its pool."""
 
@@ -53,6 +67,10 @@ class TestPostgresURL(LedgerConformance):
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
         return _restart(pg_server)
+
+    @pytest.fixture
+    def ledger_forget(self, pg_server: PostgresServer) -> Callable[[], None]:
+        return forget(pg_server)
 
 
 def _serializable(conn: psycopg.Connection[Any]) -> None:
@@ -98,3 +116,7 @@ class TestPostgresHostPool(LedgerConformance):
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
         return _restart(pg_server)
+
+    @pytest.fixture
+    def ledger_forget(self, pg_server: PostgresServer) -> Callable[[], None]:
+        return forget(pg_server)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from urllib.parse import unquote
 
 import psycopg
 import pytest
@@ -38,7 +40,9 @@ def test_answer_lost_after_commit_is_settled_by_the_token(
         r.silence_replies()
         started = time.monotonic()
         assert ledger.spend("lost-answer") is True
-        assert 1 <= time.monotonic() - started < 5  # it waited out the deadline, then settled
+        # It waited out the first attempt's share of the call's one timeout, then settled
+        # in what was left: the whole call within the timeout.
+        assert 0.5 <= time.monotonic() - started < 1.5
         assert ledger.spend("lost-answer") is False
         assert ledger.is_spent("lost-answer") is True
 
@@ -55,7 +59,7 @@ def test_request_lost_before_the_server_is_recorded_by_the_settling_insert(
         r.silence_requests()
         started = time.monotonic()
         assert ledger.spend("never-sent") is True  # on the muted link, then settled
-        assert time.monotonic() - started >= 1  # it did wait out the deadline
+        assert time.monotonic() - started >= 0.5  # it did wait out the first attempt
         assert ledger.spend("never-sent") is False
         assert ledger.is_spent("never-sent") is True
 
@@ -140,3 +144,71 @@ def test_closed_ledger_raises(open_pg: Opener) -> None:
     ledger.close()
     with pytest.raises(LedgerError):
         ledger.spend("after-close")
+
+
+def _chain(exc: BaseException | None) -> str:
+    """Every message in an exception's chain (causes and contexts)."""
+    texts = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        texts.append(f"{type(exc).__name__}: {exc!s} {exc!r}")
+        exc = exc.__cause__ or exc.__context__
+    return "\n".join(texts)
+
+
+# (Unencoded "/", "?" or "#" end the authority: such a URL is malformed, and its
+# redaction is ledger_core.urls' to fuzz.)
+@pytest.mark.parametrize("password", ["Secr@tX9", "pa:ss@wo:rd9", "@@@zz@", "Secr%40tX9%2Fq"])
+def test_a_password_with_url_delimiters_never_leaks(
+    password: str, open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    """Python splits the userinfo at the last ``@``, libpq at the first: a URL handed
+    to libpq as written lost ``tX9`` into its host name, and its error. The ledger
+    hands libpq the user and password as separate parameters."""
+    plain = unquote(password)
+    pieces = {p for p in re.split(r"[@:/]", plain) if len(p) > 2} | {plain}
+    # A closed port: the connection error must not hold any part of the password.
+    with pytest.raises(LedgerError) as raised:
+        open_ledger(f"postgresql://postgres:{password}@127.0.0.1:1/postgres", timeout=2)
+    text = _chain(raised.value)
+    for piece in pieces | {password}:
+        assert piece not in text, piece
+    # The real server (trust authentication) opens, and shows nothing either.
+    url = f"postgresql://postgres:{password}@{pg_server.host}:{pg_server.port}/postgres"
+    ledger = open_pg(url)
+    assert ledger.spend("with-delimiters") is True
+    for piece in pieces | {password}:
+        assert piece not in repr(ledger.ledger)
+        assert piece not in str(ledger.describe())
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@bad..host:5/db",  # idna refuses an empty label: UnicodeError
+        "postgresql://u@" + "x" * 64 + ".example:5/db",  # a label too long for idna
+        "postgresql://u@127.0.0.1:5/db?port=notaport",
+        "postgresql://u@127.0.0.1:5/db?connect_timeout=soon",
+        "postgresql://u@127.0.0.1:5/db?sslmode=bogus",
+        "postgresql://u@127.0.0.1:5/db?hostaddr=not-an-ip",
+        "postgresql://u@127.0.0.1:5/db?host=a,b&port=1,2,3",
+        "postgresql://u@[::1:5/db",
+        "postgresql://u@h\u00e9\u00e9.invalid:5/db",
+        "postgresql://u@127.0.0.1:5/db?options=%00",
+    ],
+)
+def test_every_failure_to_open_is_a_ledger_error(flavor: str, url: str) -> None:
+    from tests.flavors import Flavored
+
+    with pytest.raises(LedgerError):
+        Flavored(flavor, url, timeout=1).dispose()
+
+
+def test_cli_is_spent_on_a_bad_host_is_not_an_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 1 means "not spent": a crash must never read as that answer."""
+    from ledger_core.cli import main as cli_main
+
+    code = cli_main(["is-spent", "postgresql://u@bad..host:5/db", "r1"])
+    assert code not in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -141,7 +142,7 @@ def test_a_connection_that_lands_on_a_standby_is_refused_per_operation(
         with psycopg.connect(standby, autocommit=True) as conn:
             op = flows.spend_op(ledger._st, False, b"on-standby", b"t" * 16)
             with pytest.raises(UnsafeStoreConfig, match="standby"):
-                ledger._on(conn, op)
+                ledger._on(conn, op, time.monotonic() + 5)
         assert ledger.is_spent("on-standby") is False
     finally:
         ledger.close()
