@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +30,17 @@ class TestSQLiteLedger(LedgerConformance):
             return SQLiteLedger(path, namespace=namespace)
 
         return factory
+
+    @pytest.fixture
+    def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object] | None:
+        """The suite's forget hook: another process empties both tables of the file."""
+
+        def forget() -> None:
+            other = sqlite3.connect(sqlite_dir / "ledger.db", isolation_level=None)
+            try:
+                other.execute("DELETE FROM decision_ledger")
+                other.execute("DELETE FROM decision_ledger_meta")
+            finally:
+                other.close()
+
+        return forget
