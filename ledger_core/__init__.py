@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import AsyncLedgerBase, LedgerBase
 from .errors import (
     AmbiguousSpend,
+    BackendLoadError,
     InvalidLedgerURL,
     InvalidRequestId,
     LedgerClosed,
@@ -60,7 +61,7 @@ from .registry import (
     register_backend,
     setup_ledger,
 )
-from .urls import LedgerURL, redact_url
+from .urls import LedgerURL, redact_url, scrub_exception
 
 __version__ = "0.1.0"
 
@@ -72,6 +73,7 @@ __all__ = [
     "AsyncLedgerBase",
     "AsyncMemoryLedger",
     "Backend",
+    "BackendLoadError",
     "CloseVerdict",
     "Closure",
     "DecisionLedger",
@@ -117,6 +119,7 @@ __all__ = [
     "register_backend",
     "resolve",
     "resolve_async",
+    "scrub_exception",
     "setup_ledger",
     "spend_landed",
     "spend_landed_async",

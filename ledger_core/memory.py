@@ -14,7 +14,7 @@ from typing import Any
 from .base import AsyncLedgerBase, LedgerBase
 from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace
 from .protocol import LedgerInfo
-from .urls import LedgerURL, check_options
+from .urls import LedgerURL, check_options, option_bool
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
 
@@ -121,15 +121,22 @@ def _store_for(url: LedgerURL) -> MemoryStore:
     return named_store(name)
 
 
+# ``create`` is the standard option every backend takes; a memory store always exists
+# (it is created on first use and never proves), so it is accepted and has no effect.
+_OPTIONS = {"namespace", "create"}
+
+
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
 
     def open(self, url: LedgerURL, options: Mapping[str, Any]) -> MemoryLedger:
-        check_options(url, options, {"namespace"})
+        check_options(url, options, _OPTIONS)
+        option_bool(options, "create", True)  # validated, then ignored
         return MemoryLedger(_store_for(url), namespace=options["namespace"])
 
     async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncMemoryLedger:
-        check_options(url, options, {"namespace"})
+        check_options(url, options, _OPTIONS)
+        option_bool(options, "create", True)
         return AsyncMemoryLedger(_store_for(url), namespace=options["namespace"])
 
 
