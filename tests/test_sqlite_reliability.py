@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import ledger_sqlite.ledger as sqlite_ledger
 from ledger_core import (
+    InvalidLedgerURL,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    describe,
     migrate,
     open_ledger,
 )
@@ -220,3 +225,55 @@ def test_a_replaced_file_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         old.is_spent("a")
     assert not path.exists()  # a pooled connection never re-creates a deleted file
     old.close()
+
+
+# -- a file that forgets with the machine -------------------------------------------
+
+MOUNTS = r"""/dev/vda / ext4 rw,relatime 0 0
+tmpfs /run tmpfs rw 0 0
+tmpfs /data/ram\040disk tmpfs rw 0 0
+/dev/vdb /data ext4 rw 0 0
+ramfs /data/ram ramfs rw 0 0
+/dev/vdc /run/disk xfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "filesystem"),
+    [
+        ("/var/lib/l.db", "ext4"),
+        ("/run/l.db", "tmpfs"),
+        ("/run/disk/l.db", "xfs"),
+        ("/data/ram disk/l.db", "tmpfs"),
+        ("/data/ram/l.db", "ramfs"),
+        ("/data/ramp/l.db", "ext4"),
+    ],
+)
+def test_filesystem_of(path: str, filesystem: str) -> None:
+    assert sqlite_ledger.filesystem_of(path, MOUNTS) == filesystem
+
+
+@pytest.fixture
+def shm_dir() -> Iterator[Path]:
+    if sqlite_ledger.filesystem_of("/dev/shm/x") != "tmpfs":
+        pytest.skip("/dev/shm is not a tmpfs here")
+    made = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="ledger-test-"))
+    yield made
+    shutil.rmtree(made)
+
+
+def test_a_file_on_tmpfs_never_proves_unless_accepted(shm_dir: Path) -> None:
+    with SQLiteLedger(shm_dir / "l.db") as volatile:
+        info = volatile.describe()
+        assert info.store_id is None
+        assert info.reason is not None
+        assert "tmpfs" in info.reason
+        assert info.durability == Durability.PROCESS
+        assert volatile.spend("a") is True  # still a ledger: once holds, it just never proves
+    accepted = describe(open_ledger(f"sqlite:///{shm_dir}/l.db?durability=process"))
+    assert accepted.durability == Durability.PROCESS
+    assert accepted.store_id is not None
+    assert accepted.store_id.startswith("sqlite:")
+    with pytest.raises(InvalidLedgerURL, match="durability"):
+        open_ledger(f"sqlite:///{shm_dir}/other.db?durability=sometimes")
+    assert not (shm_dir / "other.db").exists()

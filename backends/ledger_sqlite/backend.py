@@ -13,7 +13,8 @@ from .ledger import DEFAULT_BUSY_TIMEOUT, AsyncSQLiteLedger, SQLiteLedger
 
 # ``create`` (default true): whether a missing file may become a new, empty ledger.
 # The CLI's reads, ``spend`` and a migration's source open with create=false.
-_OPTIONS = {"namespace", "busy_timeout", "create"}
+# ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
+_OPTIONS = {"namespace", "busy_timeout", "create", "durability"}
 
 
 def _path(url: LedgerURL) -> str:
@@ -35,6 +36,7 @@ class _SQLiteBackend:
             namespace=options["namespace"],
             busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
             create=option_bool(options, "create", True),
+            durability=str(options.get("durability", "machine")),
         )
 
     async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncSQLiteLedger:
@@ -44,6 +46,7 @@ class _SQLiteBackend:
             namespace=options["namespace"],
             busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
             create=option_bool(options, "create", True),
+            durability=str(options.get("durability", "machine")),
         )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import os
 import queue
+import re
 import sqlite3
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import NoReturn
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import (
     AmbiguousSpend,
+    InvalidLedgerURL,
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
@@ -35,6 +37,35 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 # still be the one this ledger opened: a pooled connection writing to a deleted or
 # replaced file would be writing where no other process looks.
 FILE_CHECK_PERIOD = 1.0
+
+
+# Filesystems that keep a file only while the machine runs: an acknowledged spend
+# survives the writer's crash (the page cache is the store) but not a power loss.
+VOLATILE_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def filesystem_of(path: str, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path`` (Linux ``/proc/self/mounts``), or
+    ``None`` when unknown. Read once per open: cheap, and the mount cannot change
+    under an open file."""
+    if mounts is None:
+        try:
+            with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+                mounts = f.read()
+        except OSError:
+            return None
+    where = os.path.realpath(os.path.dirname(path) or ".")
+    found: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and (found is None or len(point) >= found[0]):  # the last, deepest mount
+            found = (len(point), fields[2])
+    return None if found is None else found[1]
 
 
 def _store_id(store_uuid: str, namespace: str) -> str:
@@ -77,6 +108,9 @@ class SQLiteLedger(LedgerBase):
     copy of the file carries the uuid with it; move a ledger with ``migrate``, never by
     copying the file. With ``create=False`` a missing file or ledger is
     :class:`LedgerUnavailable`: reads never create a store.
+
+    A file on tmpfs/ramfs survives a crash of the process but not of the machine: it
+    never proves (``store_id = None``) unless ``durability="process"`` accepts that.
     """
 
     def __init__(
@@ -86,7 +120,10 @@ class SQLiteLedger(LedgerBase):
         namespace: str = DEFAULT_NAMESPACE,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         create: bool = True,
+        durability: str = "machine",
     ) -> None:
+        if durability not in ("machine", "process"):
+            raise InvalidLedgerURL(f"durability must be 'machine' or 'process', not {durability!r}")
         raw = os.fspath(path)
         if raw in ("", ":memory:") or raw.startswith("file::memory:"):
             raise LedgerUnavailable("an in-memory SQLite database forgets: give a file path")
@@ -102,13 +139,26 @@ class SQLiteLedger(LedgerBase):
         self._refused: LedgerError | None = None  # closed, or failed closed for good
         self._next_check = 0.0
         self._uuid, self._file = self._open_store(create)
+        store_id: str | None = _store_id(self._uuid, self._namespace)
+        reason = None
+        survives = Durability.MACHINE
+        filesystem = filesystem_of(self._path)
+        if filesystem in VOLATILE_FILESYSTEMS:
+            survives = Durability.PROCESS
+            if durability != "process":
+                store_id = None
+                reason = (
+                    f"the file is on {filesystem}: a spend survives a crash of the process "
+                    "but not of the machine; pass durability=process to accept that"
+                )
         self._info = LedgerInfo(
             backend="sqlite",
-            store_id=_store_id(self._uuid, self._namespace),
+            store_id=store_id,
+            reason=reason,
             location=f"sqlite:///{self._path}",
             namespace=self._namespace,
             identity="uuid created inside the database file on first open",
-            durability=Durability.MACHINE,
+            durability=survives,
         )
         self._next_check = time.monotonic() + FILE_CHECK_PERIOD
         _LEDGERS.add(self)
@@ -340,10 +390,15 @@ class AsyncSQLiteLedger(AsyncLedgerBase):
         namespace: str = DEFAULT_NAMESPACE,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         create: bool = True,
+        durability: str = "machine",
         max_workers: int = 4,
     ) -> None:
         self._sync = SQLiteLedger(
-            path, namespace=namespace, busy_timeout=busy_timeout, create=create
+            path,
+            namespace=namespace,
+            busy_timeout=busy_timeout,
+            create=create,
+            durability=durability,
         )
         self._info = self._sync.describe()
         self._max_workers = max_workers
@@ -358,10 +413,16 @@ class AsyncSQLiteLedger(AsyncLedgerBase):
         namespace: str = DEFAULT_NAMESPACE,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         create: bool = True,
+        durability: str = "machine",
     ) -> AsyncSQLiteLedger:
         """Create the ledger without blocking the loop on the first open."""
         return await asyncio.to_thread(
-            cls, path, namespace=namespace, busy_timeout=busy_timeout, create=create
+            cls,
+            path,
+            namespace=namespace,
+            busy_timeout=busy_timeout,
+            create=create,
+            durability=durability,
         )
 
     def _workers(self) -> ThreadPoolExecutor:
