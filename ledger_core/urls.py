@@ -26,7 +26,7 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 # Any key ending in one of these, followed by "=": password, sslpassword, auth_token, apikey...
 _SECRET_KEY = re.compile(r"(?i)(?:password|passwd|pwd|secret|token|key)\s*=")
 # Where any parser may cut a secret into pieces that a driver then echoes (a "host").
-_PIECES = re.compile(r"[@/?#:&;=\s\[\]]+")
+_PIECES = re.compile(r"[@/?#:&;=\s\[\]%+]")
 # Fragments shorter than this are not scrubbed from free text (they would mangle it).
 MIN_FRAGMENT = 3
 
@@ -84,8 +84,9 @@ def redact_url(url: str) -> str:
 def secret_fragments(*urls: str) -> list[str]:
     """Every piece of text from ``urls`` that may be secret, longest first.
 
-    Each secret range, its percent-decoded forms, and the pieces any parser could cut
-    it into (at ``@ / ? # :`` ...), since a driver may echo a piece as a host or a path.
+    Each secret range, its percent-decoded and ``repr``-escaped forms, and the pieces any
+    parser could cut it into (at ``@ / ? # :`` ...), since a driver may echo a piece as a
+    host or a path.
     Pieces shorter than :data:`MIN_FRAGMENT` are left out.
     """
     found: set[str] = set()
@@ -94,10 +95,24 @@ def secret_fragments(*urls: str) -> list[str]:
             continue
         for start, end in _secret_spans(url):
             secret = url[start:end]
-            for form in {secret, unquote(secret), unquote_plus(secret)}:
-                found.add(form)
-                found.update(_PIECES.split(form))
+            for decoded in {secret, unquote(secret), unquote_plus(secret)}:
+                # As messages quote them too: {x!r} escapes what is not printable.
+                for form in {decoded, repr(decoded)[1:-1], ascii(decoded)[1:-1]}:
+                    found.update(_pieces(form))
     return sorted((f for f in found if len(f) >= MIN_FRAGMENT), key=len, reverse=True)
+
+
+def _pieces(secret: str) -> set[str]:
+    """Every stretch of ``secret`` between two cut points (its ends, and either side of
+    each delimiter): each parser cuts at different delimiters (libpq at the first ``@``
+    only, ``urlsplit`` at ``/ ? #`` ...), so no one split covers them all."""
+    cuts = {0, len(secret)}
+    for found in _PIECES.finditer(secret):
+        cuts.update((found.start(), found.end()))
+    points = sorted(cuts)
+    return {
+        secret[a:b] for i, a in enumerate(points) for b in points[i + 1 :] if b - a >= MIN_FRAGMENT
+    }
 
 
 def scrub(text: str, fragments: Iterable[str]) -> str:
@@ -119,20 +134,26 @@ def scrub_exception(exc: BaseException, *urls: str) -> BaseException:
     fragments = secret_fragments(*urls)
     if not fragments:
         return exc
+    # Both links, always: ``raise ... from None`` hides __context__ from tracebacks but
+    # keeps it on the exception, where a logger or a debugger still finds it.
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         _scrub_args(current, fragments)
-        nxt = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
-        if nxt is not None and not _clean(nxt, fragments):
-            _scrub_args(nxt, fragments)
-            if not _clean(nxt, fragments):
-                current.__cause__ = None
-                current.__context__ = None
+        for link in ("__cause__", "__context__"):
+            chained = getattr(current, link)
+            if chained is None:
+                continue
+            _scrub_args(chained, fragments)
+            if _clean(chained, fragments):
+                todo.append(chained)
+            else:  # a __str__ of its own still shows it: cut it off
+                setattr(current, link, None)
                 current.__suppress_context__ = True
-                nxt = None
-        current = nxt
     if _clean(exc, fragments):
         return exc
     text = scrub(_text_of(exc), fragments)
