@@ -8,7 +8,7 @@ disagree about where a password ends (Python splits the userinfo at the last ``@
 libpq at the first; a ``/``, ``?`` or ``#`` in a password makes ``urlsplit`` put part of
 it in the path, query or fragment). So everything between the first ``:`` after
 ``scheme://`` and the LAST ``@`` of the whole text is the password, and everything after
-a secret-looking ``key=`` is its value, to the end. When in doubt, more is redacted.
+a secret-looking ``key=`` up to the next ``&`` is its value. When in doubt, more is redacted.
 """
 
 from __future__ import annotations
@@ -49,10 +49,16 @@ def _secret_spans(url: str) -> list[tuple[int, int]]:
             spans.append((pos, at))  # not scheme://: no telling user from password
         rest = at + 1
     tail = url[rest:]
-    key = _SECRET_KEY.search(tail)
-    if key:
-        spans.append((rest + key.end(), len(url)))  # the value, and all after it
-    elif "%" in tail or "+" in tail:
+    keys = [k for k in _SECRET_KEY.finditer(tail)]
+    end = 0
+    for key in keys:
+        if key.start() < end:
+            continue  # inside the value before it ("password=token=x")
+        # To the next "&": every parser ends a query value there (a '#' or ';' not).
+        end = tail.find("&", key.end())
+        end = len(tail) if end < 0 else end
+        spans.append((rest + key.end(), rest + end))
+    if not keys and ("%" in tail or "+" in tail):
         try:
             decoded = unquote_plus(tail)
         except (UnicodeError, ValueError):  # pragma: no cover - unquote replaces bad bytes

@@ -168,8 +168,8 @@ def test_sqlite_absolute_paths_and_plain_urls_show_as_written(tmp_path: Path) ->
         ("redis://app:Xy7/kQ9@127.0.0.1:6379/0", "redis://app:***@127.0.0.1:6379/0"),
         ("postgresql://u:Secr@tX9@h/db", "postgresql://u:***@h/db"),
         (
-            "postgresql://h/db?sslmode=require&password=a&b#c",
-            "postgresql://h/db?sslmode=require&password=***",
+            "postgresql://h/db?sslmode=require&password=a#b;c&x=1&token=t",
+            "postgresql://h/db?sslmode=require&password=***&x=1&token=***",
         ),
         ("postgresql://h/db?pass%77ord=zz", "postgresql://h/db?***"),
         ("host=h password=x y", "host=h password=***"),  # not a URL at all
