@@ -8,14 +8,18 @@ its old ``store_id``; a file replaced under an open ledger went unnoticed.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import random
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +52,9 @@ def test_create_false_never_creates(tmp_path: Path) -> None:
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
     with pytest.raises(LedgerUnavailable, match="holds no decision ledger"):
         SQLiteLedger(other, create=False)
-    tables = sqlite3.connect(other).execute("SELECT name FROM sqlite_master").fetchall()
-    assert tables == [("t",)]  # untouched
+    untouched = sqlite3.connect(other)
+    assert untouched.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]
+    assert untouched.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # not made WAL
 
 
 def test_create_false_opens_an_existing_ledger(tmp_path: Path) -> None:
@@ -277,3 +282,43 @@ def test_a_file_on_tmpfs_never_proves_unless_accepted(shm_dir: Path) -> None:
     with pytest.raises(InvalidLedgerURL, match="durability"):
         open_ledger(f"sqlite:///{shm_dir}/other.db?durability=sometimes")
     assert not (shm_dir / "other.db").exists()
+
+
+# -- many processes creating one file at once ----------------------------------------
+
+FIRST_OPEN_ROUNDS = 30
+OPENERS = 8
+
+
+def _first_open(path: str, barrier: Any, out: Any) -> None:
+    """Open, and hold the ledger open until every other opener is done (as a pool does)."""
+    try:
+        ledger = SQLiteLedger(path)
+    except BaseException as exc:
+        out.put(f"{type(exc).__name__}: {exc}")
+        barrier.abort()
+        return
+    out.put("ok")
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=30)
+    ledger.close()
+
+
+def test_concurrent_first_opens_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL answers BUSY at once (no busy handler) while others
+    create it. Found as a 120 s hang of the process race test under load; a stress run
+    (6 processes, 60 rounds, load average ~15) failed 2 rounds before the fix and 0 of
+    250 after. A guard, not a reproduction: at low load this test passed before too."""
+    ctx = multiprocessing.get_context("fork")
+    failures = []
+    for round_ in range(FIRST_OPEN_ROUNDS):
+        path = str(tmp_path / f"l{round_}.db")
+        out: Any = ctx.Queue()
+        barrier = ctx.Barrier(OPENERS)
+        procs = [ctx.Process(target=_first_open, args=(path, barrier, out)) for _ in range(OPENERS)]
+        for p in procs:
+            p.start()
+        failures += [r for r in (out.get(timeout=60) for _ in procs) if r != "ok"]
+        for p in procs:
+            p.join(timeout=30)
+    assert failures == []

@@ -68,6 +68,14 @@ def filesystem_of(path: str, mounts: str | None = None) -> str | None:
     return None if found is None else found[1]
 
 
+_DURABILITY = {
+    "machine": Durability.MACHINE,
+    Durability.MACHINE: Durability.MACHINE,
+    "process": Durability.PROCESS,
+    Durability.PROCESS: Durability.PROCESS,
+}
+
+
 def _store_id(store_uuid: str, namespace: str) -> str:
     # The uuid has a fixed form, so everything after it is the namespace: no collisions.
     return f"sqlite:{store_uuid}:{namespace}"
@@ -122,7 +130,8 @@ class SQLiteLedger(LedgerBase):
         create: bool = True,
         durability: str = "machine",
     ) -> None:
-        if durability not in ("machine", "process"):
+        accepted = _DURABILITY.get(durability)
+        if accepted is None:
             raise InvalidLedgerURL(f"durability must be 'machine' or 'process', not {durability!r}")
         raw = os.fspath(path)
         if raw in ("", ":memory:") or raw.startswith("file::memory:"):
@@ -145,7 +154,7 @@ class SQLiteLedger(LedgerBase):
         filesystem = filesystem_of(self._path)
         if filesystem in VOLATILE_FILESYSTEMS:
             survives = Durability.PROCESS
-            if durability != "process":
+            if accepted != Durability.PROCESS:
                 store_id = None
                 reason = (
                     f"the file is on {filesystem}: a spend survives a crash of the process "
@@ -165,8 +174,12 @@ class SQLiteLedger(LedgerBase):
 
     # -- connections -------------------------------------------------------------------
 
-    def _connect(self, mode: str = "rw") -> sqlite3.Connection:
-        """A new connection; ``rw`` never creates the file (only the first open may)."""
+    def _connect(self, mode: str = "rw", *, must_hold_ledger: bool = False) -> sqlite3.Connection:
+        """A new connection; ``rw`` never creates the file (only the first open may).
+
+        ``must_hold_ledger``: refuse a file without the ledger's tables before anything is
+        written to it (asking for WAL would convert another application's database).
+        """
         try:
             conn = sqlite3.connect(
                 f"{self._uri}?mode={mode}",
@@ -178,10 +191,13 @@ class SQLiteLedger(LedgerBase):
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"cannot open SQLite ledger {self._path!r}: {exc}") from exc
         try:
+            if must_hold_ledger and conn.execute(schema.HAS_TABLES).fetchone()[0] != 2:
+                conn.close()
+                raise self._missing(f"{self._path!r} holds no decision ledger")
             # Durability is per connection: ours are FULL whatever other processes set.
             # WAL is a property of the file; asking for it again verifies it.
             conn.execute("PRAGMA synchronous=FULL")
-            mode_now = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode_now = self._wal(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise LedgerUnavailable(f"cannot open SQLite ledger {self._path!r}: {exc}") from exc
@@ -192,6 +208,29 @@ class SQLiteLedger(LedgerBase):
             self._all.append(conn)
         return conn
 
+    def _wal(self, conn: sqlite3.Connection) -> str:
+        """Put the file in WAL mode (it stays so) and return the mode SQLite reports.
+
+        Switching needs an exclusive lock, and while several processes create one file
+        at once SQLite answers BUSY at once, without its busy handler (to avoid a
+        deadlock); so this waits as the handler would, within ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+                if mode.lower() == "wal":
+                    return mode
+                return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
     def _missing(self, what: str) -> LedgerUnavailable:
         return LedgerUnavailable(
             f"{what} (create=false: reads and migration sources never create a store); "
@@ -201,7 +240,7 @@ class SQLiteLedger(LedgerBase):
     def _open_store(self, create: bool) -> tuple[str, tuple[int, int]]:
         if not create and not os.path.exists(self._path):
             raise self._missing(f"no SQLite ledger at {self._path!r}: the file does not exist")
-        conn = self._connect("rwc" if create else "rw")
+        conn = self._connect("rwc" if create else "rw", must_hold_ledger=not create)
         try:
             try:
                 if create:
@@ -214,8 +253,6 @@ class SQLiteLedger(LedgerBase):
                     except BaseException:
                         conn.execute("ROLLBACK")
                         raise
-                elif conn.execute(schema.HAS_TABLES).fetchone()[0] != 2:
-                    raise self._missing(f"{self._path!r} holds no decision ledger")
                 row = conn.execute(schema.READ_IDENTITY).fetchone()
                 stat = os.stat(self._path)
             except sqlite3.Error as exc:
@@ -373,6 +410,14 @@ class SQLiteLedger(LedgerBase):
             return
         for conn in conns:
             conn.close()
+
+
+_SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY exists from Python 3.11 only
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # 3.11+; the message before that
+    return code == _SQLITE_BUSY if code is not None else "database is locked" in str(exc)
 
 
 def _no_table(exc: BaseException) -> bool:
