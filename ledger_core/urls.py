@@ -49,7 +49,7 @@ def _secret_spans(url: str) -> list[tuple[int, int]]:
             spans.append((pos, at))  # not scheme://: no telling user from password
         rest = at + 1
     tail = url[rest:]
-    keys = [k for k in _SECRET_KEY.finditer(tail)]
+    keys = list(_SECRET_KEY.finditer(tail))
     end = 0
     for key in keys:
         if key.start() < end:
