@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import AsyncLedgerBase, LedgerBase
 from .errors import (
     AmbiguousSpend,
+    BackendLoadError,
     InvalidLedgerURL,
     InvalidRequestId,
     LedgerClosed,
@@ -66,7 +67,7 @@ from .registry import (
     register_backend,
     setup_ledger,
 )
-from .urls import LedgerURL, redact_url
+from .urls import LedgerURL, redact_url, scrub_exception
 
 __version__ = "0.1.0"
 
@@ -80,6 +81,7 @@ __all__ = [
     "AsyncMemoryLedger",
     "AsyncReentrantLedger",
     "Backend",
+    "BackendLoadError",
     "CloseVerdict",
     "Closure",
     "DecisionLedger",
@@ -132,6 +134,7 @@ __all__ = [
     "register_backend",
     "resolve",
     "resolve_async",
+    "scrub_exception",
     "setup_ledger",
     "spend_landed",
     "spend_landed_async",

@@ -5,12 +5,19 @@ implements ``_spend``/``_is_spent`` on validated id bytes. Validation happens he
 before any I/O (C8), for sync and async alike. The same two methods store markers
 (``spend_marker``): id bytes that start with ``0xFF``, which no request id can be, so a
 backend stores them exactly as it stores ids and skips them when it lists ids.
+
+A safety net: an exception out of ``_spend``/``_is_spent`` that is not a ``LedgerError``
+(a driver error a backend forgot to map, a bug) is raised as :class:`AmbiguousSpend`
+(the write may have landed) or :class:`LedgerUnavailable`, chained, so the promise
+"every error out of a ledger is a ``LedgerError``" never rests on every backend's
+every path. A ``try`` costs nothing in CPython 3.11+ until something raises.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
+from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
 from .protocol import LedgerInfo
 
@@ -36,24 +43,64 @@ class _Described:
         )
 
 
+def _unmapped_spend(ledger: object, exc: Exception) -> AmbiguousSpend:
+    # The exception's text is not repeated: a backend that did not map it did not
+    # scrub it either. It stays chained for whoever debugs the backend.
+    return AmbiguousSpend(
+        f"{type(ledger).__name__}: spend raised {type(exc).__name__}, not a LedgerError; "
+        "the write may have landed (treat as spent)"
+    )
+
+
+def _unmapped_read(ledger: object, exc: Exception) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"{type(ledger).__name__}: is_spent raised {type(exc).__name__}, not a LedgerError; "
+        "nothing was read"
+    )
+
+
 class LedgerBase(_Described):
     """A sync ledger: validate, then hand the id bytes to the backend."""
 
     def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return self._spend(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        try:
+            return self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return self._is_spent(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        try:
+            return self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
         beside the ids, where no request id can reach it."""
-        return self._spend(validate_marker(marker))
+        raw = validate_marker(marker)
+        try:
+            return self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     def is_marker_spent(self, marker: bytes) -> bool:
-        return self._is_spent(validate_marker(marker))
+        raw = validate_marker(marker)
+        try:
+            return self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError
@@ -81,18 +128,42 @@ class AsyncLedgerBase(_Described):
 
     async def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return await self._spend(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        try:
+            return await self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return await self._is_spent(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        try:
+            return await self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
-        return await self._spend(validate_marker(marker))
+        raw = validate_marker(marker)
+        try:
+            return await self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     async def is_marker_spent(self, marker: bytes) -> bool:
-        return await self._is_spent(validate_marker(marker))
+        raw = validate_marker(marker)
+        try:
+            return await self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     async def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError

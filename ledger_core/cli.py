@@ -1,8 +1,19 @@
 """``decision-ledger``: a thin shell over the library.
 
-Exit codes: 0 success; 1 refused (already spent, not spent, no store id) or a failed
-check; 2 usage or invalid input; 3 the store is unavailable or unsafe. Errors are one
-line on stderr, with passwords redacted.
+Exit codes (a script branches on them, so 0 and 1 are only ever answers):
+
+- 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
+- 1 an answer that was received: already spent, not spent, no store id, a failed check;
+- 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
+- 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
+  proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
+- 4 internal error, the answer is unknown: anything that is not a ``LedgerError`` (a
+  third-party ledger's raw exception, a bug) or an answer that is not a bool.
+
+Errors are one line on stderr (the exception type and its message) with every secret of
+the URLs given removed; ``--debug`` adds the traceback for exit 4. Reads (``is-spent``,
+``store-id``), ``spend`` and a migration's source open with ``create=False``: a mistyped
+path is a missing store (exit 3), never a new, empty one. ``setup`` creates.
 """
 
 from __future__ import annotations
@@ -10,30 +21,35 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from .errors import (
-    InvalidLedgerURL,
-    InvalidRequestId,
-    LedgerClosed,
-    LedgerError,
-    LedgerUnavailable,
-    MissingDriver,
-    UnsafeStoreConfig,
-)
+from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
+from .ids import validate_request_id
 from .migrate import migrate
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
-from .urls import redact_url
+from .urls import redact_url, scrub, secret_fragments
 
-OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
+
+
+class UnknownAnswer(Exception):
+    """A ledger answered something that is not a bool: the answer is unknown (exit 4)."""
+
+
+def _answer(value: object, what: str) -> bool:
+    if type(value) is not bool:
+        raise UnknownAnswer(f"{what} answered {value!r} ({type(value).__name__}), not a bool")
+    return value
 
 
 @contextmanager
 def _opened(args: argparse.Namespace) -> Iterator[DecisionLedger]:
+    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one."""
     options = {"namespace": args.namespace} if args.namespace else {}
-    ledger = open_ledger(args.url, **options)
+    ledger = open_ledger(args.url, **options, create=False)
     try:
         yield ledger
     finally:
@@ -48,17 +64,22 @@ def _close(ledger: object) -> None:
 
 
 def _spend(args: argparse.Namespace) -> int:
+    validate_request_id(args.request_id)  # bad input is exit 2 before any store is opened
     with _opened(args) as ledger:
-        spent = ledger.spend(args.request_id)
-    print("spent" if spent is True else "already spent")
-    return OK if spent is True else REFUSED
+        spent = _answer(ledger.spend(args.request_id), "spend")
+    print("spent" if spent else "already spent")
+    return OK if spent else REFUSED
 
 
 def _is_spent(args: argparse.Namespace) -> int:
+    validate_request_id(args.request_id)
     with _opened(args) as ledger:
-        spent = ledger.is_spent(args.request_id)  # type: ignore[attr-defined]
-    print("spent" if spent is True else "not spent")
-    return OK if spent is True else REFUSED
+        is_spent = getattr(ledger, "is_spent", None)
+        if not callable(is_spent):
+            raise UnknownAnswer(f"{type(ledger).__name__} has no is_spent")
+        spent = _answer(is_spent(args.request_id), "is_spent")
+    print("spent" if spent else "not spent")
+    return OK if spent else REFUSED
 
 
 def _store_id(args: argparse.Namespace) -> int:
@@ -103,7 +124,10 @@ def _setup(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    source = open_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
+    """The source must exist (a typo would migrate nothing from a phantom store); the
+    target is created if missing: that is what a migration is for."""
+    source_options = {"namespace": args.namespace} if args.namespace else {}
+    source = open_ledger(args.url, **source_options, create=False)
     target_options = {"namespace": args.target_namespace} if args.target_namespace else {}
     try:
         target = open_ledger(args.target, **target_options)
@@ -126,19 +150,24 @@ def _parser() -> argparse.ArgumentParser:
         prog="decision-ledger",
         description="Spend a human decision at most once, and prove when it never ran.",
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of exit 4")
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_url(
         name: str, help_text: str, handler: Callable[[argparse.Namespace], int]
     ) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text)
+        cmd = sub.add_parser(name, help=help_text, parents=[debug])
         cmd.add_argument("url", help="ledger URL, e.g. sqlite:///ledger.db")
         cmd.add_argument("--namespace", help="independent ledger on the same store")
         cmd.set_defaults(handler=handler)
         return cmd
 
     with_url(
-        "spend", "record an id; exit 0 if this call spent it, 1 if already spent", _spend
+        "spend",
+        "record an id in an existing store; exit 0 if this call spent it, 1 if already spent",
+        _spend,
     ).add_argument("request_id")
     with_url(
         "is-spent", "exit 0 if the id is spent, 1 if not (never records)", _is_spent
@@ -154,7 +183,9 @@ def _parser() -> argparse.ArgumentParser:
     move.add_argument("target", help="the new store's URL")
     move.add_argument("--target-namespace", help="namespace in the new store")
 
-    check = sub.add_parser("check", help="run the conformance suite against a ledger")
+    check = sub.add_parser(
+        "check", help="run the conformance suite against a ledger", parents=[debug]
+    )
     check.add_argument("url", nargs="?", help="ledger URL")
     check.add_argument("--factory", help="package.module:callable building the ledger")
     check.add_argument(
@@ -177,21 +208,36 @@ def _parser() -> argparse.ArgumentParser:
 def _exit_code(exc: LedgerError) -> int:
     if isinstance(exc, (InvalidRequestId, InvalidLedgerURL, MissingDriver)):
         return USAGE
-    if isinstance(exc, (LedgerUnavailable, UnsafeStoreConfig, LedgerClosed)):
-        return UNAVAILABLE
-    return REFUSED
+    # Unavailable, unsafe, closed, a failed migration, a third party's own LedgerError:
+    # nothing was proven. Never REFUSED: 1 is an answer, and none was received.
+    return UNAVAILABLE
+
+
+def _say(args: argparse.Namespace, text: str, urls: Sequence[str]) -> None:
+    """One line on stderr, with every secret of the given URLs scrubbed out."""
+    line = " ".join(scrub(text, secret_fragments(*urls)).split())
+    print(f"decision-ledger {args.command}: {line}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    urls = [u for u in (getattr(args, "url", None), getattr(args, "target", None)) if u]
     try:
         return handler(args)
     except LedgerError as exc:
-        print(f"decision-ledger {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _say(args, f"{type(exc).__name__}: {exc}", urls)
         return _exit_code(exc)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # Not an answer, and not a failure the ledger described: it must read as neither
+        # "spent" (0) nor "not spent" (1). A third-party ledger's raw exception lands here.
+        if getattr(args, "debug", False):
+            text = "".join(traceback.format_exception(exc))
+            print(scrub(text, secret_fragments(*urls)), file=sys.stderr, end="")
+        _say(args, f"internal error, the answer is unknown: {type(exc).__name__}: {exc}", urls)
+        return INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

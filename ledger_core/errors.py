@@ -28,6 +28,15 @@ class MissingDriver(LedgerError, ImportError):
     """The backend's optional driver is not installed (the message names the extra)."""
 
 
+class BackendLoadError(MissingDriver):
+    """A scheme's entry point could not be loaded (a broken install, a wrong object path).
+
+    A :class:`MissingDriver` so that every caller that handles a missing driver (the
+    CLI, ``decision-ledger check``) handles this one too; the message names the scheme
+    and the entry point.
+    """
+
+
 class LedgerUnavailable(LedgerError):
     """The store could not be reached or refused the operation; nothing was proven."""
 

@@ -21,7 +21,7 @@ from .ids import (
 )
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
-from .urls import LedgerURL, check_options
+from .urls import LedgerURL, check_options, option_bool
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
 
@@ -147,15 +147,22 @@ def _store_for(url: LedgerURL) -> MemoryStore:
     return named_store(name)
 
 
+# ``create`` is the standard option every backend takes; a memory store always exists
+# (it is created on first use and never proves), so it is accepted and has no effect.
+_OPTIONS = {"namespace", "create"}
+
+
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
 
     def open(self, url: LedgerURL, options: Mapping[str, Any]) -> MemoryLedger:
-        check_options(url, options, {"namespace"})
+        check_options(url, options, _OPTIONS)
+        option_bool(options, "create", True)  # validated, then ignored
         return MemoryLedger(_store_for(url), namespace=options["namespace"])
 
     async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncMemoryLedger:
-        check_options(url, options, {"namespace"})
+        check_options(url, options, _OPTIONS)
+        option_bool(options, "create", True)
         return AsyncMemoryLedger(_store_for(url), namespace=options["namespace"])
 
 

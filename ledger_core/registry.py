@@ -9,14 +9,21 @@ scheme is opened, so a missing optional driver costs nothing until it is used.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from .errors import InvalidLedgerURL, MissingDriver, UnknownScheme
+from .errors import (
+    BackendLoadError,
+    InvalidLedgerURL,
+    LedgerError,
+    LedgerUnavailable,
+    MissingDriver,
+    UnknownScheme,
+)
 from .ids import DEFAULT_NAMESPACE, validate_namespace
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
-from .urls import LedgerURL
+from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
 ENTRY_POINT_GROUP = "decision_ledger.backends"
 
@@ -60,19 +67,45 @@ def backend_for(scheme: str) -> Backend:
         return found
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name.lower() == scheme:
-            try:
-                loaded: Backend = ep.load()
-            except MissingDriver:
-                raise
-            except ImportError as exc:
-                raise MissingDriver(
-                    f"the backend for {scheme}:// could not be imported ({exc}); "
-                    "install its extra, e.g. pip install 'decision-ledger[all]'"
-                ) from exc
-            return loaded
+            return _load(scheme, ep.name, ep.value, ep.load)
     raise UnknownScheme(
         f"no ledger backend for scheme {scheme!r} (available: {', '.join(available_schemes())})"
     )
+
+
+def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backend:
+    """Load an entry point; whatever goes wrong is a ``LedgerError`` naming it."""
+    where = f"the backend for {scheme}:// (entry point {name} = {value})"
+    try:
+        loaded: Any = load()
+    except MissingDriver:
+        raise
+    except ImportError as exc:
+        raise MissingDriver(
+            f"{where} could not be imported ({exc}); "
+            "install its extra, e.g. pip install 'decision-ledger[all]'"
+        ) from exc
+    except Exception as exc:
+        raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(loaded, "open", None)):
+        raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
+    backend: Backend = loaded
+    return backend
+
+
+def _opening_failure(parsed: LedgerURL, exc: Exception) -> BaseException:
+    """What to raise for an error out of a backend's open or setup: a ``LedgerError``
+    (a raw one is wrapped, its outcome unknown) with no secret of the URL anywhere in
+    it or in what it chains."""
+    clean = scrub_exception(exc, parsed.raw)
+    if isinstance(clean, LedgerError):
+        return clean
+    text = scrub(str(clean), secret_fragments(parsed.raw))
+    failure = LedgerUnavailable(
+        f"opening {parsed} failed: {type(exc).__name__}: {text}".rstrip(": ")
+    )
+    failure.__cause__ = clean
+    return failure
 
 
 def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, LedgerURL, dict[str, Any]]:
@@ -83,29 +116,53 @@ def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, LedgerURL, 
 
 
 def open_ledger(url: str, **options: Any) -> DecisionLedger:
-    """Open a sync ledger, e.g. ``open_ledger("sqlite:///ledger.db", namespace="prod")``."""
+    """Open a sync ledger, e.g. ``open_ledger("sqlite:///ledger.db", namespace="prod")``.
+
+    ``create`` (default true) lets the backend create a missing store; ``create=False``
+    makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
+    Every error is a ``LedgerError`` that shows no secret of ``url``.
+    """
     backend, parsed, merged = _prepare(url, options)
-    return backend.open(parsed, merged)
+    try:
+        return backend.open(parsed, merged)
+    except Exception as exc:
+        failure = _opening_failure(parsed, exc)
+    raise failure  # outside the except block: nothing unscrubbed rides on __context__
 
 
 async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
     """Open an async ledger: connected, its ``store_id`` known, when this returns."""
     backend, parsed, merged = _prepare(url, options)
-    return await backend.open_async(parsed, merged)
+    try:
+        return await backend.open_async(parsed, merged)
+    except Exception as exc:
+        failure = _opening_failure(parsed, exc)
+    raise failure
 
 
 def setup_ledger(url: str, **options: Any) -> LedgerInfo:
     """Create a store's tables or keys (idempotent) and describe it.
 
     A backend with a ``setup(url, options)`` method does its own (e.g. DDL under a
-    privileged role); for the others, opening the ledger is the setup.
+    privileged role); for the others, opening the ledger (``create`` as given, default
+    true) is the setup.
     """
     backend, parsed, merged = _prepare(url, options)
+    try:
+        return _setup(backend, parsed, merged)
+    except Exception as exc:
+        failure = _opening_failure(parsed, exc)
+    raise failure
+
+
+def _setup(backend: Backend, parsed: LedgerURL, merged: dict[str, Any]) -> LedgerInfo:
     own = getattr(backend, "setup", None)
     if callable(own):
         info = own(parsed, merged)
         if not isinstance(info, LedgerInfo):
-            raise TypeError(f"{type(backend).__name__}.setup returned {info!r}, not LedgerInfo")
+            raise LedgerError(
+                f"{type(backend).__name__}.setup returned {type(info).__name__}, not LedgerInfo"
+            )
         return info
     ledger = backend.open(parsed, merged)
     try:

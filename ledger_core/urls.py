@@ -2,52 +2,220 @@
 
 A :class:`LedgerURL` keeps the raw text (with any password) only for the driver; its
 ``str`` and ``repr`` and every error built from it show the redacted form.
+
+Redaction works on the text as typed, not on one parser's reading of it: parsers
+disagree about where a password ends (Python splits the userinfo at the last ``@``,
+libpq at the first; a ``/``, ``?`` or ``#`` in a password makes ``urlsplit`` put part of
+it in the path, query or fragment). So everything between the first ``:`` after
+``scheme://`` and the LAST ``@`` of the whole text is the password, and everything after
+a secret-looking ``key=`` up to the next ``&`` is its value. When in doubt, more is redacted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, unquote_plus, urlsplit, urlunsplit
 
 from .errors import InvalidLedgerURL
 
-_SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "sslpassword", "secret", "token"})
 _REDACTED = "***"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+# Any key ending in one of these, followed by "=": password, sslpassword, auth_token, apikey...
+_SECRET_KEY = re.compile(r"(?i)(?:password|passwd|pwd|secret|token|key)\s*=")
+# Where any parser may cut a secret into pieces that a driver then echoes (a "host").
+_PIECES = re.compile(r"[@/?#:&;=\s\[\]%+]")
+# Fragments shorter than this are not scrubbed from free text (they would mangle it).
+MIN_FRAGMENT = 3
+
+
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """The (start, end) ranges of ``url`` that may hold a secret, in order."""
+    spans: list[tuple[int, int]] = []
+    scheme = _SCHEME.match(url)
+    pos = scheme.end() if scheme else 0
+    authority = scheme is not None and url.startswith("//", pos)
+    if authority:
+        pos += 2
+    rest = pos
+    at = url.rfind("@")
+    if at >= pos:
+        colon = url.find(":", pos, at)
+        if authority and colon >= 0:
+            spans.append((colon + 1, at))  # user:PASSWORD@, the password to the last "@"
+        elif not authority:
+            spans.append((pos, at))  # not scheme://: no telling user from password
+        rest = at + 1
+    tail = url[rest:]
+    keys = list(_SECRET_KEY.finditer(tail))
+    end = 0
+    for key in keys:
+        if key.start() < end:
+            continue  # inside the value before it ("password=token=x")
+        # To the next "&": every parser ends a query value there (a '#' or ';' not).
+        end = tail.find("&", key.end())
+        end = len(tail) if end < 0 else end
+        spans.append((rest + key.end(), rest + end))
+    if not keys and ("%" in tail or "+" in tail):
+        try:
+            decoded = unquote_plus(tail)
+        except (UnicodeError, ValueError):  # pragma: no cover - unquote replaces bad bytes
+            decoded = _REDACTED + "="
+        if _SECRET_KEY.search(decoded):  # an escaped key: redact the whole query
+            cut = tail.find("?") if "?" in tail else tail.find("/")
+            spans.append((rest + cut + 1, len(url)))
+    return spans
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (and secret-looking option values) replaced by ``***``.
+
+    Total: any text gives an answer (a string that is not a URL at all included), and
+    the answer never contains the secret part of what was typed.
+    """
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}, not a URL>"
+    shown: list[str] = []
+    last = 0
+    for start, end in _secret_spans(url):
+        shown.append(url[last:start])
+        shown.append(_REDACTED)
+        last = end
+    shown.append(url[last:])
+    return "".join(shown)
+
+
+def secret_fragments(*urls: str) -> list[str]:
+    """Every piece of text from ``urls`` that may be secret, longest first.
+
+    Each secret range, its percent-decoded and ``repr``-escaped forms, and the pieces any
+    parser could cut it into (at ``@ / ? # :`` ...), since a driver may echo a piece as a
+    host or a path.
+    Pieces shorter than :data:`MIN_FRAGMENT` are left out.
+    """
+    found: set[str] = set()
+    for url in urls:
+        if not isinstance(url, str):
+            continue
+        for start, end in _secret_spans(url):
+            secret = url[start:end]
+            for decoded in {secret, unquote(secret), unquote_plus(secret)}:
+                # As messages quote them too: {x!r} escapes what is not printable.
+                for form in {decoded, repr(decoded)[1:-1], ascii(decoded)[1:-1]}:
+                    found.update(_pieces(form))
+    return sorted((f for f in found if len(f) >= MIN_FRAGMENT), key=len, reverse=True)
+
+
+def _pieces(secret: str) -> set[str]:
+    """Every stretch of ``secret`` between two cut points (its ends, and either side of
+    each delimiter): each parser cuts at different delimiters (libpq at the first ``@``
+    only, ``urlsplit`` at ``/ ? #`` ...), so no one split covers them all."""
+    cuts = {0, len(secret)}
+    for found in _PIECES.finditer(secret):
+        cuts.update((found.start(), found.end()))
+    points = sorted(cuts)
+    return {
+        secret[a:b] for i, a in enumerate(points) for b in points[i + 1 :] if b - a >= MIN_FRAGMENT
+    }
+
+
+def scrub(text: str, fragments: Iterable[str]) -> str:
+    """``text`` with every secret fragment (see :func:`secret_fragments`) replaced."""
+    for fragment in fragments:
+        if fragment in text:
+            text = text.replace(fragment, _REDACTED)
+    return text
+
+
+def scrub_exception(exc: BaseException, *urls: str) -> BaseException:
+    """Remove the secrets of ``urls`` from ``exc`` and every exception chained to it.
+
+    Messages (``args``, notes) are scrubbed in place. A chained exception whose text
+    still shows a secret (a ``__str__`` of its own) is cut from the chain. Returns
+    ``exc``, or a plain copy of its type (``LedgerError`` when that fails) if its own text
+    cannot be cleaned.
+    """
+    fragments = secret_fragments(*urls)
+    if not fragments:
+        return exc
+    # Both links, always: ``raise ... from None`` hides __context__ from tracebacks but
+    # keeps it on the exception, where a logger or a debugger still finds it.
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        _scrub_args(current, fragments)
+        for link in ("__cause__", "__context__"):
+            chained = getattr(current, link)
+            if chained is None:
+                continue
+            _scrub_args(chained, fragments)
+            if _clean(chained, fragments):
+                todo.append(chained)
+            else:  # a __str__ of its own still shows it: cut it off
+                setattr(current, link, None)
+                current.__suppress_context__ = True
+    if _clean(exc, fragments):
+        return exc
+    text = scrub(_text_of(exc), fragments)
+    try:
+        fresh = type(exc)(text)
+    except Exception:
+        from .errors import LedgerError
+
+        fresh = LedgerError(text)
+    if not _clean(fresh, fragments):  # pragma: no cover - a __str__ that ignores its args
+        from .errors import LedgerError
+
+        fresh = LedgerError(text)
+    return fresh
+
+
+def _text_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # pragma: no cover - a broken __str__
+        return type(exc).__name__
+
+
+def _clean(exc: BaseException, fragments: list[str]) -> bool:
+    text = _text_of(exc) + "".join(str(n) for n in getattr(exc, "__notes__", ()))
+    return not any(f in text for f in fragments)
+
+
+def _scrub_args(exc: BaseException, fragments: list[str]) -> None:
+    try:
+        exc.args = tuple(scrub(a, fragments) if isinstance(a, str) else a for a in exc.args)
+        notes = getattr(exc, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [scrub(n, fragments) if isinstance(n, str) else n for n in notes]
+    except Exception:  # pragma: no cover - read-only args: _clean decides
+        pass
 
 
 def _split(url: str) -> SplitResult:
+    problem = None
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - validates the port; raises ValueError if malformed
     except ValueError as exc:
-        raise InvalidLedgerURL(f"malformed ledger URL {redact_url(url)!r}: {exc}") from None
+        # The parser's message quotes the text it choked on, which may be a piece of a
+        # password ("Xy7" of "Xy7/kQ9"): shown only for a URL without secrets, and raised
+        # outside this block so that nothing is chained either.
+        problem = str(exc)
+    if problem is not None:
+        if _secret_spans(url):
+            problem = (
+                "it does not parse; if its password holds '/', '?', '#' or '@', "
+                "percent-encode them (%2F, %3F, %23, %40)"
+            )
+        raise InvalidLedgerURL(f"malformed ledger URL {redact_url(url)!r}: {problem}")
     return parts
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (and secret-looking query values) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        netloc = f"{user}{':' + _REDACTED if sep else ''}@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, _REDACTED if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs],
-            safe="*",
-        )
-    # Joined by hand: urlunsplit folds an empty host's "sqlite:////abs.db" into "sqlite://abs.db".
-    slashes = "//" if url[len(parts.scheme) + 1 :].startswith("//") else ""
-    text = f"{parts.scheme}:{slashes}{netloc}{parts.path}"
-    return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
+from ledger_sqlite.ledger import VOLATILE_FILESYSTEMS, filesystem_of
 from tests.servers.common import strict
 
 # The conformance suite's own verdicts ("not exercised: no fault proxy in the path", "not
 # applicable: store_id is None") are results shown in its report, not missing servers.
 _VERDICTS = ("Skipped: not exercised:", "Skipped: not applicable:")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep test files on a disk: a SQLite ledger on tmpfs (Debian 13's /tmp) never proves."""
+    if (
+        config.option.basetemp is None
+        and filesystem_of(os.path.join(tempfile.gettempdir(), "x")) in VOLATILE_FILESYSTEMS
+    ):
+        parent = config.rootpath / ".pytest-tmp"
+        parent.mkdir(exist_ok=True)
+        config.option.basetemp = str(parent / f"run-{os.getpid()}")
 
 
 def _suite_verdict(report: pytest.TestReport) -> bool:

@@ -21,6 +21,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_spend_then_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path}/l.db"
+    assert run(capsys, "setup", url)[0] == 0
     assert run(capsys, "is-spent", url, "req") == (1, "not spent", "")
     assert run(capsys, "spend", url, "req") == (0, "spent", "")
     assert run(capsys, "spend", url, "req") == (1, "already spent", "")
@@ -29,6 +30,7 @@ def test_spend_then_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_store_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "setup", f"sqlite:///{tmp_path}/l.db")[0] == 0
     code, out, _ = run(capsys, "store-id", f"sqlite:///{tmp_path}/l.db")
     assert code == 0
     assert out.startswith("sqlite:")
@@ -68,6 +70,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_installed_entry_point_runs(tmp_path: Path) -> None:
+    assert main(["setup", f"sqlite:///{tmp_path}/l.db"]) == 0
     done = subprocess.run(
         [sys.executable, "-m", "ledger_core.cli", "spend", f"sqlite:///{tmp_path}/l.db", "x"],
         capture_output=True,

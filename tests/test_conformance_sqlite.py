@@ -33,20 +33,6 @@ def forget_everything(path: Path) -> None:
         conn.close()
 
 
-def _xfail(reason: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark one inherited clause xfail in this class only (the base's marks stay as they are)."""
-
-    def mark(test: Callable[..., None]) -> Callable[..., None]:
-        @functools.wraps(test)
-        def wrapper(*args: Any, **kwargs: Any) -> None:
-            test(*args, **kwargs)
-
-        marked: Callable[..., None] = pytest.mark.xfail(strict=True, reason=reason)(wrapper)
-        return marked
-
-    return mark
-
-
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
@@ -62,8 +48,3 @@ class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object]:
         return functools.partial(forget_everything, sqlite_dir / "ledger.db")
-
-    # The ledger reads its identity once at open (issue 8, item 4): fixed on the core branch.
-    test_C6_forgotten_store_old_instance = _xfail("fixed on the core branch")(
-        LedgerConformance.test_C6_forgotten_store_old_instance
-    )

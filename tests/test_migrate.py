@@ -96,6 +96,7 @@ def test_memory_source_has_no_lineage(tmp_path: Path) -> None:
 
 def test_cli_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    assert main(["setup", old]) == 0
     assert main(["spend", old, "a"]) == 0
     assert main(["migrate", old, new]) == 0
     assert "copied 1, already present 0, verified 1" in capsys.readouterr().out

@@ -7,11 +7,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.urls import LedgerURL, check_options, option_float
+from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
 
 from .ledger import DEFAULT_BUSY_TIMEOUT, AsyncSQLiteLedger, SQLiteLedger
 
-_OPTIONS = {"namespace", "busy_timeout"}
+# ``create`` (default true): whether a missing file may become a new, empty ledger.
+# The CLI's reads, ``spend`` and a migration's source open with create=false.
+# ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
+_OPTIONS = {"namespace", "busy_timeout", "create", "durability"}
 
 
 def _path(url: LedgerURL) -> str:
@@ -32,6 +35,8 @@ class _SQLiteBackend:
             _path(url),
             namespace=options["namespace"],
             busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
+            create=option_bool(options, "create", True),
+            durability=str(options.get("durability", "machine")),
         )
 
     async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncSQLiteLedger:
@@ -40,6 +45,8 @@ class _SQLiteBackend:
             _path(url),
             namespace=options["namespace"],
             busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
+            create=option_bool(options, "create", True),
+            durability=str(options.get("durability", "machine")),
         )
 
 

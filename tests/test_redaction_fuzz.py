@@ -1,0 +1,189 @@
+"""Issue 8 item 12: no password ever shows, for any URL a user can type.
+
+Before: ``redis://app:Xy7/kQ9@127.0.0.1:6379/0`` printed the whole URL in "malformed
+ledger URL" (``urlsplit`` put half the password in the path, so no ``@`` was seen in the
+netloc), and a password with ``@`` leaked its tail through libpq (which splits at the
+first ``@``). Passwords here are random printable text with ``/ # ? @ : %`` and unicode,
+in URLs of every built-in scheme; no 3+-character piece of one may appear in
+``redact_url``, ``str``/``repr`` of the parsed URL, any error out of ``open_ledger``
+(its message and every chained cause or context), or the CLI's stderr.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from ledger_core import LedgerError, LedgerURL, open_ledger, redact_url
+from ledger_core.cli import main
+
+SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix", "redis+cluster", "postgresql", "postgres")
+SHOWN = 3  # no piece of a password this long or longer may show
+
+printable = st.characters(blacklist_categories=("Cs", "Cc"))
+special = st.sampled_from(list("/#?@:%&=;+ [].\\"))
+passwords = st.text(st.one_of(printable, special, special), min_size=1, max_size=24)
+users = st.text(st.one_of(printable, special), max_size=8)
+hosts = st.sampled_from(["127.0.0.1", "localhost", "[::1]", "127.0.0.1:{port}", "localhost:{port}"])
+tails = st.sampled_from(["", "/0", "/db", "/db?sslmode=disable", "/0?namespace=n", "?x=1", "#f"])
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PORT = _closed_port()
+
+
+DELIMITERS = set("/#?@:%&=;+ [].\\")
+
+
+def _shadow(password: str) -> str:
+    """A password of the same shape (delimiters kept, letters x/X, digits 1): a URL with it
+    parses the same way, so every fixed word of the messages shows in both outputs."""
+    return "".join(
+        c if c in DELIMITERS else "1" if c.isdigit() else "X" if c.isupper() else "x"
+        for c in password
+    )
+
+
+def _leaks(password: str, shown: str, url: str, baseline: str = "") -> list[str]:
+    """Pieces of ``password`` (3+ chars) that show, and are neither in the URL's other parts
+    nor in ``baseline`` (what shows for the shadow password: our fixed text)."""
+    head, _, rest = url.partition(f":{password}@")
+    public = f"{head}:\x00@{rest}"
+    pieces = {password[i : i + SHOWN] for i in range(len(password) - SHOWN + 1)}
+    return sorted(p for p in pieces if p in shown and p not in public and p not in baseline)
+
+
+def _texts(exc: BaseException) -> Iterator[str]:
+    """The exception's text and every exception chained to it (cause and context)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield f"{current} {current.args!r}"
+        todo += [current.__cause__, current.__context__]
+
+
+def _url(scheme: str, user: str, password: str, host: str, tail: str) -> str:
+    return f"{scheme}://{user}:{password}@{host.format(port=PORT)}{tail}"
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(SCHEMES), users, passwords, hosts, tails)
+@example("redis", "app", "Xy7/kQ9", "127.0.0.1:6379", "/0")
+@example("postgresql", "u", "Secr@tX9", "127.0.0.1:{port}", "/db")
+@example("postgresql", "u", "a#b?c/d@e:f%41g", "localhost", "/db")
+@example("redis", "", "p@ss/w?rd#x", "[::1]", "/0")
+def test_redact_url_and_parsed_urls_never_show_the_password(
+    scheme: str, user: str, password: str, host: str, tail: str
+) -> None:
+    url = _url(scheme, user, password, host, tail)
+    base = _shown_when_parsed(_url(scheme, user, _shadow(password), host, tail))
+    assert _leaks(password, _shown_when_parsed(url), url, base) == []
+
+
+def _shown_when_parsed(url: str) -> str:
+    texts = [redact_url(url)]
+    try:
+        parsed = LedgerURL.parse(url)
+    except LedgerError as exc:
+        texts += _texts(exc)
+    else:
+        texts += [str(parsed), repr(parsed), parsed.redacted]
+    return "\n".join(texts)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.sampled_from(SCHEMES), users, passwords, hosts, tails)
+@example("redis", "app", "Xy7/kQ9", "127.0.0.1:6379", "/0")
+@example("postgresql", "u", "Secr@tX9", "127.0.0.1:{port}", "/db")
+@example("postgres", "u", "abcd@efghijk", "127.0.0.1:{port}", "/db")
+def test_open_ledger_errors_never_show_the_password(
+    scheme: str, user: str, password: str, host: str, tail: str
+) -> None:
+    url = _url(scheme, user, password, host, tail)
+    base = _shown_when_opened(scheme, _url(scheme, user, _shadow(password), host, tail))
+    assert _leaks(password, _shown_when_opened(scheme, url), url, base) == []
+
+
+def _shown_when_opened(scheme: str, url: str) -> str:
+    try:
+        ledger = open_ledger(url, create=False) if scheme != "redis+cluster" else open_ledger(url)
+    except LedgerError as exc:
+        return "\n".join(_texts(exc))
+    return repr(ledger)  # memory:// opens anything
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.sampled_from(SCHEMES), users, passwords, hosts, tails, st.booleans())
+@example("redis", "app", "Xy7/kQ9", "127.0.0.1:6379", "/0", False)
+@example("postgresql", "u", "Secr@tX9", "127.0.0.1:{port}", "/db", True)
+def test_cli_stderr_never_shows_the_password(
+    capsys: pytest.CaptureFixture[str],
+    scheme: str,
+    user: str,
+    password: str,
+    host: str,
+    tail: str,
+    debug: bool,
+) -> None:
+    url = _url(scheme, user, password, host, tail)
+    flags = ["--debug"] if debug else []
+    main([*flags, "is-spent", _url(scheme, user, _shadow(password), host, tail), "req"])
+    base = "".join(capsys.readouterr())
+    main([*flags, "is-spent", url, "req"])
+    out, err = capsys.readouterr()
+    assert _leaks(password, err + out, url, base) == []
+
+
+def test_sqlite_absolute_paths_and_plain_urls_show_as_written(tmp_path: Path) -> None:
+    for url in ("sqlite:////abs.db", "sqlite:////data/me@home.db", f"sqlite:///{tmp_path}/l.db"):
+        assert redact_url(url) == url
+    assert redact_url("redis://u@h:1/0") == "redis://u@h:1/0"  # a user is not a secret
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://app:Xy7/kQ9@127.0.0.1:6379/0", "redis://app:***@127.0.0.1:6379/0"),
+        ("postgresql://u:Secr@tX9@h/db", "postgresql://u:***@h/db"),
+        (
+            "postgresql://h/db?sslmode=require&password=a#b;c&x=1&token=t",
+            "postgresql://h/db?sslmode=require&password=***&x=1&token=***",
+        ),
+        ("postgresql://h/db?pass%77ord=zz", "postgresql://h/db?***"),
+        ("host=h password=x y", "host=h password=***"),  # not a URL at all
+        ("app:pw@host", "app:***@host"),  # no "//": user and password can't be told apart
+        (" redis://u:pw@h", "***@h"),
+    ],
+)
+def test_redaction_takes_the_widest_reading(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_malformed_url_errors_chain_nothing() -> None:
+    with pytest.raises(LedgerError) as caught:
+        LedgerURL.parse("redis://app:Xy7/kQ9@127.0.0.1:6379/0")
+    assert "Xy7" not in str(caught.value)
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
