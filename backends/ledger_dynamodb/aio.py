@@ -60,6 +60,9 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
 
         return await cls.open(target, make, owned=False)
 
+    async def __aenter__(self) -> AsyncDynamoDBLedger:
+        return self
+
     async def _current(self) -> Any:
         if self._closed:
             raise LedgerClosed("this DynamoDB ledger is closed")

@@ -20,14 +20,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerClosed,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
 from ledger_core.ids import is_marker
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
 
 from . import commands, identity
 from .commands import TOKEN, Request, binary
-from .errors import Fate, is_conditional, is_not_found, old_item, unavailable, write_fate
+from .errors import Fate, fail, is_conditional, is_not_found, old_item, write_fate
 from .identity import TableFacts
 from .options import Settings
 
@@ -75,7 +81,7 @@ def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
             table = _table((yield commands.describe_table(session.table)))
         except Exception as exc:
             if not is_not_found(exc):  # just created: it may not be visible yet
-                raise unavailable(exc, "DescribeTable", session.location) from exc
+                fail(exc, "DescribeTable", session.location)
         else:
             if table.get("TableStatus") in identity.USABLE_STATUS:
                 return table
@@ -90,7 +96,7 @@ def read_facts(session: Session, *, create: bool) -> Steps[Request, TableFacts]:
         table = _table((yield commands.describe_table(session.table)))
     except Exception as exc:
         if not is_not_found(exc):
-            raise unavailable(exc, "DescribeTable", session.location) from exc
+            fail(exc, "DescribeTable", session.location)
         if not create:
             raise LedgerUnavailable(
                 f"table {session.location} does not exist and create=false: nothing to read "
@@ -103,14 +109,14 @@ def read_facts(session: Session, *, create: bool) -> Steps[Request, TableFacts]:
             if getattr(exc2, "response", {}).get("Error", {}).get("Code") != (
                 "ResourceInUseException"
             ):
-                raise unavailable(exc2, "CreateTable", session.location) from exc2
+                fail(exc2, "CreateTable", session.location)
         table = yield from _wait_active(session)
     if table.get("TableStatus") == "CREATING":
         table = yield from _wait_active(session)
     try:
         ttl = yield commands.describe_ttl(session.table)
     except Exception as exc:
-        raise unavailable(exc, "DescribeTimeToLive", session.location) from exc
+        fail(exc, "DescribeTimeToLive", session.location)
     facts = TableFacts.read(table, ttl if isinstance(ttl, dict) else {})
     identity.check_usable(facts, session.location)
     return facts
@@ -123,7 +129,7 @@ def _read_genesis(session: Session) -> Steps[Request, bytes | None]:
     except Exception as exc:
         if is_not_found(exc):
             session.suspect = True
-        raise unavailable(exc, "genesis read", session.location) from exc
+        fail(exc, "genesis read", session.location)
     return identity.check_genesis(answer.get("Item"))
 
 
@@ -147,12 +153,12 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
             if raced is not None:
                 return raced
         elif write_fate(exc) is Fate.REJECTED:
-            raise unavailable(exc, "genesis write", session.location) from exc
+            fail(exc, "genesis write", session.location)
         failure = exc
     # Another opener won, or our write's reply was lost: whatever is stored is THE genesis.
     stored = yield from _read_genesis(session)
     if stored is None:
-        raise unavailable(failure, "genesis write", session.location) from failure
+        fail(failure, "genesis write", session.location)
     return stored
 
 
@@ -244,13 +250,13 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
             if is_not_found(exc):
                 session.suspect = True
             if write_fate(exc) is Fate.REJECTED:
-                raise unavailable(exc, "spend", session.location) from exc
+                fail(exc, "spend", session.location)
         failure = exc
     try:
         answer = yield commands.get(session.table, key)
     except Exception as exc:
-        if is_conditional(failure):
-            raise unavailable(exc, "spend (reading the record)", session.location) from exc
+        if is_conditional(failure) or isinstance(exc, LedgerClosed):
+            fail(exc, "spend (reading the record)", session.location)
         raise AmbiguousSpend(
             f"DynamoDB spend on {session.location}: the write's outcome is unknown and "
             "re-reading its token failed; it may or may not be recorded (treat as spent)"
@@ -279,7 +285,7 @@ def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
     except Exception as exc:
         if is_not_found(exc):
             session.suspect = True
-        raise unavailable(exc, "is_spent", session.location) from exc
+        fail(exc, "is_spent", session.location)
     return bool(answer.get("Item")) if isinstance(answer, dict) else False
 
 
@@ -293,7 +299,7 @@ def scan_page_steps(
     try:
         answer = yield commands.scan(session.table, session.namespace, segment, start)
     except Exception as exc:
-        raise unavailable(exc, "Scan", session.location) from exc
+        fail(exc, "Scan", session.location)
     ids: list[str] = []
     for item in answer.get("Items") or []:
         key = binary(item, commands.KEY)

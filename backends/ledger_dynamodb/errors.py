@@ -8,7 +8,7 @@ string-to-sign (an ``InvalidSignatureException`` quotes the canonical request).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger_core.errors import LedgerError, LedgerUnavailable
 
@@ -105,6 +105,8 @@ def write_fate(exc: BaseException) -> Fate:
     may not have succeeded"), a lost connection, a timeout, or any error after botocore
     retried (an earlier attempt may have landed) is unknown.
     """
+    if isinstance(exc, LedgerError):
+        return Fate.REJECTED  # our own shell refused (closed): nothing was sent
     bc = _botocore()
     if isinstance(exc, bc.ClientError):
         if 400 <= _status(exc) < 500 and not _retried(exc):
@@ -167,3 +169,10 @@ def unavailable(exc: BaseException, what: str, location: str) -> LedgerError:
     if isinstance(exc, LedgerError):
         return exc
     return LedgerUnavailable(f"DynamoDB {what} failed on {location}: {describe_failure(exc)}")
+
+
+def fail(exc: BaseException, what: str, location: str) -> NoReturn:
+    """Raise ``exc`` as a ``LedgerError`` (chained), or as is when it already is one."""
+    if isinstance(exc, LedgerError):
+        raise exc
+    raise unavailable(exc, what, location) from exc

@@ -66,6 +66,9 @@ class DynamoDBLedger(LedgerBase):
         target = client_target(client, table, options)
         return cls.open(target, _first_then(client, lambda: rebuild_sync(client)), owned=False)
 
+    def __enter__(self) -> DynamoDBLedger:
+        return self
+
     def _current(self) -> Any:
         if self._closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
