@@ -14,7 +14,7 @@ from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
-from .commands import SCAN_SEGMENTS, Request, Sleep
+from .commands import SCAN_SEGMENTS, Call, Request, Verify
 from .decisions import Session
 from .options import Target
 
@@ -31,6 +31,7 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
         self._pid = os.getpid()
         self._owned = owned
         self._closed = False
+        self._verify_lock = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -73,10 +74,13 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
         return self._client
 
     async def _perform(self, request: Request) -> Any:
-        if isinstance(request, Sleep):
-            await asyncio.sleep(request.seconds)
-            return None
-        return await getattr(await self._current(), request.op)(**request.params)
+        if isinstance(request, Call):
+            return await getattr(await self._current(), request.op)(**request.params)
+        if isinstance(request, Verify):
+            async with self._verify_lock:  # one check at a time; the others wait for it
+                return await self._run(decisions.verify_steps(self._session))
+        await asyncio.sleep(request.seconds)
+        return None
 
     async def _run(self, steps: Steps[Request, Any]) -> Any:
         return await run_steps_async(steps, self._perform)

@@ -37,7 +37,14 @@ class Sleep:
     seconds: float
 
 
-Request = Call | Sleep
+@dataclass(frozen=True)
+class Verify:
+    """Run the identity check (``decisions.verify_steps``) now, once for all callers:
+    the shell runs it under a lock, so concurrent callers wait for one check instead of
+    each sending their own."""
+
+
+Request = Call | Sleep | Verify
 
 
 def record_key(namespace: str, request_id: bytes) -> bytes:

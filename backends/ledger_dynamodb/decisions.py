@@ -33,7 +33,7 @@ from ledger_core.steps import Steps
 
 from . import commands, identity
 from .commands import TOKEN, Request, binary
-from .errors import Fate, fail, is_conditional, is_not_found, old_item, write_fate
+from .errors import Fate, fail, is_conditional, is_not_found, old_item, retried, write_fate
 from .identity import TableFacts
 from .options import Settings
 
@@ -60,6 +60,14 @@ class Session:
     @property
     def namespace(self) -> str:
         return self.settings.namespace
+
+    def due(self, now: float) -> bool:
+        """Whether the identity must be checked before an operation starting ``now``."""
+        return (
+            self.suspect
+            or now - self.genesis_checked >= self.settings.identity_interval
+            or now - self.config_checked >= self.settings.config_interval
+        )
 
     def fail(self, error: LedgerError) -> LedgerError:
         """Fail closed for good: every later operation raises ``error``."""
@@ -185,9 +193,9 @@ def verify_steps(session: Session) -> Steps[Request, None]:
         raise session.failed
     started = time.monotonic()
     settings = session.settings
+    if not session.due(started):
+        return  # another caller's check finished while this one waited for it
     config_due = session.suspect or started - session.config_checked >= settings.config_interval
-    if not config_due and started - session.genesis_checked < settings.identity_interval:
-        return
     if config_due:
         try:
             facts = yield from read_facts(session, create=False)
@@ -227,6 +235,17 @@ def verify_steps(session: Session) -> Steps[Request, None]:
         session.suspect = False
 
 
+def checked(session: Session) -> Steps[Request, None]:
+    """The guard every operation starts with: fail closed for good once the store was
+    found changed, and ask for an identity check when one is due."""
+    if session.failed is not None:
+        raise session.failed
+    if session.due(time.monotonic()):
+        yield commands.Verify()
+        if session.failed is not None:
+            raise session.failed
+
+
 def _owner(item: dict[str, Any], token: bytes) -> bool:
     """Whose write the stored record is: ours (a retry met it) or another's."""
     return binary(item, TOKEN) == token
@@ -236,7 +255,7 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
     """One conditional ``PutItem`` of our token; a conditional failure is settled by the
     stored token (ours: a botocore retry met our own earlier write, so True), a lost reply
     by a consistent read of it, else :class:`AmbiguousSpend` (C5)."""
-    yield from verify_steps(session)
+    yield from checked(session)
     key = commands.record_key(session.namespace, request_id)
     try:
         yield commands.put_new(session.table, key, token)
@@ -246,6 +265,10 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
             item = old_item(exc)
             if item is not None:
                 return _owner(item, token)
+            if not retried(exc):
+                # Sent once and refused: no write of ours exists to find (dynalite and
+                # other emulators return no ALL_OLD item; this spares them a read).
+                return False
         else:
             if is_not_found(exc):
                 session.suspect = True
@@ -278,7 +301,7 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
 
 def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
     """A strongly consistent ``GetItem`` of the record's key (C3)."""
-    yield from verify_steps(session)
+    yield from checked(session)
     key = commands.record_key(session.namespace, request_id)
     try:
         answer = yield commands.exists(session.table, key)
@@ -294,7 +317,7 @@ def scan_page_steps(
 ) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
     """One page of one consistent Scan segment: the namespace's ids (never markers, the
     genesis or another namespace's records) and where the next page starts."""
-    yield from verify_steps(session)
+    yield from checked(session)
     prefix = commands.record_prefix(session.namespace)
     try:
         answer = yield commands.scan(session.table, session.namespace, segment, start)

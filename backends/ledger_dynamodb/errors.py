@@ -66,7 +66,8 @@ def code_of(exc: BaseException) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def _retried(exc: BaseException) -> bool:
+def retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request more than once (unknown counts as yes)."""
     response = getattr(exc, "response", None)
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
     attempts = meta.get("RetryAttempts") if isinstance(meta, dict) else None
@@ -109,7 +110,7 @@ def write_fate(exc: BaseException) -> Fate:
         return Fate.REJECTED  # our own shell refused (closed): nothing was sent
     bc = _botocore()
     if isinstance(exc, bc.ClientError):
-        if 400 <= _status(exc) < 500 and not _retried(exc):
+        if 400 <= _status(exc) < 500 and not retried(exc):
             return Fate.REJECTED
         return Fate.UNKNOWN
     if isinstance(

@@ -16,7 +16,7 @@ from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
 from . import decisions
-from .commands import SCAN_SEGMENTS, Request, Sleep
+from .commands import SCAN_SEGMENTS, Call, Request, Verify
 from .decisions import Session
 from .options import Settings, Target
 
@@ -37,6 +37,7 @@ class DynamoDBLedger(LedgerBase):
         self._owned = owned
         self._closed = False
         self._lock = threading.Lock()
+        self._verify_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -81,10 +82,13 @@ class DynamoDBLedger(LedgerBase):
         return self._client
 
     def _perform(self, request: Request) -> Any:
-        if isinstance(request, Sleep):
-            time.sleep(request.seconds)
-            return None
-        return getattr(self._current(), request.op)(**request.params)
+        if isinstance(request, Call):
+            return getattr(self._current(), request.op)(**request.params)
+        if isinstance(request, Verify):
+            with self._verify_lock:  # one check at a time; the others wait for its verdict
+                return self._run(decisions.verify_steps(self._session))
+        time.sleep(request.seconds)
+        return None
 
     def _run(self, steps: Steps[Request, Any]) -> Any:
         return run_steps(steps, self._perform)
