@@ -127,6 +127,12 @@ def peers(url: str) -> dict[str, Callable[[str], object]]:
     except ImportError:
         pass
     else:
+        import boto3
+
+        # Made here: cachelib would create it with a TTL, which dynalite cannot set.
+        _ensure_string_table(
+            boto3.session.Session().client("dynamodb", **where), "bench-cachelib", "cache_key"
+        )
         cache = DynamoDbCache(table_name="bench-cachelib", default_timeout=0, **where)
 
         def cachelib_add(rid: str) -> object:

@@ -4,7 +4,6 @@ aiobotocore client (native asyncio, no thread pool)."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import SCAN_SEGMENTS, Call, Request, Verify
-from .decisions import Session
+from .decisions import Handle, Session
 from .options import Target
 
 AsyncClientFactory = Callable[[], Awaitable[Any]]
@@ -24,13 +23,9 @@ AsyncClientFactory = Callable[[], Awaitable[Any]]
 class AsyncDynamoDBLedger(AsyncLedgerBase):
     """The asyncio face of :class:`~.ledger.DynamoDBLedger`, same semantics (C9)."""
 
-    def __init__(self, session: Session, make_client: AsyncClientFactory, client: Any, owned: bool):
+    def __init__(self, session: Session, handle: Handle):
         self._session = session
-        self._make_client = make_client
-        self._client = client
-        self._pid = os.getpid()
-        self._owned = owned
-        self._closed = False
+        self._handle = handle
         self._verify_lock = asyncio.Lock()
 
     @classmethod
@@ -39,7 +34,7 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
     ) -> AsyncDynamoDBLedger:
         session = Session(target.table, target.settings, target.location, target.endpoint_url)
         client = await make_client()
-        ledger = cls(session, make_client, client, owned)
+        ledger = cls(session, Handle(make_client, client, owned))
         try:
             ledger._info = await ledger._run(decisions.open_steps(session))
         except BaseException:
@@ -64,14 +59,17 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
     async def __aenter__(self) -> AsyncDynamoDBLedger:
         return self
 
+    @property
+    def _client(self) -> Any:
+        return self._handle.client
+
     async def _current(self) -> Any:
-        if self._closed:
+        handle = self._handle
+        if handle.closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        if os.getpid() != self._pid:  # a forked child: never share the parent's sockets
-            self._pid = os.getpid()
-            self._client = await self._make_client()
-            self._owned = True
-        return self._client
+        if handle.inherited():  # a forked child: never share the parent's sockets
+            return handle.adopt(await handle.make_client())
+        return handle.client
 
     async def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
@@ -110,11 +108,8 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
                 return found
 
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owned and os.getpid() == self._pid:
-            await self._client.close()
+        if self._handle.closes():
+            await self._handle.client.close()
 
 
 __all__ = ["AsyncDynamoDBLedger"]

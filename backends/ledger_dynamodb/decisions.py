@@ -16,6 +16,7 @@ re-created table always re-checks first; docs/dynamodb.md has the argument and t
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,32 @@ from .options import Settings
 
 CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
 POLL = 0.1  # seconds between DescribeTable polls while it is created
+
+
+@dataclass
+class Handle:
+    """The client a shell uses, and whose it is: one per process (a forked child builds
+    its own, never touching the parent's sockets)."""
+
+    make_client: Any  # () -> client, or an async one
+    client: Any
+    owned: bool
+    pid: int = field(default_factory=os.getpid)
+    closed: bool = False
+
+    def inherited(self) -> bool:
+        return os.getpid() != self.pid
+
+    def adopt(self, client: Any) -> Any:
+        """Use ``client`` (built in this process) from now on; ours to close."""
+        self.client, self.pid, self.owned = client, os.getpid(), True
+        return client
+
+    def closes(self) -> bool:
+        """Whether closing the ledger must close the client (ours, in its own process)."""
+        first = not self.closed
+        self.closed = True
+        return first and self.owned and not self.inherited()
 
 
 @dataclass
@@ -130,14 +157,20 @@ def read_facts(session: Session, *, create: bool) -> Steps[Request, TableFacts]:
     return facts
 
 
-def _read_genesis(session: Session) -> Steps[Request, bytes | None]:
-    key = commands.genesis_key(session.namespace)
+def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:
+    """One read; a vanished table makes the next operation re-check the identity first."""
     try:
-        answer = yield commands.get(session.table, key)
+        answer = yield call
     except Exception as exc:
         if is_not_found(exc):
             session.suspect = True
-        fail(exc, "genesis read", session.location)
+        fail(exc, what, session.location)
+    return answer if isinstance(answer, dict) else {}
+
+
+def _read_genesis(session: Session) -> Steps[Request, bytes | None]:
+    key = commands.genesis_key(session.namespace)
+    answer = yield from _read(session, commands.get(session.table, key), "genesis read")
     return identity.check_genesis(answer.get("Item"))
 
 
@@ -303,13 +336,8 @@ def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
     """A strongly consistent ``GetItem`` of the record's key (C3)."""
     yield from checked(session)
     key = commands.record_key(session.namespace, request_id)
-    try:
-        answer = yield commands.exists(session.table, key)
-    except Exception as exc:
-        if is_not_found(exc):
-            session.suspect = True
-        fail(exc, "is_spent", session.location)
-    return bool(answer.get("Item")) if isinstance(answer, dict) else False
+    answer = yield from _read(session, commands.exists(session.table, key), "is_spent")
+    return bool(answer.get("Item"))
 
 
 def scan_page_steps(

@@ -3,7 +3,6 @@ on a boto3 client (one per process: a forked child builds its own)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import SCAN_SEGMENTS, Call, Request, Verify
-from .decisions import Session
+from .decisions import Handle, Session
 from .options import Settings, Target
 
 ClientFactory = Callable[[], Any]
@@ -29,14 +28,10 @@ class DynamoDBLedger(LedgerBase):
     Open one with ``open_ledger("dynamodb://TABLE?region=...")`` or :meth:`from_client`.
     """
 
-    def __init__(self, session: Session, make_client: ClientFactory, client: Any, owned: bool):
+    def __init__(self, session: Session, handle: Handle):
         self._session = session
-        self._make_client = make_client
-        self._client = client
-        self._pid = os.getpid()
-        self._owned = owned
-        self._closed = False
-        self._lock = threading.Lock()
+        self._handle = handle
+        self._fork_lock = threading.Lock()
         self._verify_lock = threading.Lock()
 
     @classmethod
@@ -46,7 +41,7 @@ class DynamoDBLedger(LedgerBase):
         """Build a client and read the table's identity, once (C6)."""
         session = Session(target.table, target.settings, target.location, target.endpoint_url)
         client = make_client()
-        ledger = cls(session, make_client, client, owned)
+        ledger = cls(session, Handle(make_client, client, owned))
         try:
             ledger._info = ledger._run(decisions.open_steps(session))
         except BaseException:
@@ -70,16 +65,19 @@ class DynamoDBLedger(LedgerBase):
     def __enter__(self) -> DynamoDBLedger:
         return self
 
+    @property
+    def _client(self) -> Any:
+        return self._handle.client
+
     def _current(self) -> Any:
-        if self._closed:
+        handle = self._handle
+        if handle.closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        if os.getpid() != self._pid:  # a forked child: never share the parent's sockets
-            with self._lock:
-                if os.getpid() != self._pid:
-                    self._client = self._make_client()
-                    self._pid = os.getpid()
-                    self._owned = True
-        return self._client
+        if handle.inherited():  # a forked child: never share the parent's sockets
+            with self._fork_lock:
+                if handle.inherited():
+                    handle.adopt(handle.make_client())
+        return handle.client
 
     def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
@@ -118,11 +116,8 @@ class DynamoDBLedger(LedgerBase):
                 return found
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owned and os.getpid() == self._pid:
-            self._client.close()
+        if self._handle.closes():
+            self._handle.client.close()
 
 
 def _first_then(first: Any, then: ClientFactory) -> ClientFactory:
