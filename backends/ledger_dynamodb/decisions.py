@@ -125,8 +125,9 @@ def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
         yield commands.Sleep(POLL)
 
 
-def read_facts(session: Session, *, create: bool) -> Steps[Request, TableFacts]:
-    """Describe the table (creating it when asked and missing), with its TTL setting."""
+def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Request, TableFacts]:
+    """Describe the table (creating it when asked and missing, waiting while it is being
+    created unless ``wait`` is false), with its TTL setting."""
     try:
         table = _table((yield commands.describe_table(session.table)))
     except Exception as exc:
@@ -146,15 +147,13 @@ def read_facts(session: Session, *, create: bool) -> Steps[Request, TableFacts]:
             ):
                 fail(exc2, "CreateTable", session.location)
         table = yield from _wait_active(session)
-    if table.get("TableStatus") == "CREATING":
+    if wait and table.get("TableStatus") == "CREATING":
         table = yield from _wait_active(session)
     try:
         ttl = yield commands.describe_ttl(session.table)
     except Exception as exc:
         fail(exc, "DescribeTimeToLive", session.location)
-    facts = TableFacts.read(table, ttl if isinstance(ttl, dict) else {})
-    identity.check_usable(facts, session.location)
-    return facts
+    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {})
 
 
 def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:
@@ -207,6 +206,7 @@ def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
     """Read the table's identity and configuration and the namespace's genesis (C6)."""
     started = time.monotonic()
     facts = yield from read_facts(session, create=session.settings.create)
+    identity.check_usable(facts, session.location)
     genesis = yield from _ensure_genesis(session, create=session.settings.create)
     info = identity.ledger_info(
         facts,
@@ -231,7 +231,8 @@ def verify_steps(session: Session) -> Steps[Request, None]:
     config_due = session.suspect or started - session.config_checked >= settings.config_interval
     if config_due:
         try:
-            facts = yield from read_facts(session, create=False)
+            # Never waits: a table being created under our name is not ours anyway.
+            facts = yield from read_facts(session, create=False, wait=False)
         except LedgerUnavailable:
             session.suspect = True
             raise
@@ -246,6 +247,11 @@ def verify_steps(session: Session) -> Steps[Request, None]:
                     f"{facts.table_id}",
                 )
             )
+        try:
+            identity.check_usable(facts, session.location)
+        except LedgerUnavailable:
+            session.suspect = True
+            raise
         reasons = identity.refusals(facts, settings, session.endpoint_url)
         if reasons and session.info.store_id is not None:
             raise session.fail(
