@@ -109,17 +109,25 @@ def _table(answer: Any) -> dict[str, Any]:
     return table
 
 
+def _server(answer: Any) -> str:
+    """The answering server's ``Server`` header (emulators name themselves there)."""
+    meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
+    headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
+    server = headers.get("server") if isinstance(headers, dict) else None
+    return server if isinstance(server, str) else ""
+
+
 def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
     deadline = time.monotonic() + CREATE_WAIT
     while True:
         try:
-            table = _table((yield commands.describe_table(session.table)))
+            answer = yield commands.describe_table(session.table)
         except Exception as exc:
             if not is_not_found(exc):  # just created: it may not be visible yet
                 fail(exc, "DescribeTable", session.location)
         else:
-            if table.get("TableStatus") in identity.USABLE_STATUS:
-                return table
+            if _table(answer).get("TableStatus") in identity.USABLE_STATUS:
+                return answer  # type: ignore[no-any-return]
         if time.monotonic() > deadline:
             raise LedgerUnavailable(f"table {session.location} not ACTIVE after {CREATE_WAIT} s")
         yield commands.Sleep(POLL)
@@ -129,7 +137,8 @@ def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Re
     """Describe the table (creating it when asked and missing, waiting while it is being
     created unless ``wait`` is false), with its TTL setting."""
     try:
-        table = _table((yield commands.describe_table(session.table)))
+        answer = yield commands.describe_table(session.table)
+        table = _table(answer)
     except Exception as exc:
         if not is_not_found(exc):
             fail(exc, "DescribeTable", session.location)
@@ -146,14 +155,16 @@ def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Re
                 "ResourceInUseException"
             ):
                 fail(exc2, "CreateTable", session.location)
-        table = yield from _wait_active(session)
+        answer = yield from _wait_active(session)
+        table = _table(answer)
     if wait and table.get("TableStatus") == "CREATING":
-        table = yield from _wait_active(session)
+        answer = yield from _wait_active(session)
+        table = _table(answer)
     try:
         ttl = yield commands.describe_ttl(session.table)
     except Exception as exc:
         fail(exc, "DescribeTimeToLive", session.location)
-    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {})
+    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, _server(answer))
 
 
 def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:

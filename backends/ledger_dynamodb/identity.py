@@ -20,6 +20,7 @@ from .options import Settings, is_aws_endpoint
 
 GENESIS_BYTES = 16
 USABLE_STATUS = frozenset({"ACTIVE", "UPDATING"})
+MOTO_SERVER = "werkzeug"  # moto's server mode answers with Werkzeug's Server header
 
 
 def new_genesis() -> bytes:
@@ -40,9 +41,10 @@ class TableFacts:
     ttl_attribute: str
     replicas: tuple[str, ...]
     multi_region: str
+    server: str = ""
 
     @classmethod
-    def read(cls, table: dict[str, Any], ttl: dict[str, Any]) -> TableFacts:
+    def read(cls, table: dict[str, Any], ttl: dict[str, Any], server: str = "") -> TableFacts:
         keys = table.get("KeySchema") or []
         types = {
             d.get("AttributeName"): d.get("AttributeType")
@@ -75,6 +77,7 @@ class TableFacts:
             ttl_attribute=str(ttl_desc.get("AttributeName") or ""),
             replicas=replicas,
             multi_region=str(table.get("MultiRegionConsistency") or "EVENTUAL"),
+            server=server,
         )
 
     @property
@@ -114,6 +117,12 @@ def refusals(facts: TableFacts, settings: Settings, endpoint_url: str | None) ->
             "be read through the API (dynalite without --path and DynamoDB Local -inMemory "
             "keep nothing); pass durability=process if it keeps its data on disk"
         )
+    if MOTO_SERVER in facts.server.lower():
+        reasons.append(
+            "the endpoint is moto (server mode): it keeps everything in memory, and its "
+            "conditional put is not atomic under contention (the conformance suite saw two "
+            "concurrent spends of one id both return True); never a proof"
+        )
     if not facts.table_id and not facts.arn:
         reasons.append("the table has neither a TableId nor an ARN to derive an identity from")
     return reasons
@@ -150,10 +159,10 @@ def ledger_info(
     reasons = refusals(facts, settings, endpoint_url)
     aws = is_aws_endpoint(endpoint_url)
     durability = Durability.MACHINE if aws else Durability.PROCESS
-    if reasons:
-        durability = (
-            Durability.NONE if not aws and settings.durability != Durability.PROCESS else durability
-        )
+    if MOTO_SERVER in facts.server.lower() or (
+        reasons and not aws and settings.durability != Durability.PROCESS
+    ):
+        durability = Durability.NONE  # in memory, or nothing declared: nothing survives
     identity = (
         f"table {facts.arn or facts.name} (TableId {facts.table_id or '?'}, created "
         f"{facts.created or '?'}) + a random genesis value in item {KEY}=g:<namespace>, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from ledger_core.protocol import Durability
 from ledger_dynamodb.identity import TableFacts, ledger_info, refusals
 from ledger_dynamodb.options import Settings
 
@@ -56,3 +57,19 @@ def test_recreated_table_is_a_new_store() -> None:
     info_a = ledger_info(a, b"g" * 16, Settings(), location="x", endpoint_url=None)
     info_b = ledger_info(b, b"g" * 16, Settings(), location="x", endpoint_url=None)
     assert info_a.store_id != info_b.store_id
+
+
+def test_moto_server_never_proves_even_when_told_it_persists() -> None:
+    """moto's server mode: in memory and not atomic under contention (the suite's C1
+    fails there), so no store_id even with durability=process."""
+    facts = TableFacts.read(_table(), {}, server="Werkzeug/3.1.9 Python/3.11.7, amazon.com")
+    info = ledger_info(
+        facts,
+        b"g" * 16,
+        Settings(durability=Durability.PROCESS),
+        location="x",
+        endpoint_url="http://127.0.0.1:5000",
+    )
+    assert info.store_id is None
+    assert "moto" in (info.reason or "")
+    assert info.durability == Durability.NONE
