@@ -291,7 +291,10 @@ def checked(session: Session) -> Steps[Request, None]:
     if session.failed is not None:
         raise session.failed
     if session.due(time.monotonic()):
-        yield commands.Verify()
+        try:
+            yield commands.Verify()
+        except Exception as exc:
+            fail(exc, "identity check", session.location)
         if session.failed is not None:
             raise session.failed
 

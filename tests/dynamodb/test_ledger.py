@@ -64,7 +64,13 @@ def _open(url: str, **options: Any) -> DynamoDBLedger:
 def _inject(ledger: Any, hook: Callable[[Call, Callable[[Call], Any]], Any]) -> None:
     """Route every request of a sync ledger through ``hook(request, perform)``."""
     real = ledger._perform
-    ledger._perform = lambda request: hook(request, real)
+
+    def perform(request: Any) -> Any:
+        if not isinstance(request, Call):  # Verify, Sleep: the shell's own
+            return real(request)
+        return hook(request, real)
+
+    ledger._perform = perform
 
 
 def _client_error(code: str, status: int, retries: int = 0) -> botocore.exceptions.ClientError:
@@ -232,14 +238,22 @@ def test_retry_meeting_our_own_write_is_true(
 ) -> None:
     """botocore resent a put whose first attempt landed: the conditional failure carries
     (or the read finds) OUR token, so the spend is True, never False."""
-    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
         _inject(ledger, _botocore_retry(with_item))
         assert ledger.spend("r1") is True
         assert ledger.spend("r1") is False  # now another attempt's record: not ours
 
 
 def test_lost_reply_is_resolved_by_token(dynamodb_url: str, namespace: str) -> None:
-    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
 
         def drop_put_reply(request: Call, perform: Callable[[Call], Any]) -> Any:
             answer = perform(request)
@@ -253,7 +267,11 @@ def test_lost_reply_is_resolved_by_token(dynamodb_url: str, namespace: str) -> N
 
 
 def test_unknown_outcome_and_failed_read_is_ambiguous(dynamodb_url: str, namespace: str) -> None:
-    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
         ledger.is_spent("warm")  # the identity check is done; now every call fails
 
         def fail(request: Call, perform: Callable[[Call], Any]) -> Any:
@@ -281,7 +299,11 @@ def test_unknown_outcome_and_failed_read_is_ambiguous(dynamodb_url: str, namespa
 def test_errors_fail_closed_without_secrets(
     dynamodb_url: str, namespace: str, code: str, status: int, retries: int, expected: type
 ) -> None:
-    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
         ledger.is_spent("warm")
 
         def fail_put(request: Call, perform: Callable[[Call], Any]) -> Any:
@@ -352,3 +374,20 @@ def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -
         assert os.WEXITSTATUS(status) == 0
         assert ledger.is_spent("child") is True
         assert ledger._client is parent_client
+
+
+def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(
+    dynamodb_url: str, namespace: str
+) -> None:
+    """A driver exception during the identity check (before the spend's put) is a
+    LedgerUnavailable, not a raw botocore error and not an ambiguity."""
+    opts = tools.ledger_options(dynamodb_url, identity_interval="0")
+    with _open(dynamodb_url, namespace=namespace, **opts) as ledger:
+
+        def fail(request: Call, perform: Callable[[Call], Any]) -> Any:
+            raise botocore.exceptions.ConnectionClosedError(endpoint_url="http://x")
+
+        _inject(ledger, fail)
+        with pytest.raises(LedgerUnavailable) as caught:
+            ledger.spend("never-sent")
+        assert not isinstance(caught.value, AmbiguousSpend)
