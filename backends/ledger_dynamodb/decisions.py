@@ -109,12 +109,17 @@ def _table(answer: Any) -> dict[str, Any]:
     return table
 
 
-def _server(answer: Any) -> str:
+def server_header(answer: Any) -> str:
     """The answering server's ``Server`` header (emulators name themselves there)."""
     meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
     headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
-    server = headers.get("server") if isinstance(headers, dict) else None
-    return server if isinstance(server, str) else ""
+    if not isinstance(headers, dict):
+        return ""
+    # botocore lowercases header names; aiobotocore keeps the server's spelling.
+    for name, value in headers.items():
+        if str(name).lower() == "server" and isinstance(value, str):
+            return value
+    return ""
 
 
 def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
@@ -164,7 +169,7 @@ def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Re
         ttl = yield commands.describe_ttl(session.table)
     except Exception as exc:
         fail(exc, "DescribeTimeToLive", session.location)
-    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, _server(answer))
+    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, server_header(answer))
 
 
 def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:

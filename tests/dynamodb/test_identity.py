@@ -6,6 +6,7 @@ import datetime
 from typing import Any
 
 from ledger_core.protocol import Durability
+from ledger_dynamodb.decisions import server_header
 from ledger_dynamodb.identity import TableFacts, ledger_info, refusals
 from ledger_dynamodb.options import Settings
 
@@ -73,3 +74,12 @@ def test_moto_server_never_proves_even_when_told_it_persists() -> None:
     assert info.store_id is None
     assert "moto" in (info.reason or "")
     assert info.durability == Durability.NONE
+
+
+def test_server_header_is_found_in_any_spelling() -> None:
+    """aiobotocore keeps ``Server`` as sent, botocore lowercases it: the async ledger once
+    missed moto's header and claimed a store_id the sync one refused (suite C6/C9)."""
+    for name in ("server", "Server", "SERVER"):
+        answer = {"ResponseMetadata": {"HTTPHeaders": {name: "Werkzeug/3.1"}}}
+        assert server_header(answer) == "Werkzeug/3.1"
+    assert server_header({}) == ""
