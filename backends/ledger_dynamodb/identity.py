@@ -21,6 +21,7 @@ from .options import Settings, is_aws_endpoint
 GENESIS_BYTES = 16
 USABLE_STATUS = frozenset({"ACTIVE", "UPDATING"})
 MOTO_SERVER = "werkzeug"  # moto's server mode answers with Werkzeug's Server header
+MOTO_ACCOUNT = "123456789012"  # moto's default account id
 
 
 def new_genesis() -> bytes:
@@ -86,6 +87,19 @@ class TableFacts:
         return f"{self.arn}|{self.table_id}|{self.created}"
 
 
+def is_moto(facts: TableFacts, endpoint_url: str | None) -> bool:
+    """moto's server mode. urllib3 (boto3) shows both of its ``Server`` headers, aiohttp
+    (aiobotocore) only the last (``amazon.com``), so its tables' shape decides too: moto's
+    default account and no ``TableId``, which DynamoDB always returns."""
+    if MOTO_SERVER in facts.server.lower():
+        return True
+    return (
+        not is_aws_endpoint(endpoint_url)
+        and not facts.table_id
+        and f":{MOTO_ACCOUNT}:" in facts.arn
+    )
+
+
 def check_usable(facts: TableFacts, location: str) -> None:
     """Refuse a table that is not ready, or whose key is not the ledger's."""
     if facts.status not in USABLE_STATUS:
@@ -117,7 +131,7 @@ def refusals(facts: TableFacts, settings: Settings, endpoint_url: str | None) ->
             "be read through the API (dynalite without --path and DynamoDB Local -inMemory "
             "keep nothing); pass durability=process if it keeps its data on disk"
         )
-    if MOTO_SERVER in facts.server.lower():
+    if is_moto(facts, endpoint_url):
         reasons.append(
             "the endpoint is moto (server mode): it keeps everything in memory, and its "
             "conditional put is not atomic under contention (the conformance suite saw two "
@@ -159,7 +173,7 @@ def ledger_info(
     reasons = refusals(facts, settings, endpoint_url)
     aws = is_aws_endpoint(endpoint_url)
     durability = Durability.MACHINE if aws else Durability.PROCESS
-    if MOTO_SERVER in facts.server.lower() or (
+    if is_moto(facts, endpoint_url) or (
         reasons and not aws and settings.durability != Durability.PROCESS
     ):
         durability = Durability.NONE  # in memory, or nothing declared: nothing survives

@@ -83,3 +83,19 @@ def test_server_header_is_found_in_any_spelling() -> None:
         answer = {"ResponseMetadata": {"HTTPHeaders": {name: "Werkzeug/3.1"}}}
         assert server_header(answer) == "Werkzeug/3.1"
     assert server_header({}) == ""
+
+
+def test_moto_is_recognized_without_its_werkzeug_header() -> None:
+    """Through aiobotocore, moto's Server header reads only ``amazon.com``: the async
+    ledger claimed a store_id there that the sync one refused (the suite's C6/C9 on moto)."""
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/ledger"
+    facts = TableFacts.read(_table(TableId=None, TableArn=arn), {}, server="amazon.com")
+    info = ledger_info(
+        facts,
+        b"g" * 16,
+        Settings(durability=Durability.PROCESS),
+        location="x",
+        endpoint_url="http://127.0.0.1:5000",
+    )
+    assert info.store_id is None
+    assert "moto" in (info.reason or "")
