@@ -71,6 +71,10 @@ def client_target(client: Any, table: str, options: Mapping[str, Any]) -> Target
             f"client (known: {', '.join(sorted(LEDGER_OPTIONS - {'timeout'}))})"
         )
     meta = getattr(client, "meta", None)
+    if meta is not None and getattr(meta, "client", None) is not None:
+        # A resource's client serializes Python values itself (boto3 injects handlers):
+        # our low-level attribute values would be wrapped again and miss the key schema.
+        raise TypeError("pass a DynamoDB client (boto3.client('dynamodb')), not a resource")
     if meta is None or getattr(meta, "service_model", None) is None:
         raise TypeError(
             f"expected a boto3/aiobotocore DynamoDB client, not {type(client).__name__}"

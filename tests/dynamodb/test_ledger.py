@@ -391,3 +391,16 @@ def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(
         with pytest.raises(LedgerUnavailable) as caught:
             ledger.spend("never-sent")
         assert not isinstance(caught.value, AmbiguousSpend)
+
+
+def test_a_resource_is_refused(dynamodb_url: str) -> None:
+    """A resource's client re-serializes our attribute values (boto3 handlers): the
+    genesis read failed with a key-schema ValidationException before this check."""
+    import boto3
+
+    _, query = tools.url_parts(dynamodb_url)
+    resource = boto3.session.Session().resource(
+        "dynamodb", region_name=query.get("region"), endpoint_url=query.get("endpoint_url")
+    )
+    with pytest.raises(TypeError, match="not a resource"):
+        DynamoDBLedger.from_client(resource, tools.url_parts(dynamodb_url)[0])
