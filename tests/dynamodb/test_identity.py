@@ -77,8 +77,7 @@ def test_moto_server_never_proves_even_when_told_it_persists() -> None:
 
 
 def test_server_header_is_found_in_any_spelling() -> None:
-    """aiobotocore keeps ``Server`` as sent, botocore lowercases it: the async ledger once
-    missed moto's header and claimed a store_id the sync one refused (suite C6/C9)."""
+    """Header names are matched in any spelling (servers and HTTP stacks differ)."""
     for name in ("server", "Server", "SERVER"):
         answer = {"ResponseMetadata": {"HTTPHeaders": {name: "Werkzeug/3.1"}}}
         assert server_header(answer) == "Werkzeug/3.1"
