@@ -1,0 +1,29 @@
+"""DynamoDB ledgers: one conditional ``PutItem`` of an attempt token, sync and async.
+
+Importing this package imports neither boto3 nor aiobotocore; opening a ledger does, and
+raises ``MissingDriver`` naming ``pip install 'decision-ledger[dynamodb]'`` when absent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .backend import BACKEND
+
+if TYPE_CHECKING:
+    from .aio import AsyncDynamoDBLedger
+    from .ledger import DynamoDBLedger
+
+__all__ = ["BACKEND", "AsyncDynamoDBLedger", "DynamoDBLedger"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DynamoDBLedger":
+        from .ledger import DynamoDBLedger
+
+        return DynamoDBLedger
+    if name == "AsyncDynamoDBLedger":
+        from .aio import AsyncDynamoDBLedger
+
+        return AsyncDynamoDBLedger
+    raise AttributeError(name)

@@ -1,0 +1,115 @@
+"""The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
+aiobotocore client (native asyncio, no thread pool)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ledger_core.base import AsyncLedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.steps import Steps, run_steps_async
+from ledger_core.tokens import new_token
+
+from . import decisions
+from .commands import SCAN_SEGMENTS, Call, Request, Verify
+from .decisions import Handle, Session
+from .options import Target
+
+AsyncClientFactory = Callable[[], Awaitable[Any]]
+
+
+class AsyncDynamoDBLedger(AsyncLedgerBase):
+    """The asyncio face of :class:`~.ledger.DynamoDBLedger`, same semantics (C9)."""
+
+    def __init__(self, session: Session, handle: Handle):
+        self._session = session
+        self._handle = handle
+        self._verify_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls, target: Target, make_client: AsyncClientFactory, *, owned: bool = True
+    ) -> AsyncDynamoDBLedger:
+        session = Session(target.table, target.settings, target.location, target.endpoint_url)
+        client = await make_client()
+        ledger = cls(session, Handle(make_client, client, owned))
+        try:
+            ledger._info = await ledger._run(decisions.open_steps(session))
+        except BaseException:
+            await ledger.aclose()
+            raise
+        return ledger
+
+    @classmethod
+    async def from_client(cls, client: Any, table: str, **options: Any) -> AsyncDynamoDBLedger:
+        """A ledger on an aiobotocore DynamoDB client the host already has (already
+        entered; never closed by us)."""
+        from .backend import client_target, rebuild_async
+
+        target = client_target(client, table, options)
+        first = [client]
+
+        async def make() -> Any:
+            return first.pop() if first else await rebuild_async(client)
+
+        return await cls.open(target, make, owned=False)
+
+    async def __aenter__(self) -> AsyncDynamoDBLedger:
+        return self
+
+    @property
+    def _client(self) -> Any:
+        return self._handle.client
+
+    async def _current(self) -> Any:
+        handle = self._handle
+        if handle.closed:
+            raise LedgerClosed("this DynamoDB ledger is closed")
+        if handle.inherited():  # a forked child: never share the parent's sockets
+            return handle.adopt(await handle.make_client())
+        return handle.client
+
+    async def _perform(self, request: Request) -> Any:
+        if isinstance(request, Call):
+            return await getattr(await self._current(), request.op)(**request.params)
+        if isinstance(request, Verify):
+            async with self._verify_lock:  # one check at a time; the others wait for it
+                return await self._run(decisions.verify_steps(self._session))
+        await asyncio.sleep(request.seconds)
+        return None
+
+    async def _run(self, steps: Steps[Request, Any]) -> Any:
+        return await run_steps_async(steps, self._perform)
+
+    async def _spend(self, request_id: bytes) -> bool:
+        steps = decisions.spend_steps(self._session, request_id, new_token())
+        result: bool = await self._run(steps)
+        return result
+
+    async def _is_spent(self, request_id: bytes) -> bool:
+        result: bool = await self._run(decisions.is_spent_steps(self._session, request_id))
+        return result
+
+    async def spent_ids(self) -> AsyncIterator[str]:
+        """Every id spent in this namespace: the Scan segments run concurrently."""
+        for ids in await asyncio.gather(*(self._segment(s) for s in range(SCAN_SEGMENTS))):
+            for request_id in ids:
+                yield request_id
+
+    async def _segment(self, segment: int) -> list[str]:
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            ids, start = await self._run(decisions.scan_page_steps(self._session, segment, start))
+            found.extend(ids)
+            if start is None:
+                return found
+
+    async def aclose(self) -> None:
+        if self._handle.closes():
+            await self._handle.client.close()
+
+
+__all__ = ["AsyncDynamoDBLedger"]

@@ -1,0 +1,157 @@
+"""DynamoDB requests, built without I/O: API parameters and the key encoding.
+
+One table holds any number of namespaces. An item's partition key ``pk`` (binary) is
+``ledger_key(namespace, id)`` (length-prefixed, so no two pairs share a key: C7), which
+always starts with a digit; a namespace's genesis item is ``g:`` + the namespace, which no
+record key can equal. Ids and markers are stored as their exact bytes (C8): a 1024-byte
+id or a 1056-byte marker plus a 256-byte namespace stays under the 2048-byte key limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_core.ids import ledger_key
+
+KEY = "pk"  # the partition key (binary)
+TOKEN = "tok"  # the attempt token of the spend that wrote the record (C5)
+GENESIS = "gen"  # the random identity value in a namespace's genesis item (C6)
+OUR_ATTRIBUTES = frozenset({KEY, TOKEN, GENESIS})
+GENESIS_PREFIX = b"g:"
+SCAN_SEGMENTS = 4
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call: the client method's name and its keyword arguments."""
+
+    op: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait (a table being created); the shell sleeps or awaits."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Run the identity check (``decisions.verify_steps``) now, once for all callers:
+    the shell runs it under a lock, so concurrent callers wait for one check instead of
+    each sending their own."""
+
+
+Request = Call | Sleep | Verify
+
+
+def record_key(namespace: str, request_id: bytes) -> bytes:
+    return ledger_key(namespace, request_id)
+
+
+def record_prefix(namespace: str) -> bytes:
+    """Every record key of ``namespace`` starts with this (and no other's does)."""
+    return ledger_key(namespace, b"")
+
+
+def genesis_key(namespace: str) -> bytes:
+    return GENESIS_PREFIX + namespace.encode("utf-8")
+
+
+def put_new(table: str, key: bytes, token: bytes) -> Call:
+    """The spend: write the record only if no item has this key; on a conditional
+    failure, send back the stored item (its token tells a retry of ours from another)."""
+    return Call(
+        "put_item",
+        {
+            "TableName": table,
+            "Item": {KEY: {"B": key}, TOKEN: {"B": token}},
+            "ConditionExpression": "attribute_not_exists(#k)",
+            "ExpressionAttributeNames": {"#k": KEY},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        },
+    )
+
+
+def put_genesis(table: str, namespace: str, value: bytes) -> Call:
+    return Call(
+        "put_item",
+        {
+            "TableName": table,
+            "Item": {KEY: {"B": genesis_key(namespace)}, GENESIS: {"B": value}},
+            "ConditionExpression": "attribute_not_exists(#k)",
+            "ExpressionAttributeNames": {"#k": KEY},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        },
+    )
+
+
+def get(table: str, key: bytes) -> Call:
+    """A strongly consistent read of one item (C3: never an eventually consistent one)."""
+    return Call("get_item", {"TableName": table, "Key": {KEY: {"B": key}}, "ConsistentRead": True})
+
+
+def exists(table: str, key: bytes) -> Call:
+    """The same read, projecting only the key: ``is_spent`` needs presence, not data."""
+    return Call(
+        "get_item",
+        {
+            "TableName": table,
+            "Key": {KEY: {"B": key}},
+            "ConsistentRead": True,
+            "ProjectionExpression": "#k",
+            "ExpressionAttributeNames": {"#k": KEY},
+        },
+    )
+
+
+def describe_table(table: str) -> Call:
+    return Call("describe_table", {"TableName": table})
+
+
+def describe_ttl(table: str) -> Call:
+    return Call("describe_time_to_live", {"TableName": table})
+
+
+def create_table(table: str) -> Call:
+    """On-demand capacity, deletion protection on: a ledger table must not be dropped."""
+    return Call(
+        "create_table",
+        {
+            "TableName": table,
+            "KeySchema": [{"AttributeName": KEY, "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": KEY, "AttributeType": "B"}],
+            "BillingMode": "PAY_PER_REQUEST",
+            "DeletionProtectionEnabled": True,
+        },
+    )
+
+
+def scan(table: str, namespace: str, segment: int, start: dict[str, Any] | None) -> Call:
+    """One page of one parallel Scan segment, consistent, of ``namespace``'s records."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "ConsistentRead": True,
+        "Segment": segment,
+        "TotalSegments": SCAN_SEGMENTS,
+        "ProjectionExpression": "#k",
+        "FilterExpression": "begins_with(#k, :p)",
+        "ExpressionAttributeNames": {"#k": KEY},
+        "ExpressionAttributeValues": {":p": {"B": record_prefix(namespace)}},
+    }
+    if start is not None:
+        params["ExclusiveStartKey"] = start
+    return Call("scan", params)
+
+
+def binary(item: dict[str, Any] | None, name: str) -> bytes | None:
+    """A binary attribute of a returned item (botocore decodes ``B`` to bytes)."""
+    if not item:
+        return None
+    value = item.get(name)
+    if not isinstance(value, dict):
+        return None
+    raw = value.get("B")
+    return bytes(raw) if isinstance(raw, (bytes, bytearray)) else None

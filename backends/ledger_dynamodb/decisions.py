@@ -1,0 +1,388 @@
+"""What open, spend, is_spent and listing decide, once, as I/O-free step generators.
+
+Each generator yields :class:`~.commands.Call` (or :class:`~.commands.Sleep`) requests,
+receives botocore's answer or has its exception thrown in, and returns the result; the
+sync shell (``ledger.py``) and the async one (``aio.py``) only perform the requests, so
+the two can never decide differently (C9).
+
+Identity after open (COMMON rule 4): a plain ``PutItem`` cannot also check another item,
+so the genesis is re-read (consistent ``GetItem``) before an operation when the last
+successful check *started* ``identity_interval`` seconds ago or more, and the table's
+identity and configuration (``DescribeTable``, TTL) every ``config_interval`` seconds and
+after any ``ResourceNotFoundException``. Deleting and re-creating a table takes longer
+than the interval (DynamoDB: seconds; dynalite: 500 ms + 500 ms), so an operation on a
+re-created table always re-checks first; docs/dynamodb.md has the argument and the window.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerClosed,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
+from ledger_core.ids import is_marker
+from ledger_core.protocol import LedgerInfo
+from ledger_core.steps import Steps
+
+from . import commands, identity
+from .commands import TOKEN, Request, binary
+from .errors import Fate, fail, is_conditional, is_not_found, old_item, retried, write_fate
+from .identity import TableFacts
+from .options import Settings
+
+CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
+POLL = 0.1  # seconds between DescribeTable polls while it is created
+
+
+@dataclass
+class Handle:
+    """The client a shell uses, and whose it is: one per process (a forked child builds
+    its own, never touching the parent's sockets)."""
+
+    make_client: Any  # () -> client, or an async one
+    client: Any
+    owned: bool
+    pid: int = field(default_factory=os.getpid)
+    closed: bool = False
+
+    def inherited(self) -> bool:
+        return os.getpid() != self.pid
+
+    def adopt(self, client: Any) -> Any:
+        """Use ``client`` (built in this process) from now on; ours to close."""
+        self.client, self.pid, self.owned = client, os.getpid(), True
+        return client
+
+    def closes(self) -> bool:
+        """Whether closing the ledger must close the client (ours, in its own process)."""
+        first = not self.closed
+        self.closed = True
+        return first and self.owned and not self.inherited()
+
+
+@dataclass
+class Session:
+    """One ledger's view of its table, shared by every call (threads or tasks)."""
+
+    table: str
+    settings: Settings
+    location: str
+    endpoint_url: str | None
+    facts: TableFacts | None = None
+    genesis: bytes = b""
+    info: LedgerInfo | None = None
+    genesis_checked: float = float("-inf")  # when the last good genesis check started
+    config_checked: float = float("-inf")
+    suspect: bool = False  # a ResourceNotFound was seen: re-check everything first
+    failed: LedgerError | None = field(default=None, repr=False)
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    def due(self, now: float) -> bool:
+        """Whether the identity must be checked before an operation starting ``now``."""
+        return (
+            self.suspect
+            or now - self.genesis_checked >= self.settings.identity_interval
+            or now - self.config_checked >= self.settings.config_interval
+        )
+
+    def fail(self, error: LedgerError) -> LedgerError:
+        """Fail closed for good: every later operation raises ``error``."""
+        self.failed = error
+        return error
+
+
+def _table(answer: Any) -> dict[str, Any]:
+    table = answer.get("Table") if isinstance(answer, dict) else None
+    if not isinstance(table, dict):
+        raise LedgerUnavailable("DescribeTable answered without a table description")
+    return table
+
+
+def server_header(answer: Any) -> str:
+    """The answering server's ``Server`` header (emulators name themselves there)."""
+    meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
+    headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
+    if not isinstance(headers, dict):
+        return ""
+    # botocore lowercases header names; aiobotocore keeps the server's spelling.
+    for name, value in headers.items():
+        if str(name).lower() == "server" and isinstance(value, str):
+            return value
+    return ""
+
+
+def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
+    deadline = time.monotonic() + CREATE_WAIT
+    while True:
+        try:
+            answer = yield commands.describe_table(session.table)
+        except Exception as exc:
+            if not is_not_found(exc):  # just created: it may not be visible yet
+                fail(exc, "DescribeTable", session.location)
+        else:
+            if _table(answer).get("TableStatus") in identity.USABLE_STATUS:
+                return answer  # type: ignore[no-any-return]
+        if time.monotonic() > deadline:
+            raise LedgerUnavailable(f"table {session.location} not ACTIVE after {CREATE_WAIT} s")
+        yield commands.Sleep(POLL)
+
+
+def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Request, TableFacts]:
+    """Describe the table (creating it when asked and missing, waiting while it is being
+    created unless ``wait`` is false), with its TTL setting."""
+    try:
+        answer = yield commands.describe_table(session.table)
+        table = _table(answer)
+    except Exception as exc:
+        if not is_not_found(exc):
+            fail(exc, "DescribeTable", session.location)
+        if not create:
+            raise LedgerUnavailable(
+                f"table {session.location} does not exist and create=false: nothing to read "
+                "(decision-ledger setup creates it)"
+            ) from exc
+        try:
+            yield commands.create_table(session.table)
+        except Exception as exc2:
+            # Another opener created it first: fine, wait for it like for ours.
+            if getattr(exc2, "response", {}).get("Error", {}).get("Code") != (
+                "ResourceInUseException"
+            ):
+                fail(exc2, "CreateTable", session.location)
+        answer = yield from _wait_active(session)
+        table = _table(answer)
+    if wait and table.get("TableStatus") == "CREATING":
+        answer = yield from _wait_active(session)
+        table = _table(answer)
+    try:
+        ttl = yield commands.describe_ttl(session.table)
+    except Exception as exc:
+        fail(exc, "DescribeTimeToLive", session.location)
+    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, server_header(answer))
+
+
+def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:
+    """One read; a vanished table makes the next operation re-check the identity first."""
+    try:
+        answer = yield call
+    except Exception as exc:
+        if is_not_found(exc):
+            session.suspect = True
+        fail(exc, what, session.location)
+    return answer if isinstance(answer, dict) else {}
+
+
+def _read_genesis(session: Session) -> Steps[Request, bytes | None]:
+    key = commands.genesis_key(session.namespace)
+    answer = yield from _read(session, commands.get(session.table, key), "genesis read")
+    return identity.check_genesis(answer.get("Item"))
+
+
+def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
+    """The namespace's genesis value; the first opener writes a random one, once."""
+    found = yield from _read_genesis(session)
+    if found is not None:
+        return found
+    if not create:
+        raise LedgerUnavailable(
+            f"namespace {session.namespace!r} was never set up in {session.location} and "
+            "create=false: nothing to read"
+        )
+    value = identity.new_genesis()
+    try:
+        yield commands.put_genesis(session.table, session.namespace, value)
+        return value
+    except Exception as exc:
+        if is_conditional(exc):
+            raced = identity.check_genesis(old_item(exc))
+            if raced is not None:
+                return raced
+        elif write_fate(exc) is Fate.REJECTED:
+            fail(exc, "genesis write", session.location)
+        failure = exc
+    # Another opener won, or our write's reply was lost: whatever is stored is THE genesis.
+    stored = yield from _read_genesis(session)
+    if stored is None:
+        fail(failure, "genesis write", session.location)
+    return stored
+
+
+def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
+    """Read the table's identity and configuration and the namespace's genesis (C6)."""
+    started = time.monotonic()
+    facts = yield from read_facts(session, create=session.settings.create)
+    identity.check_usable(facts, session.location)
+    genesis = yield from _ensure_genesis(session, create=session.settings.create)
+    info = identity.ledger_info(
+        facts,
+        genesis,
+        session.settings,
+        location=session.location,
+        endpoint_url=session.endpoint_url,
+    )
+    session.facts, session.genesis, session.info = facts, genesis, info
+    session.genesis_checked = session.config_checked = started
+    return info
+
+
+def verify_steps(session: Session) -> Steps[Request, None]:
+    """Before an operation: prove the store is still the one this ledger opened, when due."""
+    if session.failed is not None:
+        raise session.failed
+    started = time.monotonic()
+    settings = session.settings
+    if not session.due(started):
+        return  # another caller's check finished while this one waited for it
+    config_due = session.suspect or started - session.config_checked >= settings.config_interval
+    if config_due:
+        try:
+            # Never waits: a table being created under our name is not ours anyway.
+            facts = yield from read_facts(session, create=False, wait=False)
+        except LedgerUnavailable:
+            session.suspect = True
+            raise
+        old = session.facts
+        assert old is not None
+        assert session.info is not None
+        if facts.identity != old.identity:
+            raise session.fail(
+                identity.forgot(
+                    session.location,
+                    f"the table was re-created or restored: TableId {old.table_id} is now "
+                    f"{facts.table_id}",
+                )
+            )
+        try:
+            identity.check_usable(facts, session.location)
+        except LedgerUnavailable:
+            session.suspect = True
+            raise
+        reasons = identity.refusals(facts, settings, session.endpoint_url)
+        if reasons and session.info.store_id is not None:
+            raise session.fail(
+                UnsafeStoreConfig(
+                    f"table {session.location} changed since this ledger opened and can no "
+                    f"longer back a proof: {'; '.join(reasons)}"
+                )
+            )
+    found = yield from _read_genesis(session)
+    if found != session.genesis:
+        detail = (
+            "the namespace's genesis item is gone"
+            if found is None
+            else ("the namespace's genesis value changed")
+        )
+        raise session.fail(identity.forgot(session.location, detail))
+    session.genesis_checked = started
+    if config_due:
+        session.config_checked = started
+        session.suspect = False
+
+
+def checked(session: Session) -> Steps[Request, None]:
+    """The guard every operation starts with: fail closed for good once the store was
+    found changed, and ask for an identity check when one is due."""
+    if session.failed is not None:
+        raise session.failed
+    if session.due(time.monotonic()):
+        try:
+            yield commands.Verify()
+        except Exception as exc:
+            fail(exc, "identity check", session.location)
+        if session.failed is not None:
+            raise session.failed
+
+
+def _owner(item: dict[str, Any], token: bytes) -> bool:
+    """Whose write the stored record is: ours (a retry met it) or another's."""
+    return binary(item, TOKEN) == token
+
+
+def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Request, bool]:
+    """One conditional ``PutItem`` of our token; a conditional failure is settled by the
+    stored token (ours: a botocore retry met our own earlier write, so True), a lost reply
+    by a consistent read of it, else :class:`AmbiguousSpend` (C5)."""
+    yield from checked(session)
+    key = commands.record_key(session.namespace, request_id)
+    try:
+        yield commands.put_new(session.table, key, token)
+        return True
+    except Exception as exc:
+        if is_conditional(exc):
+            item = old_item(exc)
+            if item is not None:
+                return _owner(item, token)
+            if not retried(exc):
+                # Sent once and refused: no write of ours exists to find (dynalite and
+                # other emulators return no ALL_OLD item; this spares them a read).
+                return False
+        else:
+            if is_not_found(exc):
+                session.suspect = True
+            if write_fate(exc) is Fate.REJECTED:
+                fail(exc, "spend", session.location)
+        failure = exc
+    try:
+        answer = yield commands.get(session.table, key)
+    except Exception as exc:
+        if is_conditional(failure) or isinstance(exc, LedgerClosed):
+            fail(exc, "spend (reading the record)", session.location)
+        raise AmbiguousSpend(
+            f"DynamoDB spend on {session.location}: the write's outcome is unknown and "
+            "re-reading its token failed; it may or may not be recorded (treat as spent)"
+        ) from failure
+    item = answer.get("Item") if isinstance(answer, dict) else None
+    if item:
+        return _owner(item, token)
+    if is_conditional(failure):
+        session.suspect = True
+        raise LedgerUnavailable(
+            f"DynamoDB spend on {session.location}: the record existed a moment ago and is "
+            "gone now (the store is forgetting?)"
+        ) from failure
+    raise AmbiguousSpend(
+        f"DynamoDB spend on {session.location}: the write's outcome is unknown and the "
+        "record is not there yet; it may still land (treat as spent)"
+    ) from failure
+
+
+def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
+    """A strongly consistent ``GetItem`` of the record's key (C3)."""
+    yield from checked(session)
+    key = commands.record_key(session.namespace, request_id)
+    answer = yield from _read(session, commands.exists(session.table, key), "is_spent")
+    return bool(answer.get("Item"))
+
+
+def scan_page_steps(
+    session: Session, segment: int, start: dict[str, Any] | None
+) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
+    """One page of one consistent Scan segment: the namespace's ids (never markers, the
+    genesis or another namespace's records) and where the next page starts."""
+    yield from checked(session)
+    prefix = commands.record_prefix(session.namespace)
+    try:
+        answer = yield commands.scan(session.table, session.namespace, segment, start)
+    except Exception as exc:
+        fail(exc, "Scan", session.location)
+    ids: list[str] = []
+    for item in answer.get("Items") or []:
+        key = binary(item, commands.KEY)
+        if key is None or not key.startswith(prefix):
+            continue
+        raw = key[len(prefix) :]
+        if raw and not is_marker(raw):
+            ids.append(raw.decode("utf-8"))
+    following = answer.get("LastEvaluatedKey")
+    return ids, following if isinstance(following, dict) and following else None

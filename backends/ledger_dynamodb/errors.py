@@ -1,0 +1,179 @@
+"""botocore/aiobotocore exceptions -> ``LedgerError``: rejected, not sent, or unknown.
+
+Messages name the operation, the table's location and the error code; AWS's own message
+text is repeated only for codes whose text is known to hold no credential, signature or
+string-to-sign (an ``InvalidSignatureException`` quotes the canonical request).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NoReturn
+
+from ledger_core.errors import LedgerError, LedgerUnavailable
+
+CONDITIONAL = "ConditionalCheckFailedException"
+NOT_FOUND = "ResourceNotFoundException"
+THROTTLED = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+        "Throttling",
+        "TooManyRequestsException",
+    }
+)
+CREDENTIALS = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+        "ExpiredToken",
+        "IncompleteSignature",
+        "MissingAuthenticationToken",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "RequestExpired",
+    }
+)
+# Codes whose AWS message is safe and useful to repeat.
+_SAFE_MESSAGE = frozenset({NOT_FOUND, "ValidationException", "ResourceInUseException"})
+_MAX_MESSAGE = 300
+
+
+class Fate(enum.Enum):
+    """What a failed write may have done."""
+
+    REJECTED = "rejected"  # the store answered no to every attempt: nothing written
+    UNKNOWN = "unknown"  # an attempt may have been applied: resolve by the token (C5)
+
+
+def _botocore() -> Any:
+    import botocore.exceptions
+
+    return botocore.exceptions
+
+
+def code_of(exc: BaseException) -> str | None:
+    """The AWS error code of a ``ClientError`` (``None`` for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    error = response.get("Error")
+    code = error.get("Code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request more than once (unknown counts as yes)."""
+    response = getattr(exc, "response", None)
+    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
+    attempts = meta.get("RetryAttempts") if isinstance(meta, dict) else None
+    return not isinstance(attempts, int) or attempts > 0
+
+
+def _status(exc: BaseException) -> int:
+    response = getattr(exc, "response", None)
+    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
+    status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
+    return status if isinstance(status, int) else 0
+
+
+def old_item(exc: BaseException) -> dict[str, Any] | None:
+    """The item a ``ConditionalCheckFailedException`` returned (``ALL_OLD``), if any.
+
+    DynamoDB sends it; dynalite and some emulators do not, and the caller then reads it.
+    """
+    response = getattr(exc, "response", None)
+    item = response.get("Item") if isinstance(response, dict) else None
+    return item if isinstance(item, dict) else None
+
+
+def is_conditional(exc: BaseException) -> bool:
+    return code_of(exc) == CONDITIONAL
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return code_of(exc) == NOT_FOUND
+
+
+def write_fate(exc: BaseException) -> Fate:
+    """Whether a failed write can have landed.
+
+    A 4xx answer to the only attempt is a refusal. A 5xx (DynamoDB: "the request may or
+    may not have succeeded"), a lost connection, a timeout, or any error after botocore
+    retried (an earlier attempt may have landed) is unknown.
+    """
+    if isinstance(exc, LedgerError):
+        return Fate.REJECTED  # our own shell refused (closed): nothing was sent
+    bc = _botocore()
+    if isinstance(exc, bc.ClientError):
+        if 400 <= _status(exc) < 500 and not retried(exc):
+            return Fate.REJECTED
+        return Fate.UNKNOWN
+    if isinstance(
+        exc,
+        (
+            bc.NoCredentialsError,
+            bc.PartialCredentialsError,
+            bc.CredentialRetrievalError,
+            bc.NoRegionError,
+            bc.ParamValidationError,
+            bc.ProfileNotFound,
+        ),
+    ):
+        return Fate.REJECTED  # failed before anything was sent
+    return Fate.UNKNOWN
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short, secret-free account of a driver exception."""
+    if isinstance(exc, LedgerError):
+        return str(exc)
+    code = code_of(exc)
+    bc = _botocore()
+    if code is not None:
+        if code == NOT_FOUND:
+            return f"{code}: the table does not exist (deleted, or another account or region?)"
+        if code in THROTTLED:
+            return f"{code}: throttled by DynamoDB after botocore's retries"
+        if code in CREDENTIALS:
+            return f"{code}: access denied or credentials invalid/expired (check the AWS chain)"
+        status = _status(exc)
+        text = f"{code} (HTTP {status})" if status else code
+        if code in _SAFE_MESSAGE:
+            message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
+            if message:
+                text += f": {message[:_MAX_MESSAGE]}"
+        return text
+    if isinstance(exc, (bc.NoCredentialsError, bc.PartialCredentialsError)):
+        return f"{type(exc).__name__}: no usable AWS credentials in the standard chain"
+    if isinstance(exc, (bc.CredentialRetrievalError, bc.TokenRetrievalError)):
+        return f"{type(exc).__name__}: AWS credentials could not be obtained or refreshed"
+    if isinstance(exc, bc.NoRegionError):
+        return "NoRegionError: no AWS region (give ?region= or set AWS_DEFAULT_REGION)"
+    if isinstance(exc, bc.ProfileNotFound):
+        return "ProfileNotFound: the AWS profile does not exist"
+    if isinstance(exc, bc.EndpointConnectionError):
+        return "EndpointConnectionError: could not connect to the endpoint"
+    if isinstance(exc, (bc.ConnectTimeoutError, bc.ReadTimeoutError)):
+        return f"{type(exc).__name__}: no answer in time"
+    if isinstance(exc, bc.ConnectionClosedError):
+        return "ConnectionClosedError: the connection closed before the answer"
+    return type(exc).__name__
+
+
+def unavailable(exc: BaseException, what: str, location: str) -> LedgerError:
+    """The ``LedgerError`` for a failed ``what``; the caller chains ``exc``."""
+    if isinstance(exc, LedgerError):
+        return exc
+    return LedgerUnavailable(f"DynamoDB {what} failed on {location}: {describe_failure(exc)}")
+
+
+def fail(exc: BaseException, what: str, location: str) -> NoReturn:
+    """Raise ``exc`` as a ``LedgerError`` (chained), or as is when it already is one."""
+    if isinstance(exc, LedgerError):
+        raise exc
+    raise unavailable(exc, what, location) from exc

@@ -1,0 +1,202 @@
+"""Facts read from DynamoDB -> :class:`LedgerInfo`: identity, durability, refusals. No I/O.
+
+``store_id`` is derived from the table's own identity (``TableId``, ARN, creation time:
+a deleted and re-created table, or a restore from backup, gets new ones) plus the
+namespace's genesis value (random, written once by the first opener) and the namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.protocol import Durability, LedgerInfo
+
+from .commands import GENESIS, KEY, OUR_ATTRIBUTES, binary
+from .options import Settings, is_aws_endpoint
+
+GENESIS_BYTES = 16
+USABLE_STATUS = frozenset({"ACTIVE", "UPDATING"})
+MOTO_SERVER = "werkzeug"  # moto's server mode answers with Werkzeug's Server header
+MOTO_ACCOUNT = "123456789012"  # moto's default account id
+
+
+def new_genesis() -> bytes:
+    return os.urandom(GENESIS_BYTES)
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What ``DescribeTable`` and ``DescribeTimeToLive`` say, reduced to what we judge."""
+
+    name: str
+    table_id: str
+    arn: str
+    created: str
+    status: str
+    key_ok: bool
+    ttl_status: str
+    ttl_attribute: str
+    replicas: tuple[str, ...]
+    multi_region: str
+    server: str = ""
+
+    @classmethod
+    def read(cls, table: dict[str, Any], ttl: dict[str, Any], server: str = "") -> TableFacts:
+        keys = table.get("KeySchema") or []
+        types = {
+            d.get("AttributeName"): d.get("AttributeType")
+            for d in table.get("AttributeDefinitions") or []
+        }
+        key_ok = (
+            len(keys) == 1
+            and keys[0].get("AttributeName") == KEY
+            and keys[0].get("KeyType") == "HASH"
+            and types.get(KEY) == "B"
+        )
+        created = table.get("CreationDateTime")
+        # An instant, not local time: every machine must derive the same store_id.
+        timestamp = getattr(created, "timestamp", None)
+        stamp = f"{timestamp():.3f}" if callable(timestamp) else str(created or "")
+        ttl_desc = ttl.get("TimeToLiveDescription") or {}
+        replicas = tuple(
+            str(r.get("RegionName", "?"))
+            for r in table.get("Replicas") or []
+            if isinstance(r, dict)
+        )
+        return cls(
+            name=str(table.get("TableName", "")),
+            table_id=str(table.get("TableId") or ""),
+            arn=str(table.get("TableArn") or ""),
+            created=stamp,
+            status=str(table.get("TableStatus") or ""),
+            key_ok=key_ok,
+            ttl_status=str(ttl_desc.get("TimeToLiveStatus") or "DISABLED"),
+            ttl_attribute=str(ttl_desc.get("AttributeName") or ""),
+            replicas=replicas,
+            multi_region=str(table.get("MultiRegionConsistency") or "EVENTUAL"),
+            server=server,
+        )
+
+    @property
+    def identity(self) -> str:
+        """The table's native identity; changes when the table is re-created or restored."""
+        return f"{self.arn}|{self.table_id}|{self.created}"
+
+
+def is_moto(facts: TableFacts, endpoint_url: str | None) -> bool:
+    """moto's server mode. urllib3 (boto3) shows both of its ``Server`` headers, aiohttp
+    (aiobotocore) only the last (``amazon.com``), so its tables' shape decides too: moto's
+    default account and no ``TableId``, which DynamoDB always returns."""
+    if MOTO_SERVER in facts.server.lower():
+        return True
+    return (
+        not is_aws_endpoint(endpoint_url)
+        and not facts.table_id
+        and f":{MOTO_ACCOUNT}:" in facts.arn
+    )
+
+
+def check_usable(facts: TableFacts, location: str) -> None:
+    """Refuse a table that is not ready, or whose key is not the ledger's."""
+    if facts.status not in USABLE_STATUS:
+        raise LedgerUnavailable(f"table {location} is {facts.status or 'in an unknown state'}")
+    if not facts.key_ok:
+        raise UnsafeStoreConfig(
+            f"table {location} exists but its key is not the ledger's (a single binary "
+            f"partition key {KEY!r}): another application's table? refusing to write to it"
+        )
+
+
+def refusals(facts: TableFacts, settings: Settings, endpoint_url: str | None) -> list[str]:
+    """Why this table cannot back a proof (empty: it can)."""
+    reasons: list[str] = []
+    if facts.ttl_status in ("ENABLED", "ENABLING") and facts.ttl_attribute in OUR_ATTRIBUTES:
+        reasons.append(
+            f"Time to Live is on for attribute {facts.ttl_attribute!r}, which the ledger "
+            "writes: DynamoDB may delete spent records (C2)"
+        )
+    if facts.replicas and facts.multi_region.upper() != "STRONG":
+        reasons.append(
+            "a global table with multi-Region eventual consistency (replicas: "
+            f"{', '.join(facts.replicas)}): two Regions can both accept one id, last "
+            "writer wins"
+        )
+    if not is_aws_endpoint(endpoint_url) and settings.durability != Durability.PROCESS:
+        reasons.append(
+            f"endpoint {endpoint_url} is not AWS DynamoDB: an emulator's persistence cannot "
+            "be read through the API (dynalite without --path and DynamoDB Local -inMemory "
+            "keep nothing); pass durability=process if it keeps its data on disk"
+        )
+    if is_moto(facts, endpoint_url):
+        reasons.append(
+            "the endpoint is moto (server mode): it keeps everything in memory, and its "
+            "conditional put is not atomic under contention (the conformance suite saw two "
+            "concurrent spends of one id both return True); never a proof"
+        )
+    if not facts.table_id and not facts.arn:
+        reasons.append("the table has neither a TableId nor an ARN to derive an identity from")
+    return reasons
+
+
+def check_genesis(item: dict[str, Any] | None) -> bytes | None:
+    """The genesis value of a returned genesis item (``None``: no item)."""
+    if not item:
+        return None
+    value = binary(item, GENESIS)
+    if value is None or len(value) != GENESIS_BYTES:
+        raise UnsafeStoreConfig(
+            "the namespace's genesis item does not hold a ledger identity: something else "
+            "wrote it; refusing to guess"
+        )
+    return value
+
+
+def store_id(facts: TableFacts, genesis: bytes, namespace: str) -> str:
+    digest = hashlib.sha256(
+        b"\x00".join((facts.identity.encode(), genesis, namespace.encode("utf-8")))
+    ).hexdigest()[:32]
+    return f"dynamodb:{facts.table_id or facts.name}:{digest}"
+
+
+def ledger_info(
+    facts: TableFacts,
+    genesis: bytes,
+    settings: Settings,
+    *,
+    location: str,
+    endpoint_url: str | None,
+) -> LedgerInfo:
+    reasons = refusals(facts, settings, endpoint_url)
+    aws = is_aws_endpoint(endpoint_url)
+    durability = Durability.MACHINE if aws else Durability.PROCESS
+    if is_moto(facts, endpoint_url) or (
+        reasons and not aws and settings.durability != Durability.PROCESS
+    ):
+        durability = Durability.NONE  # in memory, or nothing declared: nothing survives
+    identity = (
+        f"table {facts.arn or facts.name} (TableId {facts.table_id or '?'}, created "
+        f"{facts.created or '?'}) + a random genesis value in item {KEY}=g:<namespace>, "
+        "written once with a conditional put"
+    )
+    if not aws and settings.durability == Durability.PROCESS:
+        identity += "; durability as declared (durability=process): an emulator"
+    return LedgerInfo(
+        backend="dynamodb",
+        store_id=None if reasons else store_id(facts, genesis, settings.namespace),
+        reason="; ".join(reasons) or None,
+        location=location,
+        namespace=settings.namespace,
+        identity=identity,
+        durability=durability,
+    )
+
+
+def forgot(location: str, detail: str) -> UnsafeStoreConfig:
+    return UnsafeStoreConfig(
+        f"the store forgot or its identity changed since this ledger opened ({location}: "
+        f"{detail}); reopen the ledger (a new store_id: pending requests are asked again)"
+    )

@@ -1,0 +1,137 @@
+"""The sync DynamoDB ledger: a thin shell that performs :mod:`.decisions`' requests
+on a boto3 client (one per process: a forked child builds its own)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ledger_core.base import LedgerBase
+from ledger_core.errors import LedgerClosed
+from ledger_core.steps import Steps, run_steps
+from ledger_core.tokens import new_token
+
+from . import decisions
+from .commands import SCAN_SEGMENTS, Call, Request, Verify
+from .decisions import Handle, Session
+from .options import Settings, Target
+
+ClientFactory = Callable[[], Any]
+
+
+class DynamoDBLedger(LedgerBase):
+    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend.
+
+    Open one with ``open_ledger("dynamodb://TABLE?region=...")`` or :meth:`from_client`.
+    """
+
+    def __init__(self, session: Session, handle: Handle):
+        self._session = session
+        self._handle = handle
+        self._fork_lock = threading.Lock()
+        self._verify_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls, target: Target, make_client: ClientFactory, *, owned: bool = True
+    ) -> DynamoDBLedger:
+        """Build a client and read the table's identity, once (C6)."""
+        session = Session(target.table, target.settings, target.location, target.endpoint_url)
+        client = make_client()
+        ledger = cls(session, Handle(make_client, client, owned))
+        try:
+            ledger._info = ledger._run(decisions.open_steps(session))
+        except BaseException:
+            ledger.close()
+            raise
+        return ledger
+
+    @classmethod
+    def from_client(cls, client: Any, table: str, **options: Any) -> DynamoDBLedger:
+        """A ledger on a boto3 DynamoDB client the host already has (never closed by us).
+
+        Options: those of the URL (``namespace``, ``create``, ``durability``...).
+        A forked child gets a new client with the same region, endpoint, configuration
+        and (frozen) credentials.
+        """
+        from .backend import client_target, rebuild_sync
+
+        target = client_target(client, table, options)
+        return cls.open(target, _first_then(client, lambda: rebuild_sync(client)), owned=False)
+
+    def __enter__(self) -> DynamoDBLedger:
+        return self
+
+    @property
+    def _client(self) -> Any:
+        return self._handle.client
+
+    def _current(self) -> Any:
+        handle = self._handle
+        if handle.closed:
+            raise LedgerClosed("this DynamoDB ledger is closed")
+        if handle.inherited():  # a forked child: never share the parent's sockets
+            with self._fork_lock:
+                if handle.inherited():
+                    handle.adopt(handle.make_client())
+        return handle.client
+
+    def _perform(self, request: Request) -> Any:
+        if isinstance(request, Call):
+            return getattr(self._current(), request.op)(**request.params)
+        if isinstance(request, Verify):
+            with self._verify_lock:  # one check at a time; the others wait for its verdict
+                return self._run(decisions.verify_steps(self._session))
+        time.sleep(request.seconds)
+        return None
+
+    def _run(self, steps: Steps[Request, Any]) -> Any:
+        return run_steps(steps, self._perform)
+
+    def _spend(self, request_id: bytes) -> bool:
+        result: bool = self._run(decisions.spend_steps(self._session, request_id, new_token()))
+        return result
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        result: bool = self._run(decisions.is_spent_steps(self._session, request_id))
+        return result
+
+    def spent_ids(self) -> Iterator[str]:
+        """Every id spent in this namespace (migration source): parallel consistent Scan
+        segments; markers, the genesis item and other namespaces are skipped."""
+        with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
+            for ids in pool.map(self._segment, range(SCAN_SEGMENTS)):
+                yield from ids
+
+    def _segment(self, segment: int) -> list[str]:
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            ids, start = self._run(decisions.scan_page_steps(self._session, segment, start))
+            found.extend(ids)
+            if start is None:
+                return found
+
+    def close(self) -> None:
+        if self._handle.closes():
+            self._handle.client.close()
+
+
+def _first_then(first: Any, then: ClientFactory) -> ClientFactory:
+    """A factory that returns ``first`` once (the host's client), then builds new ones."""
+    used = False
+
+    def make() -> Any:
+        nonlocal used
+        if not used:
+            used = True
+            return first
+        return then()
+
+    return make
+
+
+__all__ = ["DynamoDBLedger", "Settings"]

@@ -1,0 +1,406 @@
+"""The DynamoDB ledger against a real server (dynalite locally), sync and async (C9).
+
+Failure injection wraps the shell's ``_perform`` (the one place a request meets the
+client), so the decisions under test are the shipped ones, on a real table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from ledger_core import migrate, open_ledger, setup_ledger
+from ledger_core.errors import (
+    AmbiguousSpend,
+    InvalidLedgerURL,
+    LedgerClosed,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
+from ledger_core.ids import MAX_MARKER_BYTES, MarkerKind, marker_id
+from ledger_core.protocol import Durability
+from ledger_dynamodb import DynamoDBLedger, commands
+from ledger_dynamodb.commands import Call
+from tests.dynamodb import tools
+from tests.flavors import Flavored
+
+FLAVORS = ["sync", "async"]
+
+
+@pytest.fixture(params=FLAVORS)
+def ledger(request: pytest.FixtureRequest, dynamodb_url: str, namespace: str) -> Iterator[Flavored]:
+    with Flavored(
+        request.param, dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)
+    ) as opened:
+        yield opened
+
+
+@pytest.fixture
+def own_table(dynamodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL on a table of this test's own, deleted afterwards."""
+    name = f"t-{tools.RUN}-{request.node.name}"[:200].replace("[", "-").replace("]", "")
+    url = tools.with_query(dynamodb_url.replace(tools.url_parts(dynamodb_url)[0], name, 1))
+    yield url
+    client = tools.admin_client(url)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.update_table(TableName=name, DeletionProtectionEnabled=False)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.delete_table(TableName=name)
+    client.close()
+
+
+def _open(url: str, **options: Any) -> DynamoDBLedger:
+    ledger = open_ledger(url, **options)
+    assert isinstance(ledger, DynamoDBLedger)
+    return ledger
+
+
+def _inject(ledger: Any, hook: Callable[[Call, Callable[[Call], Any]], Any]) -> None:
+    """Route every request of a sync ledger through ``hook(request, perform)``."""
+    real = ledger._perform
+
+    def perform(request: Any) -> Any:
+        if not isinstance(request, Call):  # Verify, Sleep: the shell's own
+            return real(request)
+        return hook(request, real)
+
+    ledger._perform = perform
+
+
+def _client_error(code: str, status: int, retries: int = 0) -> botocore.exceptions.ClientError:
+    response: Any = {
+        "Error": {"Code": code, "Message": "AKIASECRETSECRET signature=deadbeef"},
+        "ResponseMetadata": {"HTTPStatusCode": status, "RetryAttempts": retries},
+    }
+    return botocore.exceptions.ClientError(response, "PutItem")
+
+
+def test_spend_once_then_read(ledger: Flavored) -> None:
+    assert ledger.is_spent("a") is False
+    assert ledger.spend("a") is True
+    assert ledger.spend("a") is False
+    assert ledger.is_spent("a") is True
+    assert ledger.is_spent("A") is False
+
+
+def test_store_id_and_durability(ledger: Flavored, dynamodb_url: str) -> None:
+    info = ledger.describe()
+    assert info.store_id is not None
+    assert info.store_id.startswith("dynamodb:")
+    expected = Durability.PROCESS if tools.emulator(dynamodb_url) else Durability.MACHINE
+    assert info.durability == expected
+
+
+def test_emulator_without_durability_never_proves(dynamodb_url: str, namespace: str) -> None:
+    if not tools.emulator(dynamodb_url):
+        pytest.skip("not applicable: the URL points at AWS")
+    with _open(dynamodb_url, namespace=namespace) as ledger:
+        info = ledger.describe()
+    assert info.store_id is None
+    assert "not AWS DynamoDB" in (info.reason or "")
+
+
+def test_namespaces_are_stores(dynamodb_url: str, namespace: str) -> None:
+    opts = tools.ledger_options(dynamodb_url)
+    with (
+        _open(dynamodb_url, namespace=namespace + "-a", **opts) as a,
+        _open(dynamodb_url, namespace=namespace + "-b", **opts) as b,
+    ):
+        assert a.store_id != b.store_id
+        assert a.spend("x") is True
+        assert b.is_spent("x") is False
+
+
+def test_largest_id_and_marker_fit_the_key(ledger: Flavored) -> None:
+    big = "é" * 512  # 1024 UTF-8 bytes
+    assert ledger.spend(big) is True
+    assert ledger.is_spent(big) is True
+    marker = marker_id(MarkerKind.CLOSED_PROVEN, "x" * (MAX_MARKER_BYTES - 20))
+    assert ledger.run(ledger.ledger.spend_marker(marker)) is True
+    assert ledger.run(ledger.ledger.is_marker_spent(marker)) is True
+
+
+def test_spent_ids_lists_only_this_namespace_ids(dynamodb_url: str, namespace: str) -> None:
+    opts = tools.ledger_options(dynamodb_url)
+    with (
+        _open(dynamodb_url, namespace=namespace, **opts) as ledger,
+        _open(dynamodb_url, namespace=namespace + "x", **opts) as other,
+    ):
+        for i in range(30):
+            ledger.spend(f"id-{i}")
+        other.spend("foreign")
+        ledger.spend_marker(marker_id(MarkerKind.LINEAGE, "old"))
+        assert sorted(ledger.spent_ids()) == sorted(f"id-{i}" for i in range(30))
+
+
+def test_migrate_from_dynamodb(dynamodb_url: str, namespace: str) -> None:
+    opts = tools.ledger_options(dynamodb_url)
+    with (
+        _open(dynamodb_url, namespace=namespace, **opts) as source,
+        _open(dynamodb_url, namespace=namespace + "-new", **opts) as target,
+    ):
+        source.spend("m1")
+        source.spend("m2")
+        report = migrate(source, target)
+        assert (report.copied, report.verified) == (2, 2)
+        assert target.is_spent("m1") is True
+
+
+def test_create_false_on_missing_table_never_creates(own_table: str) -> None:
+    with pytest.raises(LedgerUnavailable, match="does not exist and create=false"):
+        open_ledger(own_table, create="false", **tools.ledger_options(own_table))
+    client = tools.admin_client(own_table)
+    with pytest.raises(client.exceptions.ResourceNotFoundException):
+        client.describe_table(TableName=tools.url_parts(own_table)[0])
+    client.close()
+
+
+def test_setup_is_idempotent_and_creates_on_demand(own_table: str) -> None:
+    opts = tools.ledger_options(own_table)
+    first = setup_ledger(own_table, **opts)
+    second = setup_ledger(own_table, **opts)
+    assert first.store_id is not None
+    assert first.store_id == second.store_id
+    client = tools.admin_client(own_table)
+    table = client.describe_table(TableName=tools.url_parts(own_table)[0])["Table"]
+    client.close()
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    with _open(own_table, create="false", **opts) as ledger:
+        assert ledger.store_id == first.store_id
+
+
+def test_forgotten_table_fails_closed_and_reopens_as_new_store(own_table: str) -> None:
+    """A deleted and re-created table: the old ledger must never spend there (it would
+    answer True for an id spent in the old table); a new ledger gets a new store_id."""
+    opts = tools.ledger_options(own_table)
+    with _open(own_table, **opts) as old:
+        assert old.spend("before") is True
+        tools.forget(own_table)
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            old.spend("before")
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):  # and it stays failed
+            old.is_spent("before")
+        with _open(own_table, **opts) as new:
+            assert new.store_id != old.store_id
+        with pytest.raises(UnsafeStoreConfig):
+            old.spend("other")
+
+
+def test_deleted_table_is_unavailable_then_noticed(own_table: str) -> None:
+    opts = tools.ledger_options(own_table, identity_interval="1000", config_interval="1000")
+    with _open(own_table, **opts) as old:
+        assert old.spend("x") is True
+        table = tools.url_parts(own_table)[0]
+        client = tools.admin_client(own_table)
+        with contextlib.suppress(botocore.exceptions.ClientError):
+            client.update_table(TableName=table, DeletionProtectionEnabled=False)
+        client.delete_table(TableName=table)
+        tools._wait(lambda: tools._status(client, table) is None, "deletion")
+        with pytest.raises(LedgerUnavailable, match="ResourceNotFound"):
+            old.spend("y")
+        client.create_table(**commands.create_table(table).params)
+        tools._wait(lambda: tools._status(client, table) == "ACTIVE", "creation")
+        client.close()
+        # Long intervals, but the ResourceNotFound made the ledger re-check first.
+        with pytest.raises(UnsafeStoreConfig, match="re-created"):
+            old.spend("x")
+
+
+def _botocore_retry(with_item: bool) -> Callable[[Call, Callable[[Call], Any]], Any]:
+    """What botocore does after a timeout: the first put lands but its reply is lost, the
+    retry (RetryAttempts=1) meets it. ``with_item``: DynamoDB's ALL_OLD item comes back
+    (AWS); without it, as dynalite answers, the ledger reads the record."""
+
+    def hook(request: Call, perform: Callable[[Call], Any]) -> Any:
+        if request.op != "put_item":
+            return perform(request)
+        perform(request)  # the first attempt lands; its reply is lost
+        try:
+            return perform(request)
+        except botocore.exceptions.ClientError as exc:
+            exc.response["ResponseMetadata"]["RetryAttempts"] = 1
+            if with_item:
+                exc.response["Item"] = request.params["Item"]  # type: ignore[typeddict-unknown-key]
+            raise
+
+    return hook
+
+
+@pytest.mark.parametrize("with_item", [True, False], ids=["all_old", "read_back"])
+def test_retry_meeting_our_own_write_is_true(
+    dynamodb_url: str, namespace: str, with_item: bool
+) -> None:
+    """botocore resent a put whose first attempt landed: the conditional failure carries
+    (or the read finds) OUR token, so the spend is True, never False."""
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
+        _inject(ledger, _botocore_retry(with_item))
+        assert ledger.spend("r1") is True
+        assert ledger.spend("r1") is False  # now another attempt's record: not ours
+
+
+def test_lost_reply_is_resolved_by_token(dynamodb_url: str, namespace: str) -> None:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
+
+        def drop_put_reply(request: Call, perform: Callable[[Call], Any]) -> Any:
+            answer = perform(request)
+            if request.op == "put_item":
+                raise botocore.exceptions.ReadTimeoutError(endpoint_url="http://x")
+            return answer
+
+        _inject(ledger, drop_put_reply)
+        assert ledger.spend("lost") is True  # our write landed: ours
+        assert ledger.spend("lost") is False  # the next one meets it: another's
+
+
+def test_unknown_outcome_and_failed_read_is_ambiguous(dynamodb_url: str, namespace: str) -> None:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
+        ledger.is_spent("warm")  # the identity check is done; now every call fails
+
+        def fail(request: Call, perform: Callable[[Call], Any]) -> Any:
+            raise botocore.exceptions.ConnectionClosedError(endpoint_url="http://x")
+
+        _inject(ledger, fail)
+        with pytest.raises(AmbiguousSpend) as caught:
+            ledger.spend("amb")
+        assert isinstance(caught.value.__cause__, botocore.exceptions.ConnectionClosedError)
+        with pytest.raises(LedgerUnavailable):
+            ledger.is_spent("amb")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "retries", "expected"),
+    [
+        ("ProvisionedThroughputExceededException", 400, 0, LedgerUnavailable),
+        ("AccessDeniedException", 400, 0, LedgerUnavailable),
+        ("ExpiredTokenException", 400, 0, LedgerUnavailable),
+        ("InvalidSignatureException", 400, 0, LedgerUnavailable),
+        ("InternalServerError", 500, 0, AmbiguousSpend),  # "may or may not have succeeded"
+        ("ThrottlingException", 400, 2, AmbiguousSpend),  # an earlier attempt may have landed
+    ],
+)
+def test_errors_fail_closed_without_secrets(
+    dynamodb_url: str, namespace: str, code: str, status: int, retries: int, expected: type
+) -> None:
+    with _open(
+        dynamodb_url,
+        namespace=namespace,
+        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+    ) as ledger:
+        ledger.is_spent("warm")
+
+        def fail_put(request: Call, perform: Callable[[Call], Any]) -> Any:
+            if request.op == "put_item":
+                raise _client_error(code, status, retries)
+            if request.op == "get_item" and expected is AmbiguousSpend:
+                return {}  # not there (yet)
+            return perform(request)
+
+        _inject(ledger, fail_put)
+        with pytest.raises(LedgerError) as caught:
+            ledger.spend(f"e-{code}")
+        assert type(caught.value) is expected
+        assert code in str(caught.value) or expected is AmbiguousSpend
+        assert "AKIA" not in str(caught.value)
+        assert "signature=" not in str(caught.value)
+
+
+def test_unreachable_endpoint_is_unavailable(namespace: str) -> None:
+    from tests.servers.common import free_port
+
+    url = f"dynamodb://nothing?region=us-east-1&endpoint_url=http://127.0.0.1:{free_port()}"
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "ledger-test")
+    with pytest.raises(LedgerUnavailable, match="EndpointConnectionError") as caught:
+        open_ledger(url, namespace=namespace, timeout="1")
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(caught.value)
+
+
+def test_url_never_holds_credentials_and_options_are_checked() -> None:
+    with pytest.raises(InvalidLedgerURL, match="credentials"):
+        open_ledger("dynamodb://key:secret@table")
+    with pytest.raises(InvalidLedgerURL, match="unknown option"):
+        open_ledger("dynamodb://table?aws_secret_access_key=x")
+    with pytest.raises(InvalidLedgerURL, match="table name"):
+        open_ledger("dynamodb://ab")
+
+
+def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
+    client = tools.admin_client(dynamodb_url)
+    table = tools.url_parts(dynamodb_url)[0]
+    opts = tools.ledger_options(dynamodb_url)
+    opts.pop("timeout")
+    ledger = DynamoDBLedger.from_client(client, table, namespace=namespace, **opts)
+    assert ledger.spend("c") is True
+    ledger.close()
+    with pytest.raises(LedgerClosed):
+        ledger.spend("d")
+    client.describe_table(TableName=table)  # still usable
+    client.close()
+
+
+def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -> None:
+    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+        assert ledger.spend("parent") is True
+        parent_client = ledger._client
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: exit code says what happened
+            code = 1
+            try:
+                ok = ledger.spend("child") is True and ledger._client is not parent_client
+                code = 0 if ok else 2
+            finally:
+                os._exit(code)
+        os.close(write)
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        assert ledger.is_spent("child") is True
+        assert ledger._client is parent_client
+
+
+def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(
+    dynamodb_url: str, namespace: str
+) -> None:
+    """A driver exception during the identity check (before the spend's put) is a
+    LedgerUnavailable, not a raw botocore error and not an ambiguity."""
+    opts = tools.ledger_options(dynamodb_url, identity_interval="0")
+    with _open(dynamodb_url, namespace=namespace, **opts) as ledger:
+
+        def fail(request: Call, perform: Callable[[Call], Any]) -> Any:
+            raise botocore.exceptions.ConnectionClosedError(endpoint_url="http://x")
+
+        _inject(ledger, fail)
+        with pytest.raises(LedgerUnavailable) as caught:
+            ledger.spend("never-sent")
+        assert not isinstance(caught.value, AmbiguousSpend)
+
+
+def test_a_resource_is_refused(dynamodb_url: str) -> None:
+    """A resource's client re-serializes our attribute values (boto3 handlers): the
+    genesis read failed with a key-schema ValidationException before this check."""
+    import boto3
+
+    _, query = tools.url_parts(dynamodb_url)
+    resource = boto3.session.Session().resource(
+        "dynamodb", region_name=query.get("region"), endpoint_url=query.get("endpoint_url")
+    )
+    with pytest.raises(TypeError, match="not a resource"):
+        DynamoDBLedger.from_client(resource, tools.url_parts(dynamodb_url)[0])
