@@ -64,28 +64,21 @@ class LedgerBase(_Described):
 
     def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        raw = validate_request_id(request_id)
-        try:
-            return self._spend(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_spend(self, exc) from exc
+        return self._guarded_spend(validate_request_id(request_id))
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        raw = validate_request_id(request_id)
-        try:
-            return self._is_spent(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_read(self, exc) from exc
+        return self._guarded_read(validate_request_id(request_id))
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
         beside the ids, where no request id can reach it."""
-        raw = validate_marker(marker)
+        return self._guarded_spend(validate_marker(marker))
+
+    def is_marker_spent(self, marker: bytes) -> bool:
+        return self._guarded_read(validate_marker(marker))
+
+    def _guarded_spend(self, raw: bytes) -> bool:
         try:
             return self._spend(raw)
         except LedgerError:
@@ -93,8 +86,7 @@ class LedgerBase(_Described):
         except Exception as exc:
             raise _unmapped_spend(self, exc) from exc
 
-    def is_marker_spent(self, marker: bytes) -> bool:
-        raw = validate_marker(marker)
+    def _guarded_read(self, raw: bytes) -> bool:
         try:
             return self._is_spent(raw)
         except LedgerError:
@@ -128,27 +120,20 @@ class AsyncLedgerBase(_Described):
 
     async def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        raw = validate_request_id(request_id)
-        try:
-            return await self._spend(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_spend(self, exc) from exc
+        return await self._guarded_spend(validate_request_id(request_id))
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        raw = validate_request_id(request_id)
-        try:
-            return await self._is_spent(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_read(self, exc) from exc
+        return await self._guarded_read(validate_request_id(request_id))
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
-        raw = validate_marker(marker)
+        return await self._guarded_spend(validate_marker(marker))
+
+    async def is_marker_spent(self, marker: bytes) -> bool:
+        return await self._guarded_read(validate_marker(marker))
+
+    async def _guarded_spend(self, raw: bytes) -> bool:
         try:
             return await self._spend(raw)
         except LedgerError:
@@ -156,8 +141,7 @@ class AsyncLedgerBase(_Described):
         except Exception as exc:
             raise _unmapped_spend(self, exc) from exc
 
-    async def is_marker_spent(self, marker: bytes) -> bool:
-        raw = validate_marker(marker)
+    async def _guarded_read(self, raw: bytes) -> bool:
         try:
             return await self._is_spent(raw)
         except LedgerError:
