@@ -9,11 +9,13 @@ cannot decide differently (C9).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.ids import is_marker
 from ledger_core.protocol import LedgerInfo
 
 from . import rules
@@ -144,3 +146,66 @@ def unexpected(exc: Exception, what: str, *, spend: bool) -> LedgerError:
 
     text = f"{what}: unexpected {type(exc).__name__} from the driver"
     return AmbiguousSpend(text) if spend else LedgerUnavailable(text)
+
+
+class Listing:
+    """The decisions of ``spent_ids``, without I/O: which page to ask for next, and
+    what a page's keys mean.
+
+    Every page is asked with the genesis read in the same trip (standalone) or just
+    before (Cluster: a second command; the window is one page). ``SCAN`` may return a
+    key twice (a rehash during the scan), so each id's 16-byte BLAKE2b digest is kept
+    for the scan's duration: memory is one page plus 16 bytes per listed id, never
+    the ids themselves.
+    """
+
+    def __init__(self, plan: SpendPlan, nodes: Sequence[Any], count: int) -> None:
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        self._plan = plan
+        self._nodes = list(nodes)
+        self._cursor = 0
+        self._started = False
+        self._seen: set[bytes] = set()
+        self.count = count
+        self.pattern = plan.keys.scan_pattern
+        self._prefix = plan.keys.record_prefix
+
+    def next_page(self) -> tuple[Any, int] | None:
+        """``(node, cursor)`` to scan next, or ``None`` when every master is done."""
+        if self._started and self._cursor == 0:
+            self._nodes.pop(0)
+            self._started = False
+        if not self._nodes:
+            return None
+        self._started = True
+        return self._nodes[0], self._cursor
+
+    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+        """The page's request ids (markers, other namespaces and repeats left out)."""
+        if genesis != self._plan.genesis:
+            how = "gone" if genesis is None else "different"
+            raise IdentityLost("spent_ids: " + rules.FORGOT.format(how=how))
+        if not isinstance(cursor, int) or cursor < 0:
+            raise LedgerUnavailable(f"spent_ids: SCAN answered cursor {cursor!r}")
+        self._cursor = cursor
+        out: list[str] = []
+        for key in keys:
+            if not isinstance(key, bytes) or not key.startswith(self._prefix):
+                # MATCH returned something outside the prefix: refuse to guess.
+                raise LedgerUnavailable(f"spent_ids: SCAN answered a foreign key {key!r:.80}")
+            raw = key[len(self._prefix) :]
+            if is_marker(raw):
+                continue
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            if digest in self._seen:
+                continue
+            self._seen.add(digest)
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise UnsafeStoreConfig(
+                    f"spent_ids: record key {key!r:.80} holds no UTF-8 id: something else "
+                    "wrote it; refusing to guess"
+                ) from None
+        return out

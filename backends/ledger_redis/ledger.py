@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
@@ -148,6 +148,24 @@ class RedisLedger(_State, LedgerBase):
         )
         return spent
 
+    def spent_ids(self, count: int = 1000) -> Iterator[str]:
+        """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
+        (every master of a Cluster); markers and other namespaces are never listed."""
+        self._raise_if_failed()
+        listing = decisions.Listing(self._plan, self._io.nodes(), count)
+        keys = self._plan.keys
+        while (page := listing.next_page()) is not None:
+            try:
+                reply = self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
+                ids = listing.take(*reply)
+            except IdentityLost as exc:
+                raise self._fail(exc) from exc
+            except LedgerError:
+                raise
+            except Exception as exc:
+                raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
+            yield from ids
+
     def close(self) -> None:
         if not self._io.closed:
             self._io.close()
@@ -238,6 +256,24 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
         steps = decisions.read_steps(self._plan, request_id)
         spent: bool = await self._run(steps, "is_spent", spend=False)
         return spent
+
+    async def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
+        """The asyncio face of :meth:`RedisLedger.spent_ids`."""
+        self._raise_if_failed()
+        listing = decisions.Listing(self._plan, self._io.nodes(), count)
+        keys = self._plan.keys
+        while (page := listing.next_page()) is not None:
+            try:
+                reply = await self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
+                ids = listing.take(*reply)
+            except IdentityLost as exc:
+                raise self._fail(exc) from exc
+            except LedgerError:
+                raise
+            except Exception as exc:
+                raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
+            for request_id in ids:
+                yield request_id
 
     async def aclose(self) -> None:
         if not self._io.closed:

@@ -76,6 +76,17 @@ class Keys:
         return record_key(self.namespace, request_id)
 
     @property
+    def record_prefix(self) -> bytes:
+        """What every record key of this namespace (and of no other) starts with."""
+        return self.record(b"")
+
+    @property
+    def scan_pattern(self) -> bytes:
+        """``SCAN ... MATCH`` pattern for this namespace's records: the prefix with the
+        glob's special bytes escaped (a namespace may hold ``*``, ``?``, ``[``)."""
+        return re.sub(rb"([*?\[\]\\])", rb"\\\1", self.record_prefix) + b"*"
+
+    @property
     def legacy_genesis(self) -> bytes | None:
         """The genesis key of the old Cluster layout (whole-key hashing), to refuse it."""
         return genesis_key(self.namespace) if self.cluster else None
