@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import itertools
 import os
 import queue
 import re
@@ -12,7 +13,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
@@ -412,6 +413,10 @@ class SQLiteLedger(LedgerBase):
             conn.close()
 
 
+def _next_chunk(ids: Iterator[str], size: int) -> list[str]:
+    return list(itertools.islice(ids, size))
+
+
 _SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY exists from Python 3.11 only
 
 
@@ -486,6 +491,14 @@ class AsyncSQLiteLedger(AsyncLedgerBase):
     async def _is_spent(self, request_id: bytes) -> bool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._workers(), self._sync._is_spent, request_id)
+
+    async def spent_ids(self, page: int = 1000) -> AsyncIterator[str]:
+        """:meth:`SQLiteLedger.spent_ids`, a page at a time on a worker thread."""
+        pages = self._sync.spent_ids(page)
+        loop = asyncio.get_running_loop()
+        while chunk := await loop.run_in_executor(self._workers(), _next_chunk, pages, page):
+            for request_id in chunk:
+                yield request_id
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False)

@@ -315,6 +315,13 @@ class MarkersInIdSpace(ZooLedger):
         return self.is_spent(self.text(marker))
 
 
+class ListsOtherStores(ZooLedger):
+    """Lists every zoo record on the server: another store's ids migrate with it."""
+
+    def listing_pattern(self) -> str:
+        return "zoo:*"
+
+
 # -- the factories -----------------------------------------------------------------
 
 
@@ -347,6 +354,7 @@ stripping = _factory(Stripping)
 lax_ids = _factory(LaxIds)
 shared_connection = _factory(SharedConnection)
 markers_in_id_space = _factory(MarkersInIdSpace)
+lists_other_stores = _factory(ListsOtherStores)
 reads_identity_once = OwnServerFactory(ReadsIdentityOnce)
 
 
@@ -397,4 +405,5 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "lax_ids": ("C8", "C8_invalid", "quick"),
     "async_variant_differs": ("C9", "C9", "quick"),
     "markers_in_id_space": ("H3", "H3", "quick"),
+    "lists_other_stores": ("L1", "L1", "quick"),
 }
