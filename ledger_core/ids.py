@@ -23,6 +23,11 @@ class MarkerKind:
 
     CLOSED_PROVEN = "closed-proven"  # H3/H4: the host closed the request with a proof
     LINEAGE = "migrated-from"  # migration: this store continues another one
+    # Migration runs into a store are numbered 1, 2, ...: run n is incomplete while
+    # "started" n is spent and "done" n is not (markers are never unspent).
+    MIGRATION_STARTED = "migration-started"  # subject: the run number
+    MIGRATION_SOURCE = "migration-source"  # subject: run number NUL source store_id
+    MIGRATION_DONE = "migration-done"  # subject: the run number
 
 
 def validate_request_id(request_id: object) -> bytes:

@@ -161,6 +161,43 @@ def page_ids(row: Row) -> list[bytes]:
     return [] if row[0] is None else [bytes(rid) for rid in row[0]]
 
 
+def spend_many_op(st: Statements, request_ids: list[bytes], token: bytes) -> Op:
+    """One multi-row INSERT (placeholders in text order: namespace, token, ids)."""
+    return Op(st.spend_many, (st.namespace, token, request_ids))
+
+
+def spend_many_answer(request_ids: list[bytes], row: Row) -> list[bool]:
+    """Per id: ``True`` only if this statement recorded it (a repeat within the batch
+    is ``False``: its first copy recorded it)."""
+    assert row is not None
+    won = set() if row[0] is None else {bytes(rid) for rid in row[0]}
+    out = []
+    for rid in request_ids:
+        out.append(rid in won)
+        won.discard(rid)
+    return out
+
+
+def spend_many_failed(exc: Exception, password: str | None) -> LedgerError:
+    """A batch is never settled id by id: an outcome that may have landed is ambiguous
+    for the whole batch (re-running it is safe: a migration does)."""
+    if isinstance(exc, LedgerError):
+        return exc
+    if rules.classify(exc) is not Failure.UNKNOWN:
+        return rules.unavailable("spend_many", exc, password)
+    return rules.ambiguous(exc, None, password)
+
+
+def spent_among_op(st: Statements, request_ids: list[bytes]) -> Op:
+    return Op(st.spent_among, (st.namespace, request_ids), guarded=True)
+
+
+def spent_among_answer(request_ids: list[bytes], row: Row) -> list[bool]:
+    assert row is not None  # guarded: the shell has failed an op without a row
+    spent = set() if row[0] is None else {bytes(rid) for rid in row[0]}
+    return [rid in spent for rid in request_ids]
+
+
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:
     return exc if isinstance(exc, LedgerError) else rules.unavailable("spent_ids", exc, password)
 

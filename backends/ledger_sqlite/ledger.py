@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
@@ -27,7 +27,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
-from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_namespace, validate_request_id
 from ledger_core.protocol import Durability, LedgerInfo
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -375,6 +375,62 @@ class SQLiteLedger(LedgerBase):
         if row is None:
             self._forgot()
         return bool(row[0] == 1)
+
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch in ONE transaction (one fsync): each id's answer is what
+        :meth:`spend` would say (``True`` only if this call recorded it). Nothing of a
+        failed batch stays (rolled back), except after a failed ``COMMIT``: ambiguous."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if not raws:
+            return []
+        token, now, namespace = new_token(), time.time(), self._namespace
+        conn = self._acquire()
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"spend_many could not begin: {exc}") from exc
+            try:
+                won = [
+                    conn.execute(schema.SPEND, (namespace, raw, self._uuid, token, now)).rowcount
+                    == 1
+                    for raw in raws
+                ]
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError) or _no_table(exc):
+                    self._forgot()  # the token came out NULL: not the store we opened
+                raise LedgerUnavailable(f"spend_many failed (rolled back): {exc}") from exc
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise AmbiguousSpend(f"spend_many: COMMIT failed, outcome unknown: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        return won
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Read a batch in one read transaction."""
+        raws = [validate_request_id(r) for r in request_ids]
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN")
+            try:
+                rows = [
+                    conn.execute(schema.IS_SPENT, (self._namespace, raw, self._uuid)).fetchone()
+                    for raw in raws
+                ]
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _no_table(exc):
+                self._forgot()
+            raise LedgerUnavailable(f"is_spent_many failed: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        if any(row is None for row in rows):
+            self._forgot()
+        return [bool(row[0] == 1) for row in rows if row is not None]
 
     def spent_ids(self, page: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, in byte order (for ``migrate``)."""
