@@ -134,13 +134,15 @@ def test_interrupted_target_is_incomplete_and_a_rerun_resumes(tmp_path: Path) ->
         migrate(old, new, batch=1000, progress=_interrupt_after(1))  # type: ignore[arg-type]
     assert stopped.value.progress.done == 1000
     assert stopped.value.progress.last_id == "id-00999"
-    assert migration_state(new) is not None and "incomplete" in str(migration_state(new))
+    assert migration_state(new) is not None
+    assert "incomplete" in str(migration_state(new))
     assert old.store_id is not None
     assert new.is_marker_spent(lineage_marker(old.store_id)) is False  # not done: no lineage
     # An id spent in the old store meanwhile, BEFORE the stopping point in byte order.
     old.spend("id-00000-late")
     report = migrate(old, new, batch=1000)  # not a merge: it resumes its own run
-    assert report.resumed and report.run == 1
+    assert report.resumed
+    assert report.run == 1
     assert (report.copied, report.already_present) == (1501, 1000)
     assert migration_state(new) is None
     assert sorted(new.spent_ids()) == sorted([*ids, "id-00000-late"])
@@ -162,7 +164,8 @@ def test_progress_is_reported_per_batch(tmp_path: Path) -> None:
     seen: list[Progress] = []
     migrate(old, new, batch=100, progress=seen.append)
     assert [p.done for p in seen] == [100, 200, 250]
-    assert seen[-1].copied == 250 and seen[-1].rate > 0
+    assert seen[-1].copied == 250
+    assert seen[-1].rate > 0
 
 
 def test_sqlite_spend_many_answers_per_id(tmp_path: Path) -> None:
