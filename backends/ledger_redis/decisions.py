@@ -128,6 +128,25 @@ def spend_steps(plan: SpendPlan, request_id: bytes, token: bytes) -> Generator[R
     return plan.spend_outcome(replies, token)
 
 
+def spend_many_steps(
+    plan: SpendPlan, request_ids: Sequence[bytes], tokens: Sequence[bytes]
+) -> Generator[Request, Any, list[bool]]:
+    """One pipelined trip for a batch; after a lost reply, the same scripts with the
+    same tokens settle every id (SET NX GET finds its own token)."""
+    commands = plan.spend_many_commands(request_ids, tokens)
+    try:
+        replies = yield (CALL, commands, "spend_many")
+    except ReplyLost as failure:
+        try:
+            replies = yield (CALL, commands, "spend_many (resolve)")
+        except IdentityLost:
+            raise
+        except LedgerError as exc:
+            raise rules.ambiguous(failure, exc) from failure
+        return plan.spend_many_outcome(replies, tokens, failure)
+    return plan.spend_many_outcome(replies, tokens)
+
+
 def read_steps(plan: SpendPlan, request_id: bytes) -> Generator[Request, Any, bool]:
     (reply,) = yield (CALL, plan.read_commands(request_id), "is_spent")
     return exists_reply(reply)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import InvalidLedgerURL, LedgerError
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace, validate_request_id
 from ledger_core.steps import run_steps, run_steps_async
 from ledger_core.tokens import new_token
 
@@ -19,6 +19,8 @@ from .transport import AsyncClusterIO, AsyncPoolIO, ClusterIO, PoolIO
 
 SyncIO = PoolIO | ClusterIO
 AsyncIO = AsyncPoolIO | AsyncClusterIO
+
+BATCH = 1000  # spend scripts per pipelined trip
 
 # A client the host gives keeps its own timeouts and connection settings.
 _CLIENT_OPTIONS = rules.LEDGER_OPTIONS - {"timeout", "connect_timeout"}
@@ -148,6 +150,20 @@ class RedisLedger(_State, LedgerBase):
         )
         return spent
 
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
+        Cluster): each answer is what :meth:`spend` would say."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if isinstance(self._io, ClusterIO):
+            return [self._spend(raw) for raw in raws]
+        out: list[bool] = []
+        for i in range(0, len(raws), BATCH):
+            chunk = raws[i : i + BATCH]
+            tokens = [new_token() for _ in chunk]
+            steps = decisions.spend_many_steps(self._plan, chunk, tokens)
+            out += self._run(steps, "spend_many", spend=True)
+        return out
+
     def spent_ids(self, count: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
         (every master of a Cluster); markers and other namespaces are never listed."""
@@ -256,6 +272,20 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
         steps = decisions.read_steps(self._plan, request_id)
         spent: bool = await self._run(steps, "is_spent", spend=False)
         return spent
+
+    async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
+        Cluster): each answer is what :meth:`spend` would say."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if isinstance(self._io, AsyncClusterIO):
+            return [await self._spend(raw) for raw in raws]
+        out: list[bool] = []
+        for i in range(0, len(raws), BATCH):
+            chunk = raws[i : i + BATCH]
+            tokens = [new_token() for _ in chunk]
+            steps = decisions.spend_many_steps(self._plan, chunk, tokens)
+            out += await self._run(steps, "spend_many", spend=True)
+        return out
 
     async def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
         """The asyncio face of :meth:`RedisLedger.spent_ids`."""

@@ -109,3 +109,25 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
     assert (first, second, listing.next_page()) == (["a"], ["b"], None)
     with pytest.raises(LedgerUnavailable, match="foreign"):
         listing.take(b"0" * 32, 0, [rules.Keys("other").record(b"a")])
+
+
+def test_spend_many_answers_per_id(url: str, flavor: str, namespace: str) -> None:
+    with Flavored(flavor, url, namespace=namespace) as ledger:
+        assert ledger.spend("b") is True
+        ids = ["a", "b", "a", "*", *[f"i{n}" for n in range(1100)]]
+        answers = ledger.run(ledger.ledger.spend_many(ids))
+        assert answers[:4] == [True, False, False, True]
+        assert all(answers[4:])
+        assert ledger.run(ledger.ledger.spend_many(["a", "new"])) == [False, True]
+        assert sorted(ledger.spent_ids()) == sorted({*ids, "new"})
+
+
+def test_spend_many_proves_the_genesis(redis_url: str, namespace: str) -> None:
+    ledger: Any = open_ledger(redis_url, namespace=namespace)
+    try:
+        redis.Redis.from_url(redis_url).delete(ledger._plan.keys.genesis)
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            ledger.spend_many(["x", "y"])
+        assert redis.Redis.from_url(redis_url).exists(ledger._plan.keys.record(b"x")) == 0
+    finally:
+        ledger.close()
