@@ -158,10 +158,12 @@ class _Meter:
     """Progress on stderr: one rewritten line on a terminal, a plain line every
     ``every`` seconds otherwise (a log keeps them)."""
 
-    def __init__(self, every: float = 10.0) -> None:
+    EVERY = 10.0  # seconds between plain lines
+
+    def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
-        self.every = every
-        self.next = every
+        self.every = self.EVERY
+        self.next = self.EVERY
 
     def __call__(self, p: Progress) -> None:
         text = f"{p.done:,} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s, {p.elapsed:.0f} s"

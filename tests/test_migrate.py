@@ -188,3 +188,66 @@ def test_cli_store_id_shows_an_incomplete_migration(
     capsys.readouterr()
     assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 1
     assert "incomplete migration" in capsys.readouterr().err
+
+
+def test_cli_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    assert main(["setup", old]) == 0
+    assert main(["setup", new]) == 0
+    capsys.readouterr()
+    assert main(["lineage", new]) == 0
+    assert "never migrated into" in capsys.readouterr().out
+    assert main(["migrate", old, new]) == 0
+    capsys.readouterr()
+    assert main(["lineage", new]) == 0
+    assert (
+        capsys.readouterr().out == f"migrated-from {SQLiteLedger(tmp_path / 'old.db').store_id}\n"
+    )
+
+
+def test_cli_lineage_says_what_it_cannot_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lineage", "memory://x"]) == 1
+    assert "cannot list its markers" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_silent_merge_and_merges_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    for url, rid in ((old, "a"), (new, "b")):
+        assert main(["setup", url]) == 0
+        assert main(["spend", url, rid]) == 0
+    assert main(["migrate", old, new]) == 3
+    assert "--merge" in capsys.readouterr().err
+    assert main(["migrate", old, new, "--merge"]) == 0
+
+
+def test_cli_progress_lines_and_ctrl_c(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a terminal: plain lines; Ctrl-C: where it stopped and the resuming command."""
+    from ledger_core import cli
+
+    source = SQLiteLedger(tmp_path / "old.db")
+    source.spend_many([f"i{n:05d}" for n in range(3000)])
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    monkeypatch.setattr(cli._Meter, "EVERY", 0.0)  # a line per batch
+    calls = 0
+    real = cli._Meter.__call__
+
+    def stop_at_second(self: object, p: Progress) -> None:
+        nonlocal calls
+        calls += 1
+        real(self, p)  # type: ignore[arg-type]
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli._Meter, "__call__", stop_at_second)
+    assert main(["migrate", old, new, "--target-namespace", "n s"]) == 130
+    err = capsys.readouterr().err
+    assert "1,000 ids (1,000 copied)" in err
+    assert "interrupted after 2000 ids (last: 'i01999')" in err
+    assert f"resume with: decision-ledger migrate {old} {new} --target-namespace 'n s'" in err
+    monkeypatch.setattr(cli._Meter, "__call__", real)
+    assert main(["migrate", old, new, "--target-namespace", "n s"]) == 0
+    assert "copied 1000, already present 2000" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from psycopg import sql
 
 from ledger_core.errors import LedgerClosed, LedgerError
+from ledger_core.ids import MarkerKind, marker_range, marker_subject
 from ledger_core.tokens import attempt_outcome
 
 from . import rules
@@ -196,6 +197,17 @@ def spent_among_answer(request_ids: list[bytes], row: Row) -> list[bool]:
     assert row is not None  # guarded: the shell has failed an op without a row
     spent = set() if row[0] is None else {bytes(rid) for rid in row[0]}
     return [rid in spent for rid in request_ids]
+
+
+def lineage_op(st: Statements) -> Op:
+    low, high = marker_range(MarkerKind.LINEAGE)
+    return Op(st.marker_range, (st.namespace, low, high), guarded=True)
+
+
+def lineage_answer(row: Row) -> list[str]:
+    assert row is not None  # guarded: the shell has failed an op without a row
+    raws = [] if row[0] is None else [bytes(raw) for raw in row[0]]
+    return [marker_subject(MarkerKind.LINEAGE, raw) for raw in raws]
 
 
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:

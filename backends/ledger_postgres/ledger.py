@@ -356,6 +356,14 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
             out += flows.spent_among_answer(chunk, row)
         return out
 
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        try:
+            row = self._run(flows.lineage_op(self._st), self._due())
+        except Exception as exc:
+            raise flows.listing_failed(exc, self._password) from exc
+        return flows.lineage_answer(row)
+
     def _due(self) -> float:
         return time.monotonic() + self._config.timeout
 

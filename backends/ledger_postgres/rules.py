@@ -210,6 +210,12 @@ _SPENT_AMONG = (
     "AND request_id = ANY({rid}::bytea[])) FROM {table} AS g WHERE {guard}"
 )
 BATCH_SIZE = 1000
+# The markers of one kind, a byte range of request_id, from the genesis row.
+_MARKER_RANGE = (
+    "SELECT (SELECT array_agg(request_id ORDER BY request_id) FROM {table} WHERE "
+    "namespace = {ns} AND request_id >= {rid} AND request_id < {token}) "
+    "FROM {table} AS g WHERE {guard}"
+)
 # bytea compares bytes: no collation, no case folding, and NUL is data (C8).
 _CREATE_TABLE = (
     "CREATE TABLE IF NOT EXISTS {table} ("
@@ -291,6 +297,7 @@ class Statements:
         self.page = self._render(self._bind(_PAGE, 3, guard))
         self.spend_many = self._render(self._bind(_SPEND_MANY, 3, guard, spend=True))
         self.spent_among = self._render(self._bind(_SPENT_AMONG, 2, guard))
+        self.marker_range = self._render(self._bind(_MARKER_RANGE, 3, guard))
         spend_returning = self._bind(_SPEND + _RETURNING, 3, guard)
         self._spend_framed = self._render(self.framed(spend_returning))
         self._is_spent_framed = self._render(self.framed(is_spent))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
-from ledger_core.ids import is_marker
+from ledger_core.ids import is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
 
 from . import rules
@@ -178,7 +178,10 @@ class Listing:
     the ids themselves.
     """
 
-    def __init__(self, plan: SpendPlan, nodes: Sequence[Any], count: int) -> None:
+    def __init__(
+        self, plan: SpendPlan, nodes: Sequence[Any], count: int, marker_kind: str | None = None
+    ) -> None:
+        """``marker_kind``: list the subjects of that kind of marker instead of ids."""
         if count < 1:
             raise ValueError("count must be at least 1")
         self._plan = plan
@@ -187,7 +190,9 @@ class Listing:
         self._started = False
         self._seen: set[bytes] = set()
         self.count = count
-        self.pattern = plan.keys.scan_pattern
+        self._kind = marker_kind
+        self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
+        self.pattern = rules.glob_escape(plan.keys.record_prefix + self._marker) + b"*"
         self._prefix = plan.keys.record_prefix
 
     def next_page(self) -> tuple[Any, int] | None:
@@ -214,6 +219,10 @@ class Listing:
                 # MATCH returned something outside the prefix: refuse to guess.
                 raise LedgerUnavailable(f"spent_ids: SCAN answered a foreign key {key!r:.80}")
             raw = key[len(self._prefix) :]
+            if self._kind is not None:
+                if raw.startswith(self._marker):
+                    out.append(marker_subject(self._kind, raw))
+                continue
             if is_marker(raw):
                 continue
             digest = hashlib.blake2b(raw, digest_size=16).digest()

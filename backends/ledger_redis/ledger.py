@@ -8,7 +8,7 @@ from typing import Any
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import InvalidLedgerURL, LedgerError
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace, validate_request_id
+from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
 from ledger_core.steps import run_steps, run_steps_async
 from ledger_core.tokens import new_token
 
@@ -167,8 +167,15 @@ class RedisLedger(_State, LedgerBase):
     def spent_ids(self, count: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
         (every master of a Cluster); markers and other namespaces are never listed."""
+        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
+
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
+        return sorted(self._scan(listing))
+
+    def _scan(self, listing: decisions.Listing) -> Iterator[str]:
         self._raise_if_failed()
-        listing = decisions.Listing(self._plan, self._io.nodes(), count)
         keys = self._plan.keys
         while (page := listing.next_page()) is not None:
             try:
@@ -287,10 +294,16 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
             out += await self._run(steps, "spend_many", spend=True)
         return out
 
-    async def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
+    def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
         """The asyncio face of :meth:`RedisLedger.spent_ids`."""
+        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
+
+    async def lineage(self) -> list[str]:
+        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
+        return sorted([source async for source in self._scan(listing)])
+
+    async def _scan(self, listing: decisions.Listing) -> AsyncIterator[str]:
         self._raise_if_failed()
-        listing = decisions.Listing(self._plan, self._io.nodes(), count)
         keys = self._plan.keys
         while (page := listing.next_page()) is not None:
             try:

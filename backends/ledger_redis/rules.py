@@ -81,15 +81,15 @@ class Keys:
         return self.record(b"")
 
     @property
-    def scan_pattern(self) -> bytes:
-        """``SCAN ... MATCH`` pattern for this namespace's records: the prefix with the
-        glob's special bytes escaped (a namespace may hold ``*``, ``?``, ``[``)."""
-        return re.sub(rb"([*?\[\]\\])", rb"\\\1", self.record_prefix) + b"*"
-
-    @property
     def legacy_genesis(self) -> bytes | None:
         """The genesis key of the old Cluster layout (whole-key hashing), to refuse it."""
         return genesis_key(self.namespace) if self.cluster else None
+
+
+def glob_escape(prefix: bytes) -> bytes:
+    """``prefix`` for a ``SCAN ... MATCH`` pattern: the glob's special bytes escaped (a
+    namespace may hold ``*``, ``?``, ``[``, ``\\``)."""
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", prefix)
 
 
 def store_id(kind: str, genesis: bytes, namespace: str) -> str:

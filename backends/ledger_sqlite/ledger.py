@@ -27,7 +27,15 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
-from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_namespace, validate_request_id
+from ledger_core.ids import (
+    DEFAULT_NAMESPACE,
+    MarkerKind,
+    is_marker,
+    marker_range,
+    marker_subject,
+    validate_namespace,
+    validate_request_id,
+)
 from ledger_core.protocol import Durability, LedgerInfo
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -375,6 +383,27 @@ class SQLiteLedger(LedgerBase):
         if row is None:
             self._forgot()
         return bool(row[0] == 1)
+
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        low, high = marker_range(MarkerKind.LINEAGE)
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN")
+            try:
+                same = conn.execute(schema.SAME_STORE, (self._uuid,)).fetchone()[0]
+                rows = conn.execute(schema.MARKER_RANGE, (self._namespace, low, high)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _no_table(exc):
+                self._forgot()
+            raise LedgerUnavailable(f"lineage failed: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        if same != 1:
+            self._forgot()
+        return [marker_subject(MarkerKind.LINEAGE, bytes(raw)) for (raw,) in rows]
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch in ONE transaction (one fsync): each id's answer is what
