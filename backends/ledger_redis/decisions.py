@@ -10,13 +10,14 @@ cannot decide differently (C9).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import new_token
 
 from . import rules
 from .rules import (
@@ -126,6 +127,16 @@ def spend_steps(plan: SpendPlan, request_id: bytes, token: bytes) -> Generator[R
             raise rules.ambiguous(failure, exc) from failure
         return plan.resolve_outcome(replies, token, failure)
     return plan.spend_outcome(replies, token)
+
+
+BATCH = 1000  # spend scripts per pipelined trip
+
+
+def spend_many_batches(plan: SpendPlan, request_ids: Sequence[bytes]) -> Iterator[Steps]:
+    """The steps of each pipelined trip of a batch, a fresh token per id."""
+    for i in range(0, len(request_ids), BATCH):
+        chunk = request_ids[i : i + BATCH]
+        yield spend_many_steps(plan, chunk, [new_token() for _ in chunk])
 
 
 def spend_many_steps(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import InvalidLedgerURL, LedgerError
@@ -19,8 +19,6 @@ from .transport import AsyncClusterIO, AsyncPoolIO, ClusterIO, PoolIO
 
 SyncIO = PoolIO | ClusterIO
 AsyncIO = AsyncPoolIO | AsyncClusterIO
-
-BATCH = 1000  # spend scripts per pipelined trip
 
 # A client the host gives keeps its own timeouts and connection settings.
 _CLIENT_OPTIONS = rules.LEDGER_OPTIONS - {"timeout", "connect_timeout"}
@@ -58,6 +56,14 @@ class _State:
     def _fail(self, exc: LedgerError) -> LedgerError:
         self._failed = exc
         return exc
+
+    def _listing_failed(self, exc: Exception) -> NoReturn:
+        """A listing page failed: a forgotten store fails the ledger for good."""
+        if isinstance(exc, IdentityLost):
+            raise self._fail(exc)
+        if isinstance(exc, LedgerError):
+            raise exc
+        raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
 
 
 class RedisLedger(_State, LedgerBase):
@@ -157,10 +163,7 @@ class RedisLedger(_State, LedgerBase):
         if isinstance(self._io, ClusterIO):
             return [self._spend(raw) for raw in raws]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH):
-            chunk = raws[i : i + BATCH]
-            tokens = [new_token() for _ in chunk]
-            steps = decisions.spend_many_steps(self._plan, chunk, tokens)
+        for steps in decisions.spend_many_batches(self._plan, raws):
             out += self._run(steps, "spend_many", spend=True)
         return out
 
@@ -181,12 +184,8 @@ class RedisLedger(_State, LedgerBase):
             try:
                 reply = self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
                 ids = listing.take(*reply)
-            except IdentityLost as exc:
-                raise self._fail(exc) from exc
-            except LedgerError:
-                raise
             except Exception as exc:
-                raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
+                self._listing_failed(exc)
             yield from ids
 
     def close(self) -> None:
@@ -287,10 +286,7 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
         if isinstance(self._io, AsyncClusterIO):
             return [await self._spend(raw) for raw in raws]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH):
-            chunk = raws[i : i + BATCH]
-            tokens = [new_token() for _ in chunk]
-            steps = decisions.spend_many_steps(self._plan, chunk, tokens)
+        for steps in decisions.spend_many_batches(self._plan, raws):
             out += await self._run(steps, "spend_many", spend=True)
         return out
 
@@ -309,12 +305,8 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
             try:
                 reply = await self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
                 ids = listing.take(*reply)
-            except IdentityLost as exc:
-                raise self._fail(exc) from exc
-            except LedgerError:
-                raise
             except Exception as exc:
-                raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
+                self._listing_failed(exc)
             for request_id in ids:
                 yield request_id
 

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import (
@@ -387,23 +387,28 @@ class SQLiteLedger(LedgerBase):
     def lineage(self) -> list[str]:
         """The store_ids this store was migrated from (its lineage markers)."""
         low, high = marker_range(MarkerKind.LINEAGE)
+        rows = self._snapshot(schema.MARKER_RANGE, (self._namespace, low, high), "lineage")
+        return [marker_subject(MarkerKind.LINEAGE, bytes(raw)) for (raw,) in rows]
+
+    def _snapshot(self, query: str, params: tuple[object, ...], what: str) -> list[Any]:
+        """``query``'s rows read in one snapshot with the proof of the identity."""
         conn = self._acquire()
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN")  # one snapshot: the identity and the rows together
             try:
                 same = conn.execute(schema.SAME_STORE, (self._uuid,)).fetchone()[0]
-                rows = conn.execute(schema.MARKER_RANGE, (self._namespace, low, high)).fetchall()
+                rows = conn.execute(query, params).fetchall()
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if _no_table(exc):
                 self._forgot()
-            raise LedgerUnavailable(f"lineage failed: {exc}") from exc
+            raise LedgerUnavailable(f"{what} failed: {exc}") from exc
         finally:
             self._idle.put(conn)
         if same != 1:
             self._forgot()
-        return [marker_subject(MarkerKind.LINEAGE, bytes(raw)) for (raw,) in rows]
+        return rows
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch in ONE transaction (one fsync): each id's answer is what
@@ -465,22 +470,7 @@ class SQLiteLedger(LedgerBase):
         """Every id spent in this namespace, in byte order (for ``migrate``)."""
         after = b""
         while True:
-            conn = self._acquire()
-            try:
-                conn.execute("BEGIN")  # one snapshot: the identity and the page together
-                try:
-                    same = conn.execute(schema.SAME_STORE, (self._uuid,)).fetchone()[0]
-                    rows = conn.execute(schema.SCAN_PAGE, (self._namespace, after, page)).fetchall()
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if _no_table(exc):
-                    self._forgot()
-                raise LedgerUnavailable(f"scan failed: {exc}") from exc
-            finally:
-                self._idle.put(conn)
-            if same != 1:
-                self._forgot()
+            rows = self._snapshot(schema.SCAN_PAGE, (self._namespace, after, page), "scan")
             for (raw,) in rows:
                 if not is_marker(raw):
                     yield bytes(raw).decode("utf-8")
