@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
-from .migrate import MigrationInterrupted, Progress, migrate, migration_state
+from .migrate import MigrationInterrupted, Progress, count_ids, migrate, migration_state
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
 from .urls import redact_url, scrub, secret_fragments
@@ -166,9 +166,11 @@ class _Meter:
         self.next = self.EVERY
 
     def __call__(self, p: Progress) -> None:
-        text = f"{p.done:,} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s, {p.elapsed:.0f} s"
+        of = "" if p.total is None else f" of {p.total:,}"
+        eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
+        text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
         if self.tty:
-            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+            print(f"\r{text:<79}", end="", file=sys.stderr, flush=True)
         elif p.elapsed >= self.next:
             print(text, file=sys.stderr, flush=True)
             self.next = p.elapsed + self.every
@@ -188,7 +190,8 @@ def _migrate(args: argparse.Namespace) -> int:
     try:
         target = open_ledger(args.target, **target_options)
         try:
-            report = migrate(source, target, merge=args.merge, progress=meter)
+            total = count_ids(source)  # one streamed pass, for the ETA
+            report = migrate(source, target, merge=args.merge, progress=meter, total=total)
         except MigrationInterrupted as stopped:
             meter.end()
             resume = " ".join(shlex.quote(a) for a in _resume_argv(args))

@@ -61,10 +61,18 @@ class Progress:
     copied: int
     elapsed: float  # seconds since the copy started
     last_id: str | None  # the last id handled (sources list in byte order)
+    total: int | None = None  # the source's count when the copy started, if counted
 
     @property
     def rate(self) -> float:
         return self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the current rate (``None``: no total, or no rate yet)."""
+        if self.total is None or self.rate <= 0:
+            return None
+        return max(self.total - self.done, 0) / self.rate
 
 
 class MigrationInterrupted(MigrationError):
@@ -144,11 +152,13 @@ def migrate(
     merge: bool = False,
     progress: Callable[[Progress], object] | None = None,
     batch: int = BATCH,
+    total: int | None = None,
 ) -> MigrationReport:
     """Copy every spent id from ``source`` into ``target``, verify, record the lineage.
 
-    ``progress`` is called after every batch. ``merge``: allow a target that already
-    holds spends that no migration from ``source`` put there.
+    ``progress`` is called after every batch (with ``total``, if given, for an ETA; see
+    :func:`count_ids`). ``merge``: allow a target that already holds spends that no
+    migration from ``source`` put there.
     """
     if not isinstance(source, ScannableLedger):
         raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
@@ -179,9 +189,10 @@ def migrate(
                 raise MigrationError(f"id {bad[0]!r} does not read as spent in the target")
             last = chunk[-1]
             if progress is not None:
-                progress(Progress(copied + already, copied, time.monotonic() - start, last))
+                elapsed = time.monotonic() - start
+                progress(Progress(copied + already, copied, elapsed, last, total))
     except KeyboardInterrupt:
-        done = Progress(copied + already, copied, time.monotonic() - start, last)
+        done = Progress(copied + already, copied, time.monotonic() - start, last, total)
         raise MigrationInterrupted(done) from None
     lineage = _record_lineage(markers, source_id)
     if run is not None:
@@ -190,6 +201,13 @@ def migrate(
             raise MigrationError("the run's done marker does not read as spent in the target")
     total = copied + already
     return MigrationReport(source_id, target_id, copied, already, total, lineage, run, resumed)
+
+
+def count_ids(source: object) -> int:
+    """How many ids the source lists now (one streamed pass: for a progress ETA)."""
+    if not isinstance(source, ScannableLedger):
+        raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
+    return sum(1 for _ in source.spent_ids())
 
 
 def _begin(

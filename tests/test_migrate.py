@@ -245,7 +245,8 @@ def test_cli_progress_lines_and_ctrl_c(
     monkeypatch.setattr(cli._Meter, "__call__", stop_at_second)
     assert main(["migrate", old, new, "--target-namespace", "n s"]) == 130
     err = capsys.readouterr().err
-    assert "1,000 ids (1,000 copied)" in err
+    assert "1,000 of 3,000 ids (1,000 copied)" in err
+    assert "ETA" in err
     assert "interrupted after 2000 ids (last: 'i01999')" in err
     assert f"resume with: decision-ledger migrate {old} {new} --target-namespace 'n s'" in err
     monkeypatch.setattr(cli._Meter, "__call__", real)
