@@ -12,6 +12,7 @@ from ledger_core import (
     MigrationError,
     PendingRequest,
     ResolveVerdict,
+    UnsafeStoreConfig,
     lineage_marker,
     migrate,
     mint,
@@ -252,3 +253,19 @@ def test_cli_progress_lines_and_ctrl_c(
     monkeypatch.setattr(cli._Meter, "__call__", real)
     assert main(["migrate", old, new, "--target-namespace", "n s"]) == 0
     assert "copied 1000, already present 2000" in capsys.readouterr().out
+
+
+def test_sqlite_spend_many_proves_the_identity(tmp_path: Path) -> None:
+    import sqlite3
+
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ledger.spend("before")
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        conn.execute("DELETE FROM decision_ledger_meta")  # the store forgot its identity
+    with pytest.raises(UnsafeStoreConfig, match="forgot"):
+        ledger.spend_many(["x", "y"])
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        rows = conn.execute("SELECT count(*) FROM decision_ledger").fetchone()[0]
+    assert rows == 1  # rolled back: nothing of the batch stayed
+    with pytest.raises(UnsafeStoreConfig):
+        ledger.is_spent_many(["before"])
