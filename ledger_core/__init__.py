@@ -46,7 +46,16 @@ from .ids import (
     validate_request_id,
 )
 from .memory import AsyncMemoryLedger, MemoryLedger, MemoryStore, default_ledger
-from .migrate import MigrationError, MigrationReport, ScannableLedger, lineage_marker, migrate
+from .migrate import (
+    MigrationError,
+    MigrationInterrupted,
+    MigrationReport,
+    Progress,
+    ScannableLedger,
+    lineage_marker,
+    migrate,
+    migration_state,
+)
 from .protocol import (
     AsyncDecisionLedger,
     AsyncReentrantLedger,
@@ -99,9 +108,11 @@ __all__ = [
     "MemoryLedger",
     "MemoryStore",
     "MigrationError",
+    "MigrationInterrupted",
     "MigrationReport",
     "MissingDriver",
     "PendingRequest",
+    "Progress",
     "RecordedError",
     "ReentrantLedger",
     "Resolution",
@@ -126,6 +137,7 @@ __all__ = [
     "lineage_marker",
     "marker_id",
     "migrate",
+    "migration_state",
     "mint",
     "new_attempt_secret",
     "open_async_ledger",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -27,12 +28,13 @@ from contextlib import contextmanager
 
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
-from .migrate import migrate
+from .migrate import MigrationInterrupted, Progress, count_ids, migrate, migration_state
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
 from .urls import redact_url, scrub, secret_fragments
 
 OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
+INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 
 
 class UnknownAnswer(Exception):
@@ -83,13 +85,42 @@ def _is_spent(args: argparse.Namespace) -> int:
 
 
 def _store_id(args: argparse.Namespace) -> int:
+    """A store with an unfinished migration into it answers 1: no host may switch to
+    it yet (its copy was never verified)."""
     with _opened(args) as ledger:
         info = describe(ledger)
+        unfinished = migration_state(ledger)
     if info.store_id is None:
         print("none")
         print(f"no store id: {info.reason}", file=sys.stderr)
         return REFUSED
     print(info.store_id)
+    if unfinished is not None:
+        print(f"{unfinished}: finish it (decision-ledger migrate ...) first", file=sys.stderr)
+        return REFUSED
+    return OK
+
+
+def _lineage(args: argparse.Namespace) -> int:
+    """The lineage markers the store can list; a backend that cannot list its markers
+    is told, never answered with an empty chain."""
+    with _opened(args) as ledger:
+        unfinished = migration_state(ledger)
+        lister = getattr(ledger, "lineage", None)
+        if not callable(lister):
+            print(
+                f"{type(ledger).__name__} cannot list its markers, so its lineage can't be "
+                "shown; `decision-ledger migrate` printed it when the move finished",
+                file=sys.stderr,
+            )
+            return REFUSED
+        sources = list(lister())
+    for source in sources:
+        print(f"migrated-from {source}")
+    if not sources:
+        print("no lineage: this store was never migrated into")
+    if unfinished is not None:
+        print(unfinished, file=sys.stderr)
     return OK
 
 
@@ -123,26 +154,72 @@ def _setup(args: argparse.Namespace) -> int:
     return OK
 
 
+class _Meter:
+    """Progress on stderr: one rewritten line on a terminal, a plain line every
+    ``every`` seconds otherwise (a log keeps them)."""
+
+    EVERY = 10.0  # seconds between plain lines
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.every = self.EVERY
+        self.next = self.EVERY
+
+    def __call__(self, p: Progress) -> None:
+        of = "" if p.total is None else f" of {p.total:,}"
+        eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
+        text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
+        if self.tty:
+            print(f"\r{text:<79}", end="", file=sys.stderr, flush=True)
+        elif p.elapsed >= self.next:
+            print(text, file=sys.stderr, flush=True)
+            self.next = p.elapsed + self.every
+
+    def end(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
 def _migrate(args: argparse.Namespace) -> int:
     """The source must exist (a typo would migrate nothing from a phantom store); the
     target is created if missing: that is what a migration is for."""
     source_options = {"namespace": args.namespace} if args.namespace else {}
     source = open_ledger(args.url, **source_options, create=False)
     target_options = {"namespace": args.target_namespace} if args.target_namespace else {}
+    meter = _Meter()
     try:
         target = open_ledger(args.target, **target_options)
         try:
-            report = migrate(source, target)
+            total = count_ids(source)  # one streamed pass, for the ETA
+            report = migrate(source, target, merge=args.merge, progress=meter, total=total)
+        except MigrationInterrupted as stopped:
+            meter.end()
+            resume = " ".join(shlex.quote(a) for a in _resume_argv(args))
+            _say(args, f"{stopped}; resume with: {resume}", [args.url, args.target])
+            return INTERRUPTED
         finally:
             _close(target)
     finally:
         _close(source)
+    meter.end()
     print(
         f"copied {report.copied}, already present {report.already_present}, "
         f"verified {report.verified}; lineage {report.lineage or '(not recorded)'}"
     )
     print(f"new store id: {report.target_store_id}")
     return OK
+
+
+def _resume_argv(args: argparse.Namespace) -> list[str]:
+    """The command that resumes this migration (secrets are scrubbed when it is said)."""
+    argv = ["decision-ledger", "migrate", args.url, args.target]
+    if args.namespace:
+        argv += ["--namespace", args.namespace]
+    if args.target_namespace:
+        argv += ["--target-namespace", args.target_namespace]
+    if args.merge:
+        argv.append("--merge")
+    return argv
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,6 +259,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     move.add_argument("target", help="the new store's URL")
     move.add_argument("--target-namespace", help="namespace in the new store")
+    move.add_argument(
+        "--merge",
+        action="store_true",
+        help="allow a target that already holds spends from elsewhere (merge two ledgers)",
+    )
+    with_url("lineage", "print the stores this one was migrated from (lineage markers)", _lineage)
 
     check = sub.add_parser(
         "check", help="run the conformance suite against a ledger", parents=[debug]
@@ -229,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(args, f"{type(exc).__name__}: {exc}", urls)
         return _exit_code(exc)
     except KeyboardInterrupt:
-        return 130
+        _say(args, "interrupted", urls)
+        return INTERRUPTED
     except Exception as exc:
         # Not an answer, and not a failure the ledger described: it must read as neither
         # "spent" (0) nor "not spent" (1). A third-party ledger's raw exception lands here.

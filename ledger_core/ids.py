@@ -23,6 +23,11 @@ class MarkerKind:
 
     CLOSED_PROVEN = "closed-proven"  # H3/H4: the host closed the request with a proof
     LINEAGE = "migrated-from"  # migration: this store continues another one
+    # Migration runs into a store are numbered 1, 2, ...: run n is incomplete while
+    # "started" n is spent and "done" n is not (markers are never unspent).
+    MIGRATION_STARTED = "migration-started"  # subject: the run number
+    MIGRATION_SOURCE = "migration-source"  # subject: run number NUL source store_id
+    MIGRATION_DONE = "migration-done"  # subject: the run number
 
 
 def validate_request_id(request_id: object) -> bytes:
@@ -102,3 +107,18 @@ def closed_proven_marker(request_id: str) -> bytes:
     """The marker a host spends to record that it closed ``request_id`` with a proof (H3)."""
     validate_request_id(request_id)
     return marker_id(MarkerKind.CLOSED_PROVEN, request_id)
+
+
+def marker_range(kind: str) -> tuple[bytes, bytes]:
+    """``[low, high)``: the byte range holding every marker of ``kind`` (for a backend
+    that lists one kind of marker, e.g. the lineage)."""
+    low = marker_id(kind, "")
+    return low, low[:-1] + b"\x01"
+
+
+def marker_subject(kind: str, raw: bytes) -> str:
+    """The subject of a stored marker of ``kind`` (what :func:`marker_id` was given)."""
+    low, _ = marker_range(kind)
+    if not raw.startswith(low):
+        raise ValueError(f"not a {kind} marker")
+    return raw[len(low) :].decode("utf-8")

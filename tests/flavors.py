@@ -41,6 +41,18 @@ class Flavored:
         result: bool = self.run(self.ledger.is_spent(request_id))
         return result
 
+    def spent_ids(self, **options: Any) -> list[str]:
+        """The whole listing, collected (sync iterator or async iterator alike)."""
+        listing = self.ledger.spent_ids(**options)
+        if self.loop is None:
+            return list(listing)
+
+        async def collect() -> list[str]:
+            return [request_id async for request_id in listing]
+
+        result: list[str] = self.run(collect())
+        return result
+
     @property
     def store_id(self) -> str | None:
         value: str | None = self.ledger.store_id

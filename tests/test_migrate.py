@@ -7,16 +7,19 @@ from pathlib import Path
 import pytest
 
 from ledger_core import (
+    InvalidRequestId,
     MemoryLedger,
     MigrationError,
     PendingRequest,
     ResolveVerdict,
+    UnsafeStoreConfig,
     lineage_marker,
     migrate,
     mint,
     resolve,
 )
 from ledger_core.cli import main
+from ledger_core.migrate import MigrationInterrupted, Progress, migration_state
 from ledger_sqlite import SQLiteLedger
 
 IDS = ["a", "b:c", "nul\x00", "é", "x" * 1024, *[f"id-{i}" for i in range(2500)]]
@@ -28,9 +31,9 @@ def test_every_spent_id_moves_and_lineage_is_recorded(tmp_path: Path) -> None:
         old.spend(request_id)
     SQLiteLedger(tmp_path / "old.db", namespace="elsewhere").spend("not-mine")
     new = SQLiteLedger(tmp_path / "new.db")
-    new.spend("a")  # already there: counted, not an error
+    new.spend("a")  # already there: counted, not an error (a merge the user asked for)
 
-    report = migrate(old, new)
+    report = migrate(old, new, merge=True)
 
     assert (report.copied, report.already_present, report.verified) == (len(IDS) - 1, 1, len(IDS))
     assert all(new.is_spent(request_id) for request_id in IDS)
@@ -101,3 +104,168 @@ def test_cli_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["migrate", old, new]) == 0
     assert "copied 1, already present 0, verified 1" in capsys.readouterr().out
     assert main(["is-spent", new, "a"]) == 0
+
+
+def test_a_target_with_other_spends_is_refused_unless_merge(tmp_path: Path) -> None:
+    old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
+    old.spend("a")
+    new.spend("someone-else")
+    with pytest.raises(MigrationError, match="merge"):
+        migrate(old, new)
+    assert new.is_spent("a") is False  # refused before writing anything
+    assert migrate(old, new, merge=True).copied == 1
+
+
+def _interrupt_after(batches: int) -> object:
+    seen: list[Progress] = []
+
+    def progress(p: Progress) -> None:
+        seen.append(p)
+        if len(seen) == batches:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+def test_interrupted_target_is_incomplete_and_a_rerun_resumes(tmp_path: Path) -> None:
+    old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
+    ids = [f"id-{i:05d}" for i in range(2500)]
+    assert old.spend_many(ids) == [True] * len(ids)
+    with pytest.raises(MigrationInterrupted) as stopped:
+        migrate(old, new, batch=1000, progress=_interrupt_after(1))  # type: ignore[arg-type]
+    assert stopped.value.progress.done == 1000
+    assert stopped.value.progress.last_id == "id-00999"
+    assert migration_state(new) is not None
+    assert "incomplete" in str(migration_state(new))
+    assert old.store_id is not None
+    assert new.is_marker_spent(lineage_marker(old.store_id)) is False  # not done: no lineage
+    # An id spent in the old store meanwhile, BEFORE the stopping point in byte order.
+    old.spend("id-00000-late")
+    report = migrate(old, new, batch=1000)  # not a merge: it resumes its own run
+    assert report.resumed
+    assert report.run == 1
+    assert (report.copied, report.already_present) == (1501, 1000)
+    assert migration_state(new) is None
+    assert sorted(new.spent_ids()) == sorted([*ids, "id-00000-late"])
+
+
+def test_a_catch_up_run_after_the_switch_is_no_merge(tmp_path: Path) -> None:
+    old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
+    old.spend("a")
+    migrate(old, new)
+    new.spend("host-spent-in-new")  # hosts switched
+    old.spend("late")
+    report = migrate(old, new)
+    assert (report.copied, report.run) == (1, 2)
+
+
+def test_progress_is_reported_per_batch(tmp_path: Path) -> None:
+    old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
+    old.spend_many([f"i{n}" for n in range(250)])
+    seen: list[Progress] = []
+    migrate(old, new, batch=100, progress=seen.append)
+    assert [p.done for p in seen] == [100, 200, 250]
+    assert seen[-1].copied == 250
+    assert seen[-1].rate > 0
+
+
+def test_sqlite_spend_many_answers_per_id(tmp_path: Path) -> None:
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ledger.spend("b")
+    assert ledger.spend_many(["a", "b", "a", "c"]) == [True, False, False, True]
+    assert ledger.is_spent_many(["a", "b", "c", "d"]) == [True, True, True, False]
+    with pytest.raises(InvalidRequestId):
+        ledger.spend_many(["ok", ""])
+    assert ledger.is_spent("ok") is False  # an invalid id refuses the whole batch first
+
+
+def test_cli_store_id_shows_an_incomplete_migration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
+    old.spend_many([f"i{n}" for n in range(20)])
+    with pytest.raises(MigrationInterrupted):
+        migrate(old, new, batch=10, progress=_interrupt_after(1))  # type: ignore[arg-type]
+    capsys.readouterr()
+    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 1
+    assert "incomplete migration" in capsys.readouterr().err
+
+
+def test_cli_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    assert main(["setup", old]) == 0
+    assert main(["setup", new]) == 0
+    capsys.readouterr()
+    assert main(["lineage", new]) == 0
+    assert "never migrated into" in capsys.readouterr().out
+    assert main(["migrate", old, new]) == 0
+    capsys.readouterr()
+    assert main(["lineage", new]) == 0
+    assert (
+        capsys.readouterr().out == f"migrated-from {SQLiteLedger(tmp_path / 'old.db').store_id}\n"
+    )
+
+
+def test_cli_lineage_says_what_it_cannot_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lineage", "memory://x"]) == 1
+    assert "cannot list its markers" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_silent_merge_and_merges_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    for url, rid in ((old, "a"), (new, "b")):
+        assert main(["setup", url]) == 0
+        assert main(["spend", url, rid]) == 0
+    assert main(["migrate", old, new]) == 3
+    assert "--merge" in capsys.readouterr().err
+    assert main(["migrate", old, new, "--merge"]) == 0
+
+
+def test_cli_progress_lines_and_ctrl_c(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a terminal: plain lines; Ctrl-C: where it stopped and the resuming command."""
+    from ledger_core import cli
+
+    source = SQLiteLedger(tmp_path / "old.db")
+    source.spend_many([f"i{n:05d}" for n in range(3000)])
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    monkeypatch.setattr(cli._Meter, "EVERY", 0.0)  # a line per batch
+    calls = 0
+    real = cli._Meter.__call__
+
+    def stop_at_second(self: object, p: Progress) -> None:
+        nonlocal calls
+        calls += 1
+        real(self, p)  # type: ignore[arg-type]
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli._Meter, "__call__", stop_at_second)
+    assert main(["migrate", old, new, "--target-namespace", "n s"]) == 130
+    err = capsys.readouterr().err
+    assert "1,000 of 3,000 ids (1,000 copied)" in err
+    assert "ETA" in err
+    assert "interrupted after 2000 ids (last: 'i01999')" in err
+    assert f"resume with: decision-ledger migrate {old} {new} --target-namespace 'n s'" in err
+    monkeypatch.setattr(cli._Meter, "__call__", real)
+    assert main(["migrate", old, new, "--target-namespace", "n s"]) == 0
+    assert "copied 1000, already present 2000" in capsys.readouterr().out
+
+
+def test_sqlite_spend_many_proves_the_identity(tmp_path: Path) -> None:
+    import sqlite3
+
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ledger.spend("before")
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        conn.execute("DELETE FROM decision_ledger_meta")  # the store forgot its identity
+    with pytest.raises(UnsafeStoreConfig, match="forgot"):
+        ledger.spend_many(["x", "y"])
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        rows = conn.execute("SELECT count(*) FROM decision_ledger").fetchone()[0]
+    assert rows == 1  # rolled back: nothing of the batch stayed
+    with pytest.raises(UnsafeStoreConfig):
+        ledger.is_spent_many(["before"])

@@ -29,7 +29,7 @@ from tests.zoo.mutants import EXPECTED, ONLY_CAUGHT_BY
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 240.0
-FAILED_LINE = re.compile(r"^FAILED \S*::(test_([CH]\d)_\S*)", re.MULTILINE)
+FAILED_LINE = re.compile(r"^FAILED \S*::(test_([CHL]\d)_\S*)", re.MULTILINE)
 PARALLEL = 3
 FORGETS_ON_RESTART = "volatile_server_restart"  # a redis-server without persistence
 
@@ -146,7 +146,11 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     }
     jobs["control:memory"] = (["--ledger-url", "memory://power"], "", "quick")
     jobs["control:sqlite"] = (["--ledger-url", f"sqlite:///{db}"], "", "quick")
-    jobs["control:zoo"] = (["--ledger-factory", "tests.zoo.base:correct"], "C4 or C5", "quick")
+    jobs["control:zoo"] = (
+        ["--ledger-factory", "tests.zoo.base:correct"],
+        "C4 or C5 or L1",
+        "quick",
+    )
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from psycopg import sql
 
 from ledger_core.errors import LedgerClosed, LedgerError
+from ledger_core.ids import MarkerKind, marker_range, marker_subject
 from ledger_core.tokens import attempt_outcome
 
 from . import rules
@@ -159,6 +160,54 @@ def page_ids(row: Row) -> list[bytes]:
     """The ids a page op answered; a page shorter than ``PAGE_SIZE`` is the last."""
     assert row is not None  # guarded: the shell has failed an op without a row
     return [] if row[0] is None else [bytes(rid) for rid in row[0]]
+
+
+def spend_many_op(st: Statements, request_ids: list[bytes], token: bytes) -> Op:
+    """One multi-row INSERT (placeholders in text order: namespace, token, ids)."""
+    return Op(st.spend_many, (st.namespace, token, request_ids))
+
+
+def spend_many_answer(request_ids: list[bytes], row: Row) -> list[bool]:
+    """Per id: ``True`` only if this statement recorded it (a repeat within the batch
+    is ``False``: its first copy recorded it)."""
+    assert row is not None
+    won = set() if row[0] is None else {bytes(rid) for rid in row[0]}
+    out = []
+    for rid in request_ids:
+        out.append(rid in won)
+        won.discard(rid)
+    return out
+
+
+def spend_many_failed(exc: Exception, password: str | None) -> LedgerError:
+    """A batch is never settled id by id: an outcome that may have landed is ambiguous
+    for the whole batch (re-running it is safe: a migration does)."""
+    if isinstance(exc, LedgerError):
+        return exc
+    if rules.classify(exc) is not Failure.UNKNOWN:
+        return rules.unavailable("spend_many", exc, password)
+    return rules.ambiguous(exc, None, password)
+
+
+def spent_among_op(st: Statements, request_ids: list[bytes]) -> Op:
+    return Op(st.spent_among, (st.namespace, request_ids), guarded=True)
+
+
+def spent_among_answer(request_ids: list[bytes], row: Row) -> list[bool]:
+    assert row is not None  # guarded: the shell has failed an op without a row
+    spent = set() if row[0] is None else {bytes(rid) for rid in row[0]}
+    return [rid in spent for rid in request_ids]
+
+
+def lineage_op(st: Statements) -> Op:
+    low, high = marker_range(MarkerKind.LINEAGE)
+    return Op(st.marker_range, (st.namespace, low, high), guarded=True)
+
+
+def lineage_answer(row: Row) -> list[str]:
+    assert row is not None  # guarded: the shell has failed an op without a row
+    raws = [] if row[0] is None else [bytes(raw) for raw in row[0]]
+    return [marker_subject(MarkerKind.LINEAGE, raw) for raw in raws]
 
 
 def listing_failed(exc: Exception, password: str | None) -> LedgerError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,7 +15,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from ledger_core.base import LedgerBase
-from ledger_core.ids import DEFAULT_NAMESPACE, is_marker
+from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
@@ -324,6 +324,45 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
             if len(ids) < rules.PAGE_SIZE:
                 return
             after = ids[-1]
+
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch: one multi-row INSERT per 1000 ids, each id's answer
+        as :meth:`spend` would give it (``True`` only if this call recorded it)."""
+        raws = [validate_request_id(r) for r in request_ids]
+        out: list[bool] = []
+        for i in range(0, len(raws), rules.BATCH_SIZE):
+            chunk = raws[i : i + rules.BATCH_SIZE]
+            if self._framed:  # a host's sessions: each spend in its own framed script
+                out += [self._spend(rid) for rid in chunk]
+                continue
+            op = flows.spend_many_op(self._st, chunk, new_token())
+            try:
+                row = self._run(op, self._due(), first=True)
+            except Exception as exc:
+                raise flows.spend_many_failed(exc, self._password) from exc
+            out += flows.spend_many_answer(chunk, row)
+        return out
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Read a batch: one guarded statement per 1000 ids."""
+        raws = [validate_request_id(r) for r in request_ids]
+        out: list[bool] = []
+        for i in range(0, len(raws), rules.BATCH_SIZE):
+            chunk = raws[i : i + rules.BATCH_SIZE]
+            try:
+                row = self._run(flows.spent_among_op(self._st, chunk), self._due())
+            except Exception as exc:
+                raise flows.listing_failed(exc, self._password) from exc
+            out += flows.spent_among_answer(chunk, row)
+        return out
+
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        try:
+            row = self._run(flows.lineage_op(self._st), self._due())
+        except Exception as exc:
+            raise flows.listing_failed(exc, self._password) from exc
+        return flows.lineage_answer(row)
 
     def _due(self) -> float:
         return time.monotonic() + self._config.timeout

@@ -192,6 +192,30 @@ _PAGE = (
     "LIMIT {token}) AS page) FROM {table} AS g WHERE {guard}"
 )
 PAGE_SIZE = 1000
+# A batch of spends (migration): one multi-row INSERT, the spend's guard (the token
+# from the genesis row, durability included) evaluated once for all rows, and the ids
+# this statement recorded back as one array. A repeat within the batch conflicts with
+# its first copy and is not returned.
+_SPEND_MANY = (
+    "WITH won AS (INSERT INTO {table} (namespace, request_id, token) "
+    "SELECT {ns}, u.rid, (SELECT {token} FROM {table} AS g WHERE {guard}) "
+    "FROM unnest({rid}::bytea[]) AS u(rid) "
+    "ON CONFLICT (namespace, request_id) DO NOTHING RETURNING request_id) "
+    "SELECT array_agg(request_id) FROM won"
+)
+# A batch of reads: the spent ones among the given ids, from the genesis row (none:
+# the store forgot).
+_SPENT_AMONG = (
+    "SELECT (SELECT array_agg(request_id) FROM {table} WHERE namespace = {ns} "
+    "AND request_id = ANY({rid}::bytea[])) FROM {table} AS g WHERE {guard}"
+)
+BATCH_SIZE = 1000
+# The markers of one kind, a byte range of request_id, from the genesis row.
+_MARKER_RANGE = (
+    "SELECT (SELECT array_agg(request_id ORDER BY request_id) FROM {table} WHERE "
+    "namespace = {ns} AND request_id >= {rid} AND request_id < {token}) "
+    "FROM {table} AS g WHERE {guard}"
+)
 # bytea compares bytes: no collation, no case folding, and NUL is data (C8).
 _CREATE_TABLE = (
     "CREATE TABLE IF NOT EXISTS {table} ("
@@ -271,6 +295,9 @@ class Statements:
         self.spend = self._render(spend)  # answers with its row count: 1 if it recorded
         self.is_spent = self._render(is_spent)
         self.page = self._render(self._bind(_PAGE, 3, guard))
+        self.spend_many = self._render(self._bind(_SPEND_MANY, 3, guard, spend=True))
+        self.spent_among = self._render(self._bind(_SPENT_AMONG, 2, guard))
+        self.marker_range = self._render(self._bind(_MARKER_RANGE, 3, guard))
         spend_returning = self._bind(_SPEND + _RETURNING, 3, guard)
         self._spend_framed = self._render(self.framed(spend_returning))
         self._is_spent_framed = self._render(self.framed(is_spent))
@@ -279,9 +306,11 @@ class Statements:
         # counts if the COMMIT after it succeeds too (the script raises otherwise).
         self._settle = self._render(_script(_BEGIN, self._settings, spend, read_token, _COMMIT))
 
-    def _bind(self, template: str, values: int, guard: Guard) -> sql.Composed:
+    def _bind(
+        self, template: str, values: int, guard: Guard, spend: bool | None = None
+    ) -> sql.Composed:
         names = ("ns", "rid", "token")[:values]
-        condition = guard.condition(spend=template.startswith("INSERT"))
+        condition = guard.condition(spend=template.startswith("INSERT") if spend is None else spend)
         return sql.SQL(template).format(
             table=self.table, guard=sql.SQL(condition), **{name: _P for name in names}
         )

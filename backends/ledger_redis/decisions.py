@@ -9,12 +9,15 @@ cannot decide differently (C9).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+import hashlib
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.ids import is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import new_token
 
 from . import rules
 from .rules import (
@@ -126,6 +129,35 @@ def spend_steps(plan: SpendPlan, request_id: bytes, token: bytes) -> Generator[R
     return plan.spend_outcome(replies, token)
 
 
+BATCH = 1000  # spend scripts per pipelined trip
+
+
+def spend_many_batches(plan: SpendPlan, request_ids: Sequence[bytes]) -> Iterator[Steps]:
+    """The steps of each pipelined trip of a batch, a fresh token per id."""
+    for i in range(0, len(request_ids), BATCH):
+        chunk = request_ids[i : i + BATCH]
+        yield spend_many_steps(plan, chunk, [new_token() for _ in chunk])
+
+
+def spend_many_steps(
+    plan: SpendPlan, request_ids: Sequence[bytes], tokens: Sequence[bytes]
+) -> Generator[Request, Any, list[bool]]:
+    """One pipelined trip for a batch; after a lost reply, the same scripts with the
+    same tokens settle every id (SET NX GET finds its own token)."""
+    commands = plan.spend_many_commands(request_ids, tokens)
+    try:
+        replies = yield (CALL, commands, "spend_many")
+    except ReplyLost as failure:
+        try:
+            replies = yield (CALL, commands, "spend_many (resolve)")
+        except IdentityLost:
+            raise
+        except LedgerError as exc:
+            raise rules.ambiguous(failure, exc) from failure
+        return plan.spend_many_outcome(replies, tokens, failure)
+    return plan.spend_many_outcome(replies, tokens)
+
+
 def read_steps(plan: SpendPlan, request_id: bytes) -> Generator[Request, Any, bool]:
     (reply,) = yield (CALL, plan.read_commands(request_id), "is_spent")
     return exists_reply(reply)
@@ -144,3 +176,75 @@ def unexpected(exc: Exception, what: str, *, spend: bool) -> LedgerError:
 
     text = f"{what}: unexpected {type(exc).__name__} from the driver"
     return AmbiguousSpend(text) if spend else LedgerUnavailable(text)
+
+
+class Listing:
+    """The decisions of ``spent_ids``, without I/O: which page to ask for next, and
+    what a page's keys mean.
+
+    Every page is asked with the genesis read in the same trip (standalone) or just
+    before (Cluster: a second command; the window is one page). ``SCAN`` may return a
+    key twice (a rehash during the scan), so each id's 16-byte BLAKE2b digest is kept
+    for the scan's duration: memory is one page plus 16 bytes per listed id, never
+    the ids themselves.
+    """
+
+    def __init__(
+        self, plan: SpendPlan, nodes: Sequence[Any], count: int, marker_kind: str | None = None
+    ) -> None:
+        """``marker_kind``: list the subjects of that kind of marker instead of ids."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        self._plan = plan
+        self._nodes = list(nodes)
+        self._cursor = 0
+        self._started = False
+        self._seen: set[bytes] = set()
+        self.count = count
+        self._kind = marker_kind
+        self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
+        self.pattern = rules.glob_escape(plan.keys.record_prefix + self._marker) + b"*"
+        self._prefix = plan.keys.record_prefix
+
+    def next_page(self) -> tuple[Any, int] | None:
+        """``(node, cursor)`` to scan next, or ``None`` when every master is done."""
+        if self._started and self._cursor == 0:
+            self._nodes.pop(0)
+            self._started = False
+        if not self._nodes:
+            return None
+        self._started = True
+        return self._nodes[0], self._cursor
+
+    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+        """The page's request ids (markers, other namespaces and repeats left out)."""
+        if genesis != self._plan.genesis:
+            how = "gone" if genesis is None else "different"
+            raise IdentityLost("spent_ids: " + rules.FORGOT.format(how=how))
+        if not isinstance(cursor, int) or cursor < 0:
+            raise LedgerUnavailable(f"spent_ids: SCAN answered cursor {cursor!r}")
+        self._cursor = cursor
+        out: list[str] = []
+        for key in keys:
+            if not isinstance(key, bytes) or not key.startswith(self._prefix):
+                # MATCH returned something outside the prefix: refuse to guess.
+                raise LedgerUnavailable(f"spent_ids: SCAN answered a foreign key {key!r:.80}")
+            raw = key[len(self._prefix) :]
+            if self._kind is not None:
+                if raw.startswith(self._marker):
+                    out.append(marker_subject(self._kind, raw))
+                continue
+            if is_marker(raw):
+                continue
+            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            if digest in self._seen:
+                continue
+            self._seen.add(digest)
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise UnsafeStoreConfig(
+                    f"spent_ids: record key {key!r:.80} holds no UTF-8 id: something else "
+                    "wrote it; refusing to guess"
+                ) from None
+        return out

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import InvalidLedgerURL, LedgerError
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
 from ledger_core.steps import run_steps, run_steps_async
 from ledger_core.tokens import new_token
 
@@ -56,6 +56,14 @@ class _State:
     def _fail(self, exc: LedgerError) -> LedgerError:
         self._failed = exc
         return exc
+
+    def _listing_failed(self, exc: Exception) -> NoReturn:
+        """A listing page failed: a forgotten store fails the ledger for good."""
+        if isinstance(exc, IdentityLost):
+            raise self._fail(exc)
+        if isinstance(exc, LedgerError):
+            raise exc
+        raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
 
 
 class RedisLedger(_State, LedgerBase):
@@ -148,6 +156,38 @@ class RedisLedger(_State, LedgerBase):
         )
         return spent
 
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
+        Cluster): each answer is what :meth:`spend` would say."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if isinstance(self._io, ClusterIO):
+            return [self._spend(raw) for raw in raws]
+        out: list[bool] = []
+        for steps in decisions.spend_many_batches(self._plan, raws):
+            out += self._run(steps, "spend_many", spend=True)
+        return out
+
+    def spent_ids(self, count: int = 1000) -> Iterator[str]:
+        """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
+        (every master of a Cluster); markers and other namespaces are never listed."""
+        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
+
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
+        return sorted(self._scan(listing))
+
+    def _scan(self, listing: decisions.Listing) -> Iterator[str]:
+        self._raise_if_failed()
+        keys = self._plan.keys
+        while (page := listing.next_page()) is not None:
+            try:
+                reply = self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
+                ids = listing.take(*reply)
+            except Exception as exc:
+                self._listing_failed(exc)
+            yield from ids
+
     def close(self) -> None:
         if not self._io.closed:
             self._io.close()
@@ -238,6 +278,37 @@ class AsyncRedisLedger(_State, AsyncLedgerBase):
         steps = decisions.read_steps(self._plan, request_id)
         spent: bool = await self._run(steps, "is_spent", spend=False)
         return spent
+
+    async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
+        Cluster): each answer is what :meth:`spend` would say."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if isinstance(self._io, AsyncClusterIO):
+            return [await self._spend(raw) for raw in raws]
+        out: list[bool] = []
+        for steps in decisions.spend_many_batches(self._plan, raws):
+            out += await self._run(steps, "spend_many", spend=True)
+        return out
+
+    def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
+        """The asyncio face of :meth:`RedisLedger.spent_ids`."""
+        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
+
+    async def lineage(self) -> list[str]:
+        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
+        return sorted([source async for source in self._scan(listing)])
+
+    async def _scan(self, listing: decisions.Listing) -> AsyncIterator[str]:
+        self._raise_if_failed()
+        keys = self._plan.keys
+        while (page := listing.next_page()) is not None:
+            try:
+                reply = await self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
+                ids = listing.take(*reply)
+            except Exception as exc:
+                self._listing_failed(exc)
+            for request_id in ids:
+                yield request_id
 
     async def aclose(self) -> None:
         if not self._io.closed:

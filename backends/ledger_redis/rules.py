@@ -76,9 +76,20 @@ class Keys:
         return record_key(self.namespace, request_id)
 
     @property
+    def record_prefix(self) -> bytes:
+        """What every record key of this namespace (and of no other) starts with."""
+        return self.record(b"")
+
+    @property
     def legacy_genesis(self) -> bytes | None:
         """The genesis key of the old Cluster layout (whole-key hashing), to refuse it."""
         return genesis_key(self.namespace) if self.cluster else None
+
+
+def glob_escape(prefix: bytes) -> bytes:
+    """``prefix`` for a ``SCAN ... MATCH`` pattern: the glob's special bytes escaped (a
+    namespace may hold ``*``, ``?``, ``[``, ``\\``)."""
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", prefix)
 
 
 def store_id(kind: str, genesis: bytes, namespace: str) -> str:
@@ -426,6 +437,40 @@ class SpendPlan:
             ) from failure
         if won:
             self._check_ack(replies)
+        return won
+
+    def spend_many_commands(
+        self, request_ids: Sequence[bytes], tokens: Sequence[bytes]
+    ) -> list[Command]:
+        """One trip: the spend script per id (a token each, so a repeat within the
+        batch finds its first copy's token: ``False``), then one ``WAIT`` for all."""
+        out = [
+            self.spend_script.evalsha(self.keys.genesis, self.keys.record(rid), self.genesis, tok)
+            for rid, tok in zip(request_ids, tokens, strict=True)
+        ]
+        return out if self.wait is None else [*out, self.wait]
+
+    def spend_many_outcome(
+        self,
+        replies: Sequence[Any],
+        tokens: Sequence[bytes],
+        failure: BaseException | None = None,
+    ) -> list[bool]:
+        """Per id, what its script's reply proves; any error reply raises (the batch's
+        other outcomes are then unknown to the caller: fail closed)."""
+        stored = replies[: len(tokens)]
+        for reply in stored:
+            if isinstance(reply, Exception):
+                raise driver_error(reply, "spend_many", sent=True) from reply
+        won = [_set_get_reply(r, tok) for r, tok in zip(stored, tokens, strict=True)]
+        landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
+        if failure is not None and self.wait is not None and landed:
+            raise AmbiguousSpend(
+                "a batch landed (attempt tokens stored) after a lost reply, but its "
+                "replication cannot be confirmed from another connection"
+            ) from failure
+        if any(won):
+            self._check_ack([None, replies[-1]] if self.wait is not None else replies)
         return won
 
     def _check_ack(self, replies: Sequence[Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import itertools
 import os
 import queue
 import re
@@ -12,10 +13,10 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ledger_core.base import AsyncLedgerBase, LedgerBase
 from ledger_core.errors import (
@@ -26,7 +27,15 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
-from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_namespace
+from ledger_core.ids import (
+    DEFAULT_NAMESPACE,
+    MarkerKind,
+    is_marker,
+    marker_range,
+    marker_subject,
+    validate_namespace,
+    validate_request_id,
+)
 from ledger_core.protocol import Durability, LedgerInfo
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -375,26 +384,93 @@ class SQLiteLedger(LedgerBase):
             self._forgot()
         return bool(row[0] == 1)
 
+    def lineage(self) -> list[str]:
+        """The store_ids this store was migrated from (its lineage markers)."""
+        low, high = marker_range(MarkerKind.LINEAGE)
+        rows = self._snapshot(schema.MARKER_RANGE, (self._namespace, low, high), "lineage")
+        return [marker_subject(MarkerKind.LINEAGE, bytes(raw)) for (raw,) in rows]
+
+    def _snapshot(self, query: str, params: tuple[object, ...], what: str) -> list[Any]:
+        """``query``'s rows read in one snapshot with the proof of the identity."""
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN")  # one snapshot: the identity and the rows together
+            try:
+                same = conn.execute(schema.SAME_STORE, (self._uuid,)).fetchone()[0]
+                rows = conn.execute(query, params).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _no_table(exc):
+                self._forgot()
+            raise LedgerUnavailable(f"{what} failed: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        if same != 1:
+            self._forgot()
+        return rows
+
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch in ONE transaction (one fsync): each id's answer is what
+        :meth:`spend` would say (``True`` only if this call recorded it). Nothing of a
+        failed batch stays (rolled back), except after a failed ``COMMIT``: ambiguous."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if not raws:
+            return []
+        token, now, namespace = new_token(), time.time(), self._namespace
+        conn = self._acquire()
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"spend_many could not begin: {exc}") from exc
+            try:
+                won = [
+                    conn.execute(schema.SPEND, (namespace, raw, self._uuid, token, now)).rowcount
+                    == 1
+                    for raw in raws
+                ]
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError) or _no_table(exc):
+                    self._forgot()  # the token came out NULL: not the store we opened
+                raise LedgerUnavailable(f"spend_many failed (rolled back): {exc}") from exc
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise AmbiguousSpend(f"spend_many: COMMIT failed, outcome unknown: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        return won
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Read a batch in one read transaction."""
+        raws = [validate_request_id(r) for r in request_ids]
+        conn = self._acquire()
+        try:
+            conn.execute("BEGIN")
+            try:
+                rows = [
+                    conn.execute(schema.IS_SPENT, (self._namespace, raw, self._uuid)).fetchone()
+                    for raw in raws
+                ]
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _no_table(exc):
+                self._forgot()
+            raise LedgerUnavailable(f"is_spent_many failed: {exc}") from exc
+        finally:
+            self._idle.put(conn)
+        if any(row is None for row in rows):
+            self._forgot()
+        return [bool(row[0] == 1) for row in rows if row is not None]
+
     def spent_ids(self, page: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, in byte order (for ``migrate``)."""
         after = b""
         while True:
-            conn = self._acquire()
-            try:
-                conn.execute("BEGIN")  # one snapshot: the identity and the page together
-                try:
-                    same = conn.execute(schema.SAME_STORE, (self._uuid,)).fetchone()[0]
-                    rows = conn.execute(schema.SCAN_PAGE, (self._namespace, after, page)).fetchall()
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if _no_table(exc):
-                    self._forgot()
-                raise LedgerUnavailable(f"scan failed: {exc}") from exc
-            finally:
-                self._idle.put(conn)
-            if same != 1:
-                self._forgot()
+            rows = self._snapshot(schema.SCAN_PAGE, (self._namespace, after, page), "scan")
             for (raw,) in rows:
                 if not is_marker(raw):
                     yield bytes(raw).decode("utf-8")
@@ -410,6 +486,10 @@ class SQLiteLedger(LedgerBase):
             return
         for conn in conns:
             conn.close()
+
+
+def _next_chunk(ids: Iterator[str], size: int) -> list[str]:
+    return list(itertools.islice(ids, size))
 
 
 _SQLITE_BUSY = 5  # sqlite3.SQLITE_BUSY exists from Python 3.11 only
@@ -486,6 +566,14 @@ class AsyncSQLiteLedger(AsyncLedgerBase):
     async def _is_spent(self, request_id: bytes) -> bool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._workers(), self._sync._is_spent, request_id)
+
+    async def spent_ids(self, page: int = 1000) -> AsyncIterator[str]:
+        """:meth:`SQLiteLedger.spent_ids`, a page at a time on a worker thread."""
+        pages = self._sync.spent_ids(page)
+        loop = asyncio.get_running_loop()
+        while chunk := await loop.run_in_executor(self._workers(), _next_chunk, pages, page):
+            for request_id in chunk:
+                yield request_id
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False)

@@ -60,3 +60,8 @@ SCAN_PAGE = (
     "SELECT request_id FROM decision_ledger WHERE namespace = ? AND request_id > ? "
     "ORDER BY request_id LIMIT ?"
 )
+# The markers of one kind: a byte range of request_id (markers start with 0xFF).
+MARKER_RANGE = (
+    "SELECT request_id FROM decision_ledger WHERE namespace = ? AND request_id >= ? "
+    "AND request_id < ? ORDER BY request_id"
+)

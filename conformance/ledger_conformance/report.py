@@ -24,6 +24,7 @@ CLAUSES: dict[str, str] = {
     "H3": "host: a close proves only with a store_id; markers are never ids",
     "H4": "host: a retried close keeps its verdict; late answers are told",
     "H5": "host: a decision is spent only in the store it was minted under",
+    "L1": "listing (spent_ids): every spent id once, nothing else, under spends",
 }
 
 PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE = (
@@ -32,7 +33,7 @@ PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE = (
     "not exercised",
     "not applicable",
 )
-_NAME = re.compile(r"test_([CH]\d)_")
+_NAME = re.compile(r"test_([CHL]\d)_")
 
 
 def clause_of_name(name: str) -> str | None:

@@ -33,12 +33,14 @@ from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
 from .clauses.c45_faults import C45Faults
 from .clauses.host_rules import HostRules
+from .clauses.l1_listing import L1Listing
 from .hooks import factory_hook
 
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
     C6Forget,
+    L1Listing,
     HostRules,
     C9Variants,
     C8Ids,
@@ -50,8 +52,8 @@ class LedgerConformance(
     C1Fork,
     C1Once,
 ):
-    """Every clause, C1-C9 and H1-H5. Override ``ledger_factory``; the default reads
-    ``--ledger-url`` / ``--ledger-factory``."""
+    """Every clause, C1-C9, H1-H5 and L1 (listing, when the ledger has it). Override
+    ``ledger_factory``; the default reads ``--ledger-url`` / ``--ledger-factory``."""
 
     @pytest.fixture
     def ledger_factory(self, ledger_option_factory: Any) -> Any:

@@ -115,6 +115,17 @@ class ZooLedger:
     def is_spent(self, request_id: str) -> Any:
         return self.read(self.key(request_id))
 
+    def listing_pattern(self) -> str:
+        return f"zoo:{self.label.encode().hex()}:*"
+
+    def spent_ids(self) -> Any:
+        """L1: this store's records (hex ids: no glob byte, no marker ever stored)."""
+        try:
+            for key in self.client.scan_iter(match=self.listing_pattern(), count=500):
+                yield bytes.fromhex(key.decode().rpartition(":")[2]).decode("utf-8")
+        except redis.RedisError as exc:
+            raise LedgerUnavailable(f"spent_ids failed: {exc}") from exc
+
     def close(self) -> None:
         self.client.close()
 
