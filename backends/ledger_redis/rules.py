@@ -626,9 +626,12 @@ _RANK = {Durability.NONE: 0, Durability.PROCESS: 1, Durability.MACHINE: 2}
 def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
     """What an acknowledged spend survives on this server; ``None``: unknown.
 
-    Redis writes the AOF (``write(2)``) before it sends the reply, so with ``appendfsync
-    everysec`` or ``no`` the spend is in the OS page cache: it survives kill -9 of the
-    server, not a power loss. Only ``appendfsync always`` (or ``WAITAOF`` with
+    With ``appendfsync no`` Redis writes the AOF (``write(2)``) before it sends the
+    reply, so the spend is in the OS page cache: it survives kill -9 of the server, not
+    a power loss. With ``appendfsync everysec`` it does not even survive kill -9: while
+    a background fsync is still running, Redis postpones that write for up to 2 s and
+    replies anyway (``flushAppendOnlyFile``), and a spend acknowledged then was seen
+    lost after kill -9 under load. Only ``appendfsync always`` (or ``WAITAOF`` with
     ``numlocal=1`` on each spend) has it on disk first. Snapshots only: a crash loses
     every spend since the last snapshot.
     """
@@ -640,6 +643,8 @@ def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
         return Durability.MACHINE
     if facts.appendfsync is None:
         return None
+    if facts.appendfsync == "everysec":
+        return Durability.NONE
     return Durability.PROCESS
 
 
@@ -661,6 +666,15 @@ def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[
         return (
             f"{where} has maxmemory-policy {policy}: it may evict spent ids under memory "
             "pressure (use noeviction or a volatile-* policy)",
+            notes,
+            level,
+        )
+    if level == Durability.NONE and facts.aof_enabled:  # appendfsync everysec
+        return (
+            f"{where} has appendfsync everysec: while a background fsync runs, Redis "
+            "postpones writing the append-only file for up to 2 s and still replies, so a "
+            "crash of the server (kill -9) can lose acknowledged spends; use appendfsync "
+            "always (or wait_aof=true on Redis >= 7.2)",
             notes,
             level,
         )

@@ -60,8 +60,14 @@ def durable_server() -> Iterator[servers.RedisServer]:
 
 
 @pytest.fixture(scope="session")
+def page_cache_server() -> Iterator[servers.RedisServer]:
+    """``appendfsync no``: survives kill -9, proves only with durability=process."""
+    yield from _enter(lambda: servers.local_redis(servers.PAGE_CACHE))
+
+
+@pytest.fixture(scope="session")
 def everysec_server() -> Iterator[servers.RedisServer]:
-    """``appendfsync everysec``: survives kill -9, proves only with durability=process."""
+    """``appendfsync everysec``: may lose acknowledged spends in a kill -9: never proves."""
     yield from _enter(lambda: servers.local_redis(servers.EVERYSEC))
 
 

@@ -2,8 +2,9 @@
 
 * plain: ``appendonly yes`` + ``appendfsync always``, no eviction (proves at the
   machine level), restarted cleanly;
-* durable: ``appendfsync everysec`` opened with ``durability=process`` (proves at the
-  process level, which is what it claims), with a kill -9 restart (C2);
+* durable: ``appendfsync no`` opened with ``durability=process`` (the AOF is written before
+  each reply, so it proves at the process level, which is what it claims), with a kill -9
+  restart (C2); ``appendfsync everysec`` never proves (it may postpone that write);
 * allkeys-lru: may evict, so ``store_id`` is ``None`` with the reason;
 * cluster: 3 masters; every node's address goes through ``ctx.route`` (redis-py's
   ``address_remap``), so the proxy sits in front of each node the client discovers.
@@ -172,25 +173,25 @@ class TestPlainRedis(LedgerConformance):
 
 
 class TestDurableRedis(LedgerConformance):
-    """appendfsync everysec survives kill -9 but not a power loss: it proves only with
+    """appendfsync no survives kill -9 but not a power loss: it proves only with
     durability=process, which is the claim this configuration tests."""
 
     @pytest.fixture
-    def ledger_factory(self, everysec_server: servers.RedisServer) -> Any:
-        return standalone_factory(everysec_server.url, durability="process")
+    def ledger_factory(self, page_cache_server: servers.RedisServer) -> Any:
+        return standalone_factory(page_cache_server.url, durability="process")
 
     @pytest.fixture
-    def ledger_restart(self, everysec_server: servers.RedisServer) -> Callable[[], object]:
-        return everysec_server.restart  # kill -9, then start on the same port and files
+    def ledger_restart(self, page_cache_server: servers.RedisServer) -> Callable[[], object]:
+        return page_cache_server.restart  # kill -9, then start on the same port and files
 
     @pytest.fixture
-    def ledger_forget(self, everysec_server: servers.RedisServer) -> Callable[[], object]:
-        return forget_standalone(everysec_server.url)
+    def ledger_forget(self, page_cache_server: servers.RedisServer) -> Callable[[], object]:
+        return forget_standalone(page_cache_server.url)
 
     def test_forget_hook_targets_the_server_under_test(
-        self, ledger_forget: Forget, everysec_server: servers.RedisServer
+        self, ledger_forget: Forget, page_cache_server: servers.RedisServer
     ) -> None:
-        assert ledger_forget.url == everysec_server.url
+        assert ledger_forget.url == page_cache_server.url
 
 
 class TestAllkeysLruRedis(LedgerConformance):

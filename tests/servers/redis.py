@@ -110,8 +110,12 @@ BASE_ARGS = ("--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no
 # servers that must prove run AOF with appendfsync always.
 PLAIN = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 DURABLE = PLAIN
-# appendfsync everysec: survives kill -9 (the page cache keeps the write), not a power
-# loss; proves only with durability=process.
+# appendfsync no: the AOF is written before each reply and fsynced by the OS, so a spend
+# survives kill -9 (the page cache keeps it), not a power loss: proves only with
+# durability=process.
+PAGE_CACHE = ("--save", "", "--appendonly", "yes", "--appendfsync", "no")
+# appendfsync everysec: may postpone the AOF write while an fsync runs, and reply anyway:
+# kill -9 can lose an acknowledged spend, so it never proves.
 EVERYSEC = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 # The Redis default: snapshots only. kill -9 loses every spend since the last snapshot.
 SNAPSHOT_ONLY = ("--save", "3600 1 300 100 60 10000", "--appendonly", "no")
