@@ -22,6 +22,8 @@ class Profile:
     watchdog: float  # seconds an op may hang in a fault before the suite heals the network
     settle: float  # bound on how long an op may take once the network is healed
     examples: int  # hypothesis examples for C8
+    volume_ids: int  # distinct ids C2 volume spends and reads back (a size cap must show)
+    volume_workers: int  # threads those calls go out on
 
 
 PROFILES = {
@@ -41,6 +43,8 @@ PROFILES = {
         watchdog=2.0,
         settle=30.0,
         examples=60,
+        volume_ids=10_000,
+        volume_workers=4,
     ),
     "thorough": Profile(
         name="thorough",
@@ -58,6 +62,8 @@ PROFILES = {
         watchdog=4.0,
         settle=60.0,
         examples=400,
+        volume_ids=100_000,
+        volume_workers=8,
     ),
 }
 

@@ -25,6 +25,7 @@ import pytest
 from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
+from .clauses.c2_volume import C2Volume
 from .clauses.c3_reads import C3Reads
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_identity import C6Identity
@@ -46,6 +47,7 @@ class LedgerConformance(
     C6Identity,
     C45Faults,
     C3Reads,
+    C2Volume,
     C2Permanent,
     C1Fork,
     C1Once,

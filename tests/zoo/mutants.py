@@ -17,11 +17,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ledger_conformance import LedgerContext
-from ledger_core.errors import AmbiguousSpend, LedgerUnavailable
+from ledger_core.errors import AmbiguousSpend, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import MARKER_LEAD, validate_request_id
 
 from . import restartable
-from .base import TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
+from .base import FORGOT, GUARD, TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -107,6 +107,31 @@ class Expiring(ZooLedger):
 
     def write(self, key: str, token: str) -> bool:
         return bool(self.client.set(key, token, nx=True, px=1000))
+
+
+CAP = 5_000
+# Records the key in a per-store list and drops the oldest once the list holds more
+# than CAP (KEYS[3] = the list, ARGV[3] = CAP): a capped collection, an LRU cache.
+CAPPED_SET = (
+    GUARD
+    + """if not redis.call('SET', KEYS[2], ARGV[2], 'NX') then return 0 end
+redis.call('RPUSH', KEYS[3], KEYS[2])
+if redis.call('LLEN', KEYS[3]) > tonumber(ARGV[3]) then
+  redis.call('DEL', redis.call('LPOP', KEYS[3]))
+end
+return 1"""
+)
+
+
+class Capped(ZooLedger):
+    """Keeps at most CAP ids per store: the oldest are dropped silently (a size cap)."""
+
+    def write(self, key: str, token: str) -> bool:
+        keys = [self.genesis_key, key, f"zoo-cap:{self.label.encode().hex()}"]
+        result = self.run_script(CAPPED_SET, keys, [self.genesis, token, CAP])
+        if result == FORGOT:
+            raise UnsafeStoreConfig("the store forgot; reopen")
+        return bool(result)
 
 
 class ForgetsOnReopen(ZooLedger):
@@ -338,6 +363,7 @@ def _factory(cls: type[Any]) -> Any:
 check_then_set = _factory(CheckThenSet)
 returns_one = _factory(ReturnsOne)
 expiring = _factory(Expiring)
+capped = _factory(Capped)
 forgets_on_reopen = _factory(ForgetsOnReopen)
 reading_records = _factory(ReadingRecords)
 stale_cache = _factory(StaleCache)
@@ -381,6 +407,7 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "markers_in_id_space": "not H3_ids_that_look_like_markers",
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
     "read_pad_space": "not C8_lookalike and not C8_generated",
+    "capped": "not C2_volume",
 }
 
 # factory name -> (clause the suite must fail, -k selection, profile)
@@ -391,6 +418,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "shared_connection": ("C1", "C1_fork", "quick"),
     "expiring": ("C2", "C2_after_waiting", "thorough"),
     "forgets_on_reopen": ("C2", "C2", "quick"),
+    "capped": ("C2", "C2_volume", "quick"),
     "reading_records": ("C3", "C3", "quick"),
     "stale_cache": ("C3", "C3", "quick"),
     "swallows_errors": ("C4", "C4", "quick"),

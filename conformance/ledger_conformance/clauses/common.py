@@ -111,3 +111,11 @@ def collect(
 
 def empty_results(ids: Iterable[str]) -> dict[str, list[object]]:
     return {request_id: [] for request_id in ids}
+
+
+NOTE = "ledger_note"
+
+
+def note(request: pytest.FixtureRequest, text: str) -> None:
+    """Something the report must show even when the test passes (a part left out)."""
+    request.node.user_properties.append((NOTE, text))
