@@ -83,6 +83,8 @@ class Runtime:
     loop: SuiteLoop = field(default_factory=SuiteLoop)
     acked: dict[str, list[Acked]] = field(default_factory=dict)
     forgot: bool = False  # the forget hook ran: every earlier spend may be gone
+    # suite -> (label, ids, monotonic time of their spend): C2's wait runs behind the run
+    waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     _labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def acked_for(self, suite_key: str) -> list[Acked]:
@@ -228,6 +230,7 @@ class Ledgers:
         self.profile = runtime.profile
         self.history = History()
         self.acked = runtime.acked_for(suite_key)
+        self.suite_key = suite_key
         self._number = runtime.next_number()
         self._cleanups: list[tuple[Handle, Cleanup]] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None

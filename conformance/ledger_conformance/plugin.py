@@ -22,6 +22,7 @@ from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
 from .urlmode import URLFactory
 
+FIRST_MARK = "ledger_first"
 FINAL_MARK = "ledger_final"
 FORGET_MARK = "ledger_forgets"
 # (option naming a module:callable, option naming a shell command, what the hook does)
@@ -64,6 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(name): the contract clause a test checks")
+    config.addinivalue_line("markers", f"{FIRST_MARK}: runs before every other test")
     config.addinivalue_line("markers", f"{FINAL_MARK}: runs after every other test")
     config.addinivalue_line(
         "markers", f"{FORGET_MARK}: calls the forget hook; runs after the final checks"
@@ -92,7 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    # The end-of-run permanence check must see every id acknowledged in the run, and the
+    # C2's wait starts first and is checked at the end, so it costs little. The end-of-run
+    # permanence check must see every id acknowledged in the run, and the
     # forget clauses (which legitimately lose every id) must come after it: forgetting
     # wipes the whole store, so they run after the final checks of every suite.
     items.sort(key=_phase)
@@ -101,6 +104,8 @@ def pytest_collection_modifyitems(
 def _phase(item: pytest.Item) -> int:
     if item.get_closest_marker(FORGET_MARK) is not None:
         return 2
+    if item.get_closest_marker(FIRST_MARK) is not None:
+        return -1
     return 1 if item.get_closest_marker(FINAL_MARK) is not None else 0
 
 

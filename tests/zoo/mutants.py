@@ -416,7 +416,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "returns_one": ("C1", "C1_sequential", "quick"),
     "in_process_with_store_id": ("C1", "C1_processes", "quick"),
     "shared_connection": ("C1", "C1_fork", "quick"),
-    "expiring": ("C2", "C2_after_waiting", "thorough"),
+    "expiring": ("C2", "C2_after_waiting", "quick"),
     "forgets_on_reopen": ("C2", "C2", "quick"),
     "capped": ("C2", "C2_volume", "quick"),
     "reading_records": ("C3", "C3", "quick"),
