@@ -30,6 +30,9 @@ T = TypeVar("T")
 # How long any single call may take outside of an injected fault before the suite gives up.
 CALL_BOUND = 60.0
 KEY_SEPARATOR = "\x1f"
+# user_properties a test leaves for the report: a note, a part left out, another clause's
+# violations seen by this test (value: (clause, text)).
+NOTE, PARTLY, REFER = "ledger_note", "ledger_partly", "ledger_refer"
 
 
 class SuiteLoop:
@@ -98,7 +101,9 @@ class Runtime:
 
 
 def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """One line, whole: a driver's multi-line message (libpq's) joined, not cut."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 
 
 def process_name() -> str:
@@ -231,6 +236,7 @@ class Ledgers:
         self.history = History()
         self.acked = runtime.acked_for(suite_key)
         self.suite_key = suite_key
+        self.referred: list[tuple[str, str]] = []  # (clause, violations) seen, not ours
         self._number = runtime.next_number()
         self._cleanups: list[tuple[Handle, Cleanup]] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -268,6 +274,10 @@ class Ledgers:
                 del self._cleanups[i]
                 self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
                 return
+
+    def refer(self, clause: str, text: str) -> None:
+        """Violations of another clause seen here: reported under that clause, once."""
+        self.referred.append((clause, text))
 
     def violations(self, ops: History | None = None) -> list[Violation]:
         return check(self.history if ops is None else ops)

@@ -7,6 +7,7 @@ project's own tests can subclass :class:`ledger_conformance.LedgerConformance`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from ledger_core.errors import LedgerError
 from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL
 
-from .harness import Ledgers, Runtime
+from .harness import REFER, Ledgers, Runtime
 from .hooks import ShellHook
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
@@ -166,4 +167,17 @@ def ledgers(
     try:
         yield opened
     finally:
+        for clause, text in opened.referred:
+            request.node.user_properties.append((REFER, (clause, text)))
+            warnings.warn(
+                LedgerViolationSeen(
+                    f"{request.node.name} saw a {clause} violation (see {clause}): {text}"
+                ),
+                stacklevel=1,
+            )
         opened.close()
+
+
+class LedgerViolationSeen(UserWarning):
+    """A test saw another clause's violation: that clause's tests report it; this is the
+    trace for the pytest form, where the per-clause table is not printed."""

@@ -39,7 +39,7 @@ class C2Permanent:
         reopened = ledgers.open(label)
         lost = _still_spent(reopened, ids, "reopened")
         assert not lost, f"{len(lost)} id(s) not spent after close and reopen: {lost[:3]!r}"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C2")
 
     @pytest.mark.clause("C2")
     def test_C2_fresh_instance(self, ledgers: Ledgers) -> None:
@@ -53,7 +53,7 @@ class C2Permanent:
         assert not lost, f"{len(lost)} id(s) not spent through a fresh instance: {lost[:3]!r}"
         for request_id in ids:
             assert fresh.spend(request_id) is False, f"{request_id!r} spent twice"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C2")
 
     @pytest.mark.clause("C2")
     @pytest.mark.ledger_first
@@ -79,14 +79,15 @@ class C2Permanent:
             since = time.monotonic()
         else:
             label, ids, since = started
-        behind = min(wait, time.monotonic() - since)
-        time.sleep(max(0.0, wait - behind))  # the clause: an expiring store forgets by now
+        slept = max(0.0, wait - (time.monotonic() - since))
+        time.sleep(slept)  # the clause: an expiring store forgets by now
         waited = time.monotonic() - since
         note(
             request,
-            f"waited {waited:.1f} s ({behind:.1f} s of it behind other clauses); a store that "
-            "forgets later (a TTL of a day) passes any wait a test can afford: the backend's "
-            "own configuration check (at open and on its re-check period) must refuse that",
+            f"re-read {waited:.1f} s after the spends ({slept:.1f} s of it an added wait); a "
+            "store that forgets later (a TTL of a day) passes any wait a test can afford: the "
+            "backend's own configuration check (at open and on its re-check period) must "
+            "refuse that",
         )
         lost = _still_spent(ledgers.open(label), ids, "waited")
         # No history check here: the spends were recorded by the first part's test.
@@ -113,7 +114,7 @@ class C2Permanent:
             assert value is True, f"{request_id!r} read {value!r} after a server restart"
         lost = _still_spent(ledgers.open(label), ids, "restarted")
         assert not lost, f"{len(lost)} id(s) lost in a server restart: {lost[:3]!r}"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C2")
 
     @pytest.mark.clause("C2")
     @pytest.mark.ledger_final
@@ -150,4 +151,4 @@ class C2Permanent:
         final_ops = [op for op in ledgers.history.ops if op.process == FINAL]
         history.extend(final_ops)
         ledgers.history = history
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C2")

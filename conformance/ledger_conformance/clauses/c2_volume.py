@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ..harness import Handle, Ledgers, error_text
-from .common import note
+from .common import partly
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
 
@@ -77,7 +77,7 @@ class C2Volume:
         profile = ledgers.profile
         count = profile.volume_ids if ledger_volume is None else ledger_volume
         if count < profile.volume_ids:
-            note(
+            partly(
                 request,
                 f"volume lowered to {count} ids by the backend's ledger_volume fixture "
                 f"(the {profile.name} profile spends {profile.volume_ids})",
@@ -100,7 +100,7 @@ class C2Volume:
         if lost:
             problems.append(_describe_lost(lost, count, "read back through a fresh instance"))
         if ledger_restart is None:
-            note(request, "not re-read after a restart: no ledger_restart hook")
+            partly(request, "not re-read after a restart: no ledger_restart hook")
         else:
             ledger_restart()
             lost, errors = _lost(ledgers.open(label), ids, workers)

@@ -69,7 +69,7 @@ def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list
     return bad
 
 
-def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
+def _under_fault(ledgers: Ledgers, toxic_name: str, clause: str) -> bool:
     """Run the scenario; return whether the proxy saw a reply dropped (for C5)."""
     toxic = Toxic(toxic_name)
     count = ledgers.profile.fault_ids
@@ -101,7 +101,7 @@ def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
         healthy.spend(request_id, "after")
         if healthy.has_is_spent:
             healthy.is_spent(request_id, "after")
-    assert_linearizable(ledgers)
+    assert_linearizable(ledgers, clause)
     return dropped
 
 
@@ -109,10 +109,10 @@ class C45Faults:
     @pytest.mark.clause("C4")
     @pytest.mark.parametrize("toxic", ["refuse", "reset", "latency", "blackhole"])
     def test_C4_fail_closed(self, ledgers: Ledgers, toxic: str) -> None:
-        _under_fault(ledgers, toxic)
+        _under_fault(ledgers, toxic, "C4")
 
     @pytest.mark.clause("C5")
     @pytest.mark.parametrize("toxic", ["drop_replies", "reset_after_request"])
     def test_C5_ambiguous_write(self, ledgers: Ledgers, toxic: str) -> None:
-        if not _under_fault(ledgers, toxic):
+        if not _under_fault(ledgers, toxic, "C5"):
             not_exercised("no server reply was dropped, so no write was ambiguous")

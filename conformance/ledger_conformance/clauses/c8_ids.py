@@ -133,7 +133,7 @@ class C8Ids:
             if other.has_is_spent:
                 assert other.is_spent(request_id) is True, f"{request_id[:80]!r} not read back"
             assert other.spend(request_id) is False, f"{request_id[:80]!r} spent twice"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C8")
 
     @pytest.mark.clause("C8")
     def test_C8_lookalike_reads(self, ledgers: Ledgers) -> None:
@@ -164,7 +164,7 @@ class C8Ids:
         assert not problems, f"{len(problems)} look-alike pair(s) confused:\n  " + (
             "\n  ".join(problems)
         )
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C8")
 
     @pytest.mark.clause("C8")
     def test_C8_invalid_ids_refused(self, ledgers: Ledgers) -> None:
@@ -205,7 +205,7 @@ class C8Ids:
                 spent.add(request_id)
 
         exact_ids()
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C8")
 
 
 def _shown(request_id: str) -> str:
