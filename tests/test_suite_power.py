@@ -243,3 +243,22 @@ def test_check_fails_the_clause_when_a_hook_command_fails(
     assert re.search(r"^C6 .* failed$", table, re.MULTILINE), table
     assert "exited with status 7" in table
     assert "cannot reach the store" in table
+
+
+def test_a_pure_c1_bug_fails_c1_alone(
+    zoo_redis: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Check-then-set races are reported under C1, once: the C2 and C3 tests that race
+    spends too see them, and refer them to C1 instead of failing as well (issue 12)."""
+    monkeypatch.setenv(ENV, zoo_redis)
+    code = run_check(
+        url=None,
+        factory="tests.zoo.mutants:check_then_set",
+        profile="quick",
+        select="C1_threads or C3_reads_racing or C2_fresh or C2_every",
+    )
+    table = capsys.readouterr().out
+    assert code == 1, table
+    assert re.search(r"^C1 .* failed$", table, re.MULTILINE), table
+    assert re.search(r"^C2 .* passed$", table, re.MULTILINE), table
+    assert re.search(r"^C3 .* passed$", table, re.MULTILINE), table
