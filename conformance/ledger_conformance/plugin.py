@@ -21,7 +21,7 @@ from .harness import REFER, Ledgers, Runtime
 from .hooks import ShellHook
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
-from .urlmode import URLFactory
+from .urlmode import SCRATCH_PREFIX, URLFactory
 
 FIRST_MARK = "ledger_first"
 FINAL_MARK = "ledger_final"
@@ -123,7 +123,7 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     """The factory named on the command line, or ``None`` when there is none."""
     url = pytestconfig.getoption("--ledger-url", None)
     if url:
-        return URLFactory(url, ledger_runtime.run_id)
+        return URLFactory(url, SCRATCH_PREFIX)  # labels carry the run id
     path = pytestconfig.getoption("--ledger-factory", None)
     if path:
         return load_factory(path)

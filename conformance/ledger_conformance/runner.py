@@ -33,6 +33,7 @@ from .report import (
     summarize,
     summarize_ledger,
 )
+from .urlmode import SCRATCH_PREFIX
 
 T = TypeVar("T")
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -142,7 +143,7 @@ def _factory_from(url: str | None, factory: str | None) -> Any:
         raise _Refused(USAGE, str(exc)) from None
     from .urlmode import URLFactory
 
-    return URLFactory(url, "check")
+    return URLFactory(url, SCRATCH_PREFIX)
 
 
 async def _preflight(factory: Any) -> list[LedgerSummary]:
@@ -239,6 +240,11 @@ def run_check(
     rows = summarize(collector.outcomes.values())
     print()
     print(render(rows, ledgers=summaries))
+    if url:
+        print(
+            f"scratch: every namespace this run wrote in the store is named {SCRATCH_PREFIX}-*"
+            " (the run id follows); nothing else was touched, and they are left for you to drop"
+        )
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
