@@ -32,7 +32,7 @@ from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
-from .clauses.c45_faults import C45Faults
+from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .hooks import factory_hook
 
@@ -45,6 +45,7 @@ class LedgerConformance(
     C8Ids,
     C7Isolation,
     C6Identity,
+    C4LocalFaults,
     C45Faults,
     C3Reads,
     C2Volume,

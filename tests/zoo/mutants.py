@@ -22,6 +22,7 @@ from ledger_core.ids import MARKER_LEAD, validate_request_id
 
 from . import restartable
 from .base import FORGOT, GUARD, TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
+from .local import swallows_locked
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -408,6 +409,7 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
     "read_pad_space": "not C8_lookalike and not C8_generated",
     "capped": "not C2_volume",
+    "swallows_locked": "not C4_local",
 }
 
 # factory name -> (clause the suite must fail, -k selection, profile)
@@ -423,6 +425,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "stale_cache": ("C3", "C3", "quick"),
     "swallows_errors": ("C4", "C4", "quick"),
     "false_when_unreachable": ("C4", "C4", "quick"),
+    "swallows_locked": ("C4", "C4_local", "quick"),
     "true_after_ambiguous": ("C5", "C5", "quick"),
     "false_after_ambiguous": ("C5", "C5", "quick"),
     "store_id_per_instance": ("C6", "C6", "quick"),
@@ -439,3 +442,5 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "async_variant_differs": ("C9", "C9", "quick"),
     "markers_in_id_space": ("H3", "H3", "quick"),
 }
+
+__all__ = ["swallows_locked"]  # re-exported: the meta-test names factories here
