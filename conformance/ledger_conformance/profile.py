@@ -24,6 +24,7 @@ class Profile:
     watchdog: float  # seconds an op may hang in a fault before the suite heals the network
     settle: float  # bound on how long an op may take once the network is healed
     examples: int  # hypothesis examples for C8
+    local_fault_hold: float  # seconds a local fault (a locked file) lasts
     volume_ids: int  # distinct ids C2 volume spends and reads back (a size cap must show)
     volume_workers: int  # threads those calls go out on
 
@@ -45,6 +46,7 @@ PROFILES = {
         watchdog=2.0,
         settle=30.0,
         examples=60,
+        local_fault_hold=5.0,
         volume_ids=10_000,
         volume_workers=4,
     ),
@@ -64,6 +66,7 @@ PROFILES = {
         watchdog=4.0,
         settle=60.0,
         examples=400,
+        local_fault_hold=8.0,
         volume_ids=100_000,
         volume_workers=8,
     ),

@@ -140,8 +140,9 @@ class C4LocalFaults:
         self, ledgers: Ledgers, ledger_local_faults: LocalFaults | None
     ) -> None:
         """Spent and fresh ids tried under each local fault, all at once; the fault ends
-        after the watchdog's wait. A call may raise a LedgerError or wait the fault out, but
-        never answer wrong (the history checker sees a false True or False)."""
+        after ``local_fault_hold`` (5 s quick), longer than a store's short busy wait. A
+        call may raise a LedgerError or wait the fault out, but never answer wrong (the
+        history checker sees a false True or False)."""
         if not ledger_local_faults:
             not_exercised(
                 "the factory offers no local faults (ledger_local_faults: locked, read-only, "
@@ -163,7 +164,7 @@ class C4LocalFaults:
                         futures.append(handle.submit("is_spent", request_id, name))
                 for request_id in fresh:
                     futures.append(handle.submit("spend", request_id, name))
-                concurrent.futures.wait(futures, timeout=profile.watchdog)
+                concurrent.futures.wait(futures, timeout=profile.local_fault_hold)
             _, pending = concurrent.futures.wait(futures, timeout=profile.settle)
             assert not pending, f"{len(pending)} call(s) still running after the {name} fault"
             bad = _unexpected_errors(futures)
