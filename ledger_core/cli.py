@@ -125,7 +125,14 @@ def _lineage(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    if (args.url is None) == (args.factory is None):
+    if args.url is None and args.factory is None:
+        print(
+            "decision-ledger check: give the ledger to check: a URL "
+            "(decision-ledger check sqlite:///ledger.db) or --factory module:callable",
+            file=sys.stderr,
+        )
+        return USAGE
+    if args.url is not None and args.factory is not None:
         print("decision-ledger check: give a URL or --factory, not both", file=sys.stderr)
         return USAGE
     try:  # imported by name: the suite (and pytest) is an optional extra

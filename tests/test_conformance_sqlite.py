@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,17 @@ def forget_everything(path: Path) -> None:
         conn.close()
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
@@ -44,6 +56,11 @@ class TestSQLiteLedger(LedgerConformance):
             return SQLiteLedger(path, namespace=namespace)
 
         return factory
+
+    @pytest.fixture
+    def ledger_local_faults(self, sqlite_dir: Path) -> dict[str, Callable[[], Any]]:
+        """C4 without a network address: another connection holds the file's lock."""
+        return {"locked": functools.partial(locked, sqlite_dir / "ledger.db")}
 
     @pytest.fixture
     def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object]:

@@ -25,6 +25,7 @@ import redis
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
 from tests.zoo.base import ENV
+from tests.zoo.local import ENV as LOCAL_ENV
 from tests.zoo.mutants import EXPECTED, ONLY_CAUGHT_BY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,8 +107,9 @@ def _wait_until_listening(proc: subprocess.Popen[bytes], port: int) -> None:
         client.close()
 
 
-def _suite(target: list[str], select: str, profile: str, redis_addr: str) -> Run:
+def _suite(target: list[str], select: str, profile: str, redis_addr: str, sqlite_path: Path) -> Run:
     env = {**os.environ, ENV: redis_addr, "PYTHONDONTWRITEBYTECODE": "1"}
+    env[LOCAL_ENV] = str(sqlite_path)  # a file per run: one run's lock must not hit another
     env.pop("PYTEST_ADDOPTS", None)
     cmd = [
         sys.executable,
@@ -151,6 +153,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "C4 or C5 or L1",
         "quick",
     )
+    jobs["control:local"] = (["--ledger-factory", "tests.zoo.local:correct"], "C4", "quick")
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
@@ -165,10 +168,11 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     )
     for name, select in ONLY_CAUGHT_BY.items():
         jobs[f"only:{name}"] = (["--ledger-factory", f"tests.zoo.mutants:{name}"], select, "quick")
+    local = tmp_path_factory.mktemp("local")
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
-            name: pool.submit(_suite, target, select, profile, zoo_redis)
-            for name, (target, select, profile) in jobs.items()
+            name: pool.submit(_suite, target, select, profile, zoo_redis, local / f"{n}.db")
+            for n, (name, (target, select, profile)) in enumerate(jobs.items())
         }
         return {name: future.result() for name, future in futures.items()}
 
@@ -184,7 +188,8 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "control", ["control:memory", "control:sqlite", "control:zoo", "control:restart"]
+    "control",
+    ["control:memory", "control:sqlite", "control:zoo", "control:local", "control:restart"],
 )
 def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
     run = runs[control]
@@ -247,3 +252,22 @@ def test_check_fails_the_clause_when_a_hook_command_fails(
     assert re.search(r"^C6 .* failed$", table, re.MULTILINE), table
     assert "exited with status 7" in table
     assert "cannot reach the store" in table
+
+
+def test_a_pure_c1_bug_fails_c1_alone(
+    zoo_redis: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Check-then-set races are reported under C1, once: the C2 and C3 tests that race
+    spends too see them, and refer them to C1 instead of failing as well (issue 12)."""
+    monkeypatch.setenv(ENV, zoo_redis)
+    code = run_check(
+        url=None,
+        factory="tests.zoo.mutants:check_then_set",
+        profile="quick",
+        select="C1_threads or C3_reads_racing or C2_fresh or C2_every",
+    )
+    table = capsys.readouterr().out
+    assert code == 1, table
+    assert re.search(r"^C1 .* failed$", table, re.MULTILINE), table
+    assert re.search(r"^C2 .* passed$", table, re.MULTILINE), table
+    assert re.search(r"^C3 .* passed$", table, re.MULTILINE), table

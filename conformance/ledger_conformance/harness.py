@@ -30,6 +30,9 @@ T = TypeVar("T")
 # How long any single call may take outside of an injected fault before the suite gives up.
 CALL_BOUND = 60.0
 KEY_SEPARATOR = "\x1f"
+# user_properties a test leaves for the report: a note, a part left out, another clause's
+# violations seen by this test (value: (clause, text)).
+NOTE, PARTLY, REFER = "ledger_note", "ledger_partly", "ledger_refer"
 
 
 class SuiteLoop:
@@ -83,6 +86,8 @@ class Runtime:
     loop: SuiteLoop = field(default_factory=SuiteLoop)
     acked: dict[str, list[Acked]] = field(default_factory=dict)
     forgot: bool = False  # the forget hook ran: every earlier spend may be gone
+    # suite -> (label, ids, monotonic time of their spend): C2's wait runs behind the run
+    waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     _labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def acked_for(self, suite_key: str) -> list[Acked]:
@@ -96,7 +101,9 @@ class Runtime:
 
 
 def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """One line, whole: a driver's multi-line message (libpq's) joined, not cut."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 
 
 def process_name() -> str:
@@ -228,6 +235,8 @@ class Ledgers:
         self.profile = runtime.profile
         self.history = History()
         self.acked = runtime.acked_for(suite_key)
+        self.suite_key = suite_key
+        self.referred: list[tuple[str, str]] = []  # (clause, violations) seen, not ours
         self._number = runtime.next_number()
         self._cleanups: list[tuple[Handle, Cleanup]] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -265,6 +274,10 @@ class Ledgers:
                 del self._cleanups[i]
                 self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
                 return
+
+    def refer(self, clause: str, text: str) -> None:
+        """Violations of another clause seen here: reported under that clause, once."""
+        self.referred.append((clause, text))
 
     def violations(self, ops: History | None = None) -> list[Violation]:
         return check(self.history if ops is None else ops)

@@ -7,6 +7,7 @@ project's own tests can subclass :class:`ledger_conformance.LedgerConformance`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,12 +17,13 @@ from ledger_core.errors import LedgerError
 from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL
 
-from .harness import Ledgers, Runtime
+from .harness import REFER, Ledgers, Runtime
 from .hooks import ShellHook
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES, get_profile
-from .urlmode import URLFactory
+from .urlmode import SCRATCH_PREFIX, URLFactory
 
+FIRST_MARK = "ledger_first"
 FINAL_MARK = "ledger_final"
 FORGET_MARK = "ledger_forgets"
 # (option naming a module:callable, option naming a shell command, what the hook does)
@@ -64,6 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(name): the contract clause a test checks")
+    config.addinivalue_line("markers", f"{FIRST_MARK}: runs before every other test")
     config.addinivalue_line("markers", f"{FINAL_MARK}: runs after every other test")
     config.addinivalue_line(
         "markers", f"{FORGET_MARK}: calls the forget hook; runs after the final checks"
@@ -92,7 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    # The end-of-run permanence check must see every id acknowledged in the run, and the
+    # C2's wait starts first and is checked at the end, so it costs little. The end-of-run
+    # permanence check must see every id acknowledged in the run, and the
     # forget clauses (which legitimately lose every id) must come after it: forgetting
     # wipes the whole store, so they run after the final checks of every suite.
     items.sort(key=_phase)
@@ -101,6 +105,8 @@ def pytest_collection_modifyitems(
 def _phase(item: pytest.Item) -> int:
     if item.get_closest_marker(FORGET_MARK) is not None:
         return 2
+    if item.get_closest_marker(FIRST_MARK) is not None:
+        return -1
     return 1 if item.get_closest_marker(FINAL_MARK) is not None else 0
 
 
@@ -117,7 +123,7 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     """The factory named on the command line, or ``None`` when there is none."""
     url = pytestconfig.getoption("--ledger-url", None)
     if url:
-        return URLFactory(url, ledger_runtime.run_id)
+        return URLFactory(url, SCRATCH_PREFIX)  # labels carry the run id
     path = pytestconfig.getoption("--ledger-factory", None)
     if path:
         return load_factory(path)
@@ -161,4 +167,17 @@ def ledgers(
     try:
         yield opened
     finally:
+        for clause, text in opened.referred:
+            request.node.user_properties.append((REFER, (clause, text)))
+            warnings.warn(
+                LedgerViolationSeen(
+                    f"{request.node.name} saw a {clause} violation (see {clause}): {text}"
+                ),
+                stacklevel=1,
+            )
         opened.close()
+
+
+class LedgerViolationSeen(UserWarning):
+    """A test saw another clause's violation: that clause's tests report it; this is the
+    trace for the pytest form, where the per-clause table is not printed."""

@@ -17,11 +17,16 @@ class Profile:
     fork_ids: int  # ids every forked child spends, each child in its own shuffled order
     fork_bound: float  # seconds the forked children may take before they count as hung
     mixed_ids: int  # ids contended by sync and async instances at once
-    permanence_wait: float  # seconds C2 waits before re-reading (an expiring store must fail)
+    permanence_wait: (
+        float  # seconds between C2's first spends and its re-read (an expiring store fails)
+    )
     fault_ids: int  # fresh and already-spent ids tried under each fault
     watchdog: float  # seconds an op may hang in a fault before the suite heals the network
     settle: float  # bound on how long an op may take once the network is healed
     examples: int  # hypothesis examples for C8
+    local_fault_hold: float  # seconds a local fault (a locked file) lasts
+    volume_ids: int  # distinct ids C2 volume spends and reads back (a size cap must show)
+    volume_workers: int  # threads those calls go out on
 
 
 PROFILES = {
@@ -36,11 +41,14 @@ PROFILES = {
         fork_ids=100,
         fork_bound=60.0,
         mixed_ids=50,
-        permanence_wait=0.0,
+        permanence_wait=5.0,
         fault_ids=4,
         watchdog=2.0,
         settle=30.0,
         examples=60,
+        local_fault_hold=5.0,
+        volume_ids=10_000,
+        volume_workers=4,
     ),
     "thorough": Profile(
         name="thorough",
@@ -53,11 +61,14 @@ PROFILES = {
         fork_ids=300,
         fork_bound=120.0,
         mixed_ids=200,
-        permanence_wait=3.0,
+        permanence_wait=20.0,
         fault_ids=16,
         watchdog=4.0,
         settle=60.0,
         examples=400,
+        local_fault_hold=8.0,
+        volume_ids=100_000,
+        volume_workers=8,
     ),
 }
 

@@ -27,11 +27,12 @@ CLAUSES: dict[str, str] = {
     "L1": "listing (spent_ids): every spent id once, nothing else, under spends",
 }
 
-PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE = (
+PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY = (
     "passed",
     "failed",
     "not exercised",
     "not applicable",
+    "partly exercised",
 )
 _NAME = re.compile(r"test_([CHL]\d)_")
 
@@ -46,7 +47,10 @@ class CaseOutcome:
     clause: str
     name: str
     outcome: str  # passed, failed or skipped
-    detail: str = ""  # the skip reason or the first line of the failure
+    detail: str = ""  # the skip reason or the failure's message, whole, on one line
+    notes: tuple[str, ...] = ()  # what the report shows even on a pass
+    partly: tuple[str, ...] = ()  # parts of the test left out, and why
+    referred: tuple[tuple[str, str], ...] = ()  # (clause, violations) seen, not its own
 
 
 @dataclass(frozen=True)
@@ -74,22 +78,41 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
         failed = [t for t in tests if t.outcome == "failed"]
         passed = [t for t in tests if t.outcome == "passed"]
         skipped = [t for t in tests if t.outcome == "skipped"]
+        left_out = [f"{t.name}: {p}" for t in passed for p in t.partly]
+        left_out += sorted({f"{t.name}: {t.detail}" for t in skipped})
+        notes = list(dict.fromkeys(n for t in passed for n in t.notes))
         if failed:
             first = failed[0]
-            more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+            more = ""
+            if len(failed) > 1:
+                more = f" (+{len(failed) - 1} more: {', '.join(t.name for t in failed[1:])})"
             rows.append(ClauseResult(clause, FAILED, f"{first.name}: {first.detail}{more}"))
+        elif passed and left_out:
+            parts = [f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out), *notes]
+            rows.append(ClauseResult(clause, PARTLY, "; ".join(parts)))
         elif passed:
-            note = f"{len(passed)} test(s)"
-            if skipped:
-                reasons = sorted({t.detail for t in skipped})
-                note += f"; {len(skipped)} skipped: " + "; ".join(reasons)
-            rows.append(ClauseResult(clause, PASSED, note))
+            rows.append(ClauseResult(clause, PASSED, "; ".join(notes)))
         else:
             reasons = sorted({t.detail for t in skipped})
             status = skip_status(reasons[0]) if reasons else NOT_EXERCISED
             details = "; ".join(r.split(": ", 1)[-1] for r in reasons)
             rows.append(ClauseResult(clause, status, details))
-    return rows
+    return _referred(rows, [(t, r) for ts in by_clause.values() for t in ts for r in t.referred])
+
+
+def _referred(
+    rows: list[ClauseResult], referred: list[tuple[CaseOutcome, tuple[str, str]]]
+) -> list[ClauseResult]:
+    """A violation another clause's test saw fails its own clause (once), if that clause's
+    tests missed it: it is never lost, and never failed twice."""
+    by_clause = {row.clause: row for row in rows}
+    for seen_by, (clause, text) in referred:
+        row = by_clause.get(clause)
+        if row is not None and row.status == FAILED:
+            continue
+        by_clause[clause] = ClauseResult(clause, FAILED, f"seen by {seen_by.name}: {text}")
+    order = list(CLAUSES) + sorted(set(by_clause) - set(CLAUSES))
+    return [by_clause[c] for c in order if c in by_clause]
 
 
 @dataclass(frozen=True)
@@ -134,7 +157,7 @@ def render(
         for wrapped in textwrap.wrap(render_ledger(summary), width, subsequent_indent="    ")
     ]
     what_w = max(len(text) for text in CLAUSES.values())
-    status_w = max(len(s) for s in (PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE))
+    status_w = max(len(s) for s in (PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY))
     header = f"{'clause':<6}  {'what it checks':<{what_w}}  {'result':<{status_w}}"
     header = header.rstrip()
     lines = [*described, *([""] if described else []), header, "-" * len(header)]
@@ -142,15 +165,17 @@ def render(
     for row in rows:
         what = CLAUSES.get(row.clause, "")
         lines.append(f"{row.clause:<6}  {what:<{what_w}}  {row.status}")
-        if row.detail and row.status != PASSED:
+        if row.detail:
             lines.extend(
                 textwrap.wrap(row.detail, width, initial_indent=indent, subsequent_indent=indent)
             )
     failed = sum(r.status == FAILED for r in rows)
-    passed = sum(r.status == PASSED for r in rows)
+    part = sum(r.status == PARTLY for r in rows)
+    passed = sum(r.status == PASSED for r in rows) + part
     lines.append("")
-    lines.append(
+    summary = (
         f"{passed} clause(s) passed, {failed} failed, {len(rows) - passed - failed} not exercised"
         " or not applicable"
     )
+    lines.append(summary + (f" ({part} of the passed only partly exercised)" if part else ""))
     return "\n".join(lines)

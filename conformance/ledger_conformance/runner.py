@@ -8,8 +8,11 @@ factory that raised); 3 the store cannot be reached. Bad input is one line on st
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -19,6 +22,7 @@ from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL, redact_url
 
 from .context import LedgerContext, NotALedger, enter_factory
+from .harness import NOTE, PARTLY, REFER, error_text
 from .loading import FactoryPathError, load_factory
 from .profile import PROFILES
 from .report import (
@@ -29,7 +33,9 @@ from .report import (
     summarize,
     summarize_ledger,
 )
+from .urlmode import SCRATCH_PREFIX
 
+T = TypeVar("T")
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
 _UNREACHABLE = (LedgerUnavailable, ConnectionError, TimeoutError, OSError)
@@ -59,24 +65,61 @@ class _Collector:
         if clause is None:
             return
         name = report.nodeid.rsplit("::", 1)[-1]
+        props = [p for p in report.user_properties if len(p) == 2]
+        notes = tuple(str(v) for k, v in props if k == NOTE)
+        left_out = tuple(str(v) for k, v in props if k == PARTLY)
+        referred = tuple(
+            (str(v[0]), str(v[1])) for k, v in props if k == REFER and isinstance(v, tuple)
+        )
         if report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
-            outcome = CaseOutcome(clause, name, "skipped", reason.removeprefix("Skipped: "))
+            status, detail = "skipped", reason.removeprefix("Skipped: ")
         elif report.failed:
-            outcome = CaseOutcome(clause, name, "failed", _first_line(report))
+            status, detail = "failed", _message(report)
         elif report.when == "call":
-            outcome = CaseOutcome(clause, name, "passed")
-        else:
+            status, detail = "passed", ""
+        else:  # a passing setup or teardown: only what the teardown added (referred)
+            known = self.outcomes.get(report.nodeid)
+            if known is not None:
+                self.outcomes[report.nodeid] = dataclasses.replace(known, referred=referred)
             return
+        outcome = CaseOutcome(clause, name, status, detail, notes, left_out, referred)
         previous = self.outcomes.get(report.nodeid)
         if previous is None or previous.outcome != "failed":  # a teardown error wins
             self.outcomes[report.nodeid] = outcome
 
 
-def _first_line(report: pytest.TestReport) -> str:
+def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
+    """Run with hypothesis's home (its unicode cache) in ``scratch``: ``check`` writes
+    nothing into the working directory."""
+    import hypothesis.configuration as hypothesis_config
+
+    previous = hypothesis_config.storage_directory()
+    hypothesis_config.set_hypothesis_home_dir(scratch)
+    try:
+        return run()
+    finally:
+        hypothesis_config.set_hypothesis_home_dir(str(previous))
+
+
+MESSAGE_LIMIT = 2000
+
+
+def _message(report: pytest.TestReport) -> str:
+    """The failure's own message, whole, its lines joined: never cut at a colon or a line
+    end. pytest's rewritten ``assert ...`` explanation after it is left out."""
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None) or str(report.longrepr)
-    return message.strip().splitlines()[0][:300] if message.strip() else "failed"
+    kept: list[str] = []
+    for line in message.strip().splitlines():
+        if kept and line.lstrip().startswith("assert "):
+            break
+        if line.strip():
+            kept.append(line.strip())
+    text = " ".join(kept)
+    if len(text) > MESSAGE_LIMIT:
+        text = text[:MESSAGE_LIMIT] + f" ... ({len(text) - MESSAGE_LIMIT} more characters)"
+    return text or "failed"
 
 
 def _fail(message: str) -> None:
@@ -100,7 +143,7 @@ def _factory_from(url: str | None, factory: str | None) -> Any:
         raise _Refused(USAGE, str(exc)) from None
     from .urlmode import URLFactory
 
-    return URLFactory(url, "check")
+    return URLFactory(url, SCRATCH_PREFIX)
 
 
 async def _preflight(factory: Any) -> list[LedgerSummary]:
@@ -141,7 +184,7 @@ def _check_reachable(factory: Any, what: str) -> list[LedgerSummary]:
 
 
 def _text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return error_text(exc)
 
 
 def run_check(
@@ -190,10 +233,18 @@ def run_check(
         "ignore::DeprecationWarning",
     ]
     collector = _Collector()
-    code = pytest.main(args, plugins=[collector])
+    with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as scratch:
+        code = _in_scratch(
+            scratch, lambda: pytest.main([*args, "--rootdir", scratch], plugins=[collector])
+        )
     rows = summarize(collector.outcomes.values())
     print()
     print(render(rows, ledgers=summaries))
+    if url:
+        print(
+            f"scratch: every namespace this run wrote in the store is named {SCRATCH_PREFIX}-*"
+            " (the run id follows); nothing else was touched, and they are left for you to drop"
+        )
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -25,13 +25,14 @@ import pytest
 from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
+from .clauses.c2_volume import C2Volume
 from .clauses.c3_reads import C3Reads
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
-from .clauses.c45_faults import C45Faults
+from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .clauses.l1_listing import L1Listing
 from .hooks import factory_hook
@@ -46,8 +47,10 @@ class LedgerConformance(
     C8Ids,
     C7Isolation,
     C6Identity,
+    C4LocalFaults,
     C45Faults,
     C3Reads,
+    C2Volume,
     C2Permanent,
     C1Fork,
     C1Once,

@@ -30,6 +30,9 @@ DEFAULT_PORTS = {
 # mongodb+srv names a DNS record of many hosts: no single address to stand in front of.
 UNROUTABLE = frozenset({"memory", "sqlite", "unix", "redis+cluster", "mongodb+srv"})
 MAX_NAMESPACE_BYTES = 256
+# Every namespace a URL run writes starts with this (then the run id): one clearly named
+# scratch area in the user's store, which the report names.
+SCRATCH_PREFIX = "ledger-conformance"
 
 
 def routable(url: str) -> bool:

@@ -290,7 +290,7 @@ class C1Fork:
             f"ledger, {len(ids)} ids each"
         )
         assert not problems, f"{context}: " + "\n  ".join(problems[:10])
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")
 
 
 def _report(child: _Child, problems: list[str]) -> dict[str, Any] | None:

@@ -99,7 +99,7 @@ class C1Once:
             assert expect_bool(other.spend(request_id), "spend on a new instance") is False, (
                 f"a new instance on the same store spent {request_id!r} again"
             )
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")
 
     @pytest.mark.clause("C1")
     def test_C1_threads(self, ledgers: Ledgers) -> None:
@@ -116,7 +116,7 @@ class C1Once:
 
         run_threads(profile.threads, worker, RUN_BOUND)
         assert_one_winner(results, f"{profile.threads} threads per id")
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")
 
     @pytest.mark.clause("C1")
     def test_C1_asyncio_tasks(self, ledgers: Ledgers) -> None:
@@ -144,7 +144,7 @@ class C1Once:
 
         ledgers.runtime.loop.run(main(), timeout=RUN_BOUND)
         assert_one_winner(results, f"{profile.tasks} asyncio tasks per id")
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")
 
     @pytest.mark.clause("C1")
     def test_C1_processes(self, ledgers: Ledgers) -> None:
@@ -187,7 +187,7 @@ class C1Once:
                 if op.kind == "spend" and op.result is True:
                     ledgers.acked.append(Acked(label, request_id, op))
         assert_one_winner(results, f"{profile.processes} OS processes per id")
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")
 
     @pytest.mark.clause("C1")
     def test_C1_mixed_sync_async(self, ledgers: Ledgers) -> None:
@@ -208,4 +208,4 @@ class C1Once:
 
         run_threads(workers, worker, RUN_BOUND)
         assert_one_winner(results, "sync and async instances on one store")
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C1")

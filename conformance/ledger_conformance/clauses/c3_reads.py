@@ -27,7 +27,7 @@ class C3Reads:
                 assert expect_bool(handle.is_spent(request_id), "is_spent") is True, (
                     f"{request_id!r} read as not spent right after its spend returned True"
                 )
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C3")
 
     @pytest.mark.clause("C3")
     def test_C3_never_records(self, ledgers: Ledgers) -> None:
@@ -41,7 +41,7 @@ class C3Reads:
             assert handle.spend(request_id) is True, (
                 f"spend({request_id!r}) after is_spent did not return True: is_spent recorded it"
             )
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C3")
 
     @pytest.mark.clause("C3")
     def test_C3_reads_racing_spends(self, ledgers: Ledgers) -> None:
@@ -69,4 +69,4 @@ class C3Reads:
         assert not errors, f"{len(errors)} call(s) raised without any fault: {errors[0]}"
         for request_id in ids:
             assert handles[1].is_spent(request_id, "after") is True
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C3")

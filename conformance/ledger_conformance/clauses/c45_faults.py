@@ -10,6 +10,9 @@ id. If calls hang in a black hole, a watchdog heals the network and waits, bound
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
 
 import pytest
 
@@ -69,7 +72,7 @@ def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list
     return bad
 
 
-def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
+def _under_fault(ledgers: Ledgers, toxic_name: str, clause: str) -> bool:
     """Run the scenario; return whether the proxy saw a reply dropped (for C5)."""
     toxic = Toxic(toxic_name)
     count = ledgers.profile.fault_ids
@@ -101,7 +104,7 @@ def _under_fault(ledgers: Ledgers, toxic_name: str) -> bool:
         healthy.spend(request_id, "after")
         if healthy.has_is_spent:
             healthy.is_spent(request_id, "after")
-    assert_linearizable(ledgers)
+    assert_linearizable(ledgers, clause)
     return dropped
 
 
@@ -109,10 +112,66 @@ class C45Faults:
     @pytest.mark.clause("C4")
     @pytest.mark.parametrize("toxic", ["refuse", "reset", "latency", "blackhole"])
     def test_C4_fail_closed(self, ledgers: Ledgers, toxic: str) -> None:
-        _under_fault(ledgers, toxic)
+        _under_fault(ledgers, toxic, "C4")
 
     @pytest.mark.clause("C5")
     @pytest.mark.parametrize("toxic", ["drop_replies", "reset_after_request"])
     def test_C5_ambiguous_write(self, ledgers: Ledgers, toxic: str) -> None:
-        if not _under_fault(ledgers, toxic):
+        if not _under_fault(ledgers, toxic, "C5"):
             not_exercised("no server reply was dropped, so no write was ambiguous")
+
+
+LocalFaults = Mapping[str, Callable[[], AbstractContextManager[object]]]
+
+
+class C4LocalFaults:
+    """C4 for a store without a network address: faults the factory's side offers."""
+
+    @pytest.fixture
+    def ledger_local_faults(self, ledger_factory: Any) -> LocalFaults | None:
+        """Fault name (``locked``, ``read-only``, ``full``, ``removed``) -> a callable that
+        returns a context manager inside which the whole store under test suffers that
+        fault. Default: the factory's ``ledger_local_faults`` attribute, else none."""
+        faults: LocalFaults | None = getattr(ledger_factory, "ledger_local_faults", None)
+        return faults
+
+    @pytest.mark.clause("C4")
+    def test_C4_local_faults(
+        self, ledgers: Ledgers, ledger_local_faults: LocalFaults | None
+    ) -> None:
+        """Spent and fresh ids tried under each local fault, all at once; the fault ends
+        after ``local_fault_hold`` (5 s quick), longer than a store's short busy wait. A
+        call may raise a LedgerError or wait the fault out, but never answer wrong (the
+        history checker sees a false True or False)."""
+        if not ledger_local_faults:
+            not_exercised(
+                "the factory offers no local faults (ledger_local_faults: locked, read-only, "
+                "full, removed)"
+            )
+        profile = ledgers.profile
+        for name, fault in sorted(ledger_local_faults.items()):
+            label = ledgers.label(f"local-{name}")
+            handle = ledgers.open(label)
+            taken = ledgers.ids(profile.fault_ids, "taken")
+            fresh = ledgers.ids(profile.fault_ids, "fresh")
+            for request_id in taken:
+                assert expect_bool(handle.spend(request_id, "setup"), "spend") is True
+            futures: list[concurrent.futures.Future[object]] = []
+            with fault():
+                for request_id in taken:
+                    futures.append(handle.submit("spend", request_id, name))
+                    if handle.has_is_spent:
+                        futures.append(handle.submit("is_spent", request_id, name))
+                for request_id in fresh:
+                    futures.append(handle.submit("spend", request_id, name))
+                concurrent.futures.wait(futures, timeout=profile.local_fault_hold)
+            _, pending = concurrent.futures.wait(futures, timeout=profile.settle)
+            assert not pending, f"{len(pending)} call(s) still running after the {name} fault"
+            bad = _unexpected_errors(futures)
+            assert not bad, f"under {name}, a call raised a non-LedgerError: {bad[0]}"
+            healthy = ledgers.open(label)
+            for request_id in [*taken, *fresh]:
+                healthy.spend(request_id, "after")
+                if healthy.has_is_spent:
+                    healthy.is_spent(request_id, "after")
+        assert_linearizable(ledgers, "C4")

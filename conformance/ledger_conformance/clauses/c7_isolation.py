@@ -26,7 +26,7 @@ class C7Isolation:
             if right.spend(right_id) is not True:
                 collisions.append(f"spend of {right_id!r} in B lost to {left_id!r} in A ({sep!r})")
         assert not collisions, "stores collide:\n  " + "\n  ".join(collisions)
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C7")
 
     @pytest.mark.clause("C7")
     def test_C7_same_id_in_two_stores(self, ledgers: Ledgers) -> None:
@@ -42,4 +42,4 @@ class C7Isolation:
                 f"{request_id!r} spent in one store cannot be spent in another"
             )
             assert first.spend(request_id) is False
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C7")

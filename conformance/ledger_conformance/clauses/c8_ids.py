@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ledger_core.errors import InvalidRequestId
 
 from ..harness import Handle, Ledgers
-from .common import assert_linearizable, expect_bool
+from .common import assert_linearizable, expect_bool, require_is_spent
 
 NFC = unicodedata.normalize("NFC", "caf\u00e9")
 NFD = unicodedata.normalize("NFD", "caf\u00e9")
@@ -69,6 +69,28 @@ EDGE_IDS = (
     "\r\n",
 )
 
+# (id spent, look-alike read): each pair differs only in a way a careless READ erases
+# (an is_spent that strips, folds or normalizes while spend is exact).
+LOOKALIKE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("a", "a "),
+    ("a", " a"),
+    ("a", "a\t"),
+    ("a", "a\n"),
+    ("a", "a\x00"),
+    ("a", "\x00a"),
+    ("a", "A"),
+    ("key", "KEY"),
+    ("stra\u00dfe", "strasse"),
+    (NFC, NFD),
+    ("\u00c5", "\u212b"),
+    ("a", "\ufeffa"),
+    ("order-1", "order-10"),  # prefix
+    ("order-10", "order-1"),  # suffix dropped
+    ("order-1", "xorder-1"),
+    ("x" * 64 + "a", "x" * 64 + "b"),
+    ("y" * 1023 + "a", "y" * 1023 + "b"),
+)
+
 INVALID_IDS: tuple[tuple[object, str | None], ...] = (
     # (invalid id, the valid id a sloppy store might record in its place)
     (b"abc", "abc"),
@@ -111,7 +133,38 @@ class C8Ids:
             if other.has_is_spent:
                 assert other.is_spent(request_id) is True, f"{request_id[:80]!r} not read back"
             assert other.spend(request_id) is False, f"{request_id[:80]!r} spent twice"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C8")
+
+    @pytest.mark.clause("C8")
+    def test_C8_lookalike_reads(self, ledgers: Ledgers) -> None:
+        """Reads of a look-alike BEFORE and AFTER its twin is spent, each pair on a store
+        of its own (spending every id first would hide an is_spent that strips or folds)."""
+        problems: list[str] = []
+        for number, (spent, read) in enumerate(LOOKALIKE_PAIRS):
+            handle = ledgers.open(ledgers.label(f"pair{number}"))
+            require_is_spent(handle)
+            steps: list[tuple[str, str, str, bool]] = [
+                ("is_spent", read, "nothing spent yet", False),
+                ("spend", spent, "nothing spent yet", True),
+                ("is_spent", read, f"only {_shown(spent)} spent", False),
+                ("is_spent", spent, f"{_shown(spent)} spent", True),
+                ("spend", read, f"only {_shown(spent)} spent", True),
+                ("is_spent", read, f"{_shown(read)} spent", True),
+            ]
+            for method, request_id, state, expected in steps:
+                call = handle.spend if method == "spend" else handle.is_spent
+                answer = expect_bool(call(request_id), method)
+                if answer is not expected:
+                    problems.append(
+                        f"{method}({_shown(request_id)}) answered {answer} with {state}; "
+                        f"expected {expected} (id spent {_shown(spent)}, id read "
+                        f"{_shown(read)}: ids compare exactly)"
+                    )
+                    break
+        assert not problems, f"{len(problems)} look-alike pair(s) confused:\n  " + (
+            "\n  ".join(problems)
+        )
+        assert_linearizable(ledgers, "C8")
 
     @pytest.mark.clause("C8")
     def test_C8_invalid_ids_refused(self, ledgers: Ledgers) -> None:
@@ -152,4 +205,11 @@ class C8Ids:
                 spent.add(request_id)
 
         exact_ids()
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C8")
+
+
+def _shown(request_id: str) -> str:
+    """A long id as its length and tail, so the two sides of a pair stay readable."""
+    if len(request_id) <= 24:
+        return repr(request_id)
+    return f"{request_id[:8]!r}...{request_id[-4:]!r} ({len(request_id)} chars)"

@@ -36,4 +36,4 @@ class C9Variants:
                 with pytest.raises(InvalidRequestId):
                     handle.call("spend", bad)
         assert sync.has_is_spent == asyn.has_is_spent, "only one variant has is_spent"
-        assert_linearizable(ledgers)
+        assert_linearizable(ledgers, "C9")

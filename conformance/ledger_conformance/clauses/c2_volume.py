@@ -1,0 +1,110 @@
+"""C2 at volume: many distinct ids spent, then every one read back.
+
+A store that silently drops old entries once it holds enough (a capped collection, a
+cache with a size limit or an LRU policy, a table someone prunes) keeps the few hundred
+ids of the other clauses; only spending many and reading every one back catches it.
+The calls go out in parallel and are not recorded in the history (tens of thousands of
+ops would make the checker and the final C2 read the slowest part of the run); this
+clause checks its own answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ..harness import Handle, Ledgers, error_text
+from .common import partly
+
+HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
+
+
+def _run(
+    handle_for: Callable[[int], Handle], method: str, ids: list[str], workers: int
+) -> list[object]:
+    """``method`` on every id, ``workers`` at a time; each answer or what it raised, in order."""
+
+    def one(index: int) -> object:
+        try:
+            return handle_for(index).call(method, ids[index])
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="ledger-volume") as pool:
+        return list(pool.map(one, range(len(ids)), chunksize=64))
+
+
+def _lost(handle: Handle, ids: list[str], workers: int) -> tuple[list[int], list[str]]:
+    """Indexes (in spend order) of ids that no longer read as spent, and any errors."""
+    method = "is_spent" if handle.has_is_spent else "spend"
+    expected = handle.has_is_spent  # is_spent must answer True; a second spend False
+    answers = _run(lambda _: handle, method, ids, workers)
+    errors = [error_text(a) for a in answers if isinstance(a, BaseException)]
+    lost = [
+        i for i, a in enumerate(answers) if not isinstance(a, BaseException) and a is not expected
+    ]
+    return lost, errors
+
+
+def _describe_lost(lost: list[int], total: int, when: str) -> str:
+    first, last = lost[0], lost[-1]
+    oldest = (
+        " (the oldest ones: a size cap or eviction)" if first == 0 and last == len(lost) - 1 else ""
+    )
+    return (
+        f"{len(lost)} of {total} spent ids lost {when}{oldest}; lost ids are spend #{first}"
+        f"..#{last} in spend order"
+    )
+
+
+class C2Volume:
+    @pytest.fixture
+    def ledger_volume(self) -> int | None:
+        """How many ids the volume clause spends; ``None`` takes the profile's number. A
+        backend's test class may lower it (say why in a comment): the report says so."""
+        return None
+
+    @pytest.mark.clause("C2")
+    def test_C2_volume(
+        self,
+        request: pytest.FixtureRequest,
+        ledgers: Ledgers,
+        ledger_volume: int | None,
+        ledger_restart: Callable[[], object] | None,
+    ) -> None:
+        profile = ledgers.profile
+        count = profile.volume_ids if ledger_volume is None else ledger_volume
+        if count < profile.volume_ids:
+            partly(
+                request,
+                f"volume lowered to {count} ids by the backend's ledger_volume fixture "
+                f"(the {profile.name} profile spends {profile.volume_ids})",
+            )
+        label = ledgers.label("volume")
+        handles = [ledgers.open(label) for _ in range(HANDLES)]
+        ids = ledgers.ids(count, "vol")
+        workers = profile.volume_workers
+        answers = _run(lambda i: handles[i % HANDLES], "spend", ids, workers)
+        errors = [error_text(a) for a in answers if isinstance(a, BaseException)]
+        assert not errors, f"{len(errors)} of {count} spends raised without any fault: {errors[0]}"
+        refused = [i for i, a in enumerate(answers) if a is not True]
+        assert not refused, (
+            f"{len(refused)} of {count} fresh ids did not answer True to their first spend "
+            f"(first: {ids[refused[0]]!r} -> {answers[refused[0]]!r})"
+        )
+        problems: list[str] = []
+        lost, errors = _lost(ledgers.open(label), ids, workers)
+        assert not errors, f"{len(errors)} of {count} reads raised without any fault: {errors[0]}"
+        if lost:
+            problems.append(_describe_lost(lost, count, "read back through a fresh instance"))
+        if ledger_restart is None:
+            partly(request, "not re-read after a restart: no ledger_restart hook")
+        else:
+            ledger_restart()
+            lost, errors = _lost(ledgers.open(label), ids, workers)
+            assert not errors, f"{len(errors)} reads raised after the restart: {errors[0]}"
+            if lost:
+                problems.append(_describe_lost(lost, count, "after a server restart"))
+        assert not problems, "; ".join(problems)
