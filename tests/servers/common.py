@@ -53,3 +53,38 @@ def docker_available() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+class LocalProcess:
+    """A server process the harness started itself: crash it, restart it, stop it.
+
+    A subclass keeps the process in ``proc`` and starts it (on the same port and files
+    every time) in ``start``.
+    """
+
+    proc: subprocess.Popen[bytes] | None
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def kill9(self) -> None:
+        """Crash the server: no shutdown, nothing flushed beyond what it already did."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def restart(self) -> None:
+        """kill -9, then start again on the same port and files (a crash)."""
+        self.kill9()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.proc = None

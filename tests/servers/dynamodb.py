@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import binary, docker_available, free_port
+from .common import LocalProcess, binary, docker_available, free_port
 
 URL_ENV = "LEDGER_TEST_DYNAMODB_URL"
 INSTALL_HINT = (
@@ -70,7 +70,7 @@ def dynalite_binary() -> str | None:
 
 
 @dataclass
-class LocalServer:
+class LocalServer(LocalProcess):
     """One emulator process we own: kill -9 and restart on the same port and files."""
 
     port: int
@@ -92,27 +92,6 @@ class LocalServer:
         )
         log.close()
         _wait(self.port, f"{self.argv[0]} on port {self.port}")
-
-    def kill9(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-    def restart(self) -> None:
-        """kill -9 (no clean shutdown), then start again on the same port and store."""
-        self.kill9()
-        self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            self.proc = None
 
 
 @contextmanager

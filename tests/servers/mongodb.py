@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .common import binary, docker_available, free_port
+from .common import LocalProcess, binary, docker_available, free_port
 
 ENV = "LEDGER_TEST_MONGODB_URL"
 INSTALL_HINT = (
@@ -64,7 +64,7 @@ def _wait(check: Callable[[], bool], what: str, timeout: float = START_TIMEOUT) 
 
 
 @dataclass
-class MongoServer:
+class MongoServer(LocalProcess):
     """One server process we own (mongod or nx-27017): kill -9 and restart in place."""
 
     kind: str  # "mongod" or "nx-27017"
@@ -89,28 +89,6 @@ class MongoServer:
         if self.proc is not None and self.proc.poll() is not None:
             raise ServerUnavailable(f"{self.kind} exited with {self.proc.returncode}")
         return True
-
-    def kill9(self) -> None:
-        """Crash the server: no shutdown, nothing flushed beyond what it already did."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-    def restart(self) -> None:
-        """kill -9, then start again on the same port and files (a crash)."""
-        self.kill9()
-        self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            self.proc = None
 
 
 def nx_argv(port: int, directory: str) -> list[str]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .common import binary, docker_available, free_port
+from .common import LocalProcess, binary, docker_available, free_port
 
 PLAIN_ENV = "LEDGER_TEST_REDIS_URL"
 INSTALL_HINT = "install redis-server (apt-get install -y redis-server) or set LEDGER_TEST_REDIS_URL"
@@ -50,7 +50,7 @@ def _wait(check: object, what: str, timeout: float = START_TIMEOUT) -> None:
 
 
 @dataclass
-class RedisServer:
+class RedisServer(LocalProcess):
     """One ``redis-server`` process we own: stop, kill -9 and restart on the same port."""
 
     port: int
@@ -76,32 +76,10 @@ class RedisServer:
         log.close()
         _wait(lambda: _ping(self.port), f"redis-server on port {self.port}")
 
-    def kill9(self) -> None:
-        """Crash the server: no shutdown save, no fsync beyond what it already did."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-    def restart(self) -> None:
-        """kill -9, then start again on the same port and files (a crash)."""
-        self.kill9()
-        self.start()
-
     def graceful_restart(self) -> None:
         """SIGTERM (Redis saves its snapshot and fsyncs its AOF), then start again."""
         self.stop()
         self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-            self.proc = None
 
 
 BASE_ARGS = ("--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no")
