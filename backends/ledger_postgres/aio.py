@@ -16,10 +16,11 @@ from psycopg_pool import AsyncConnectionPool
 from ledger_core.base import AsyncLedgerBase
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
+from ledger_core.steps import run_steps_async
 from ledger_core.tokens import new_token
 
 from . import flows, rules
-from .flows import Flow, Op, Row
+from .flows import Op, Row
 from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import LoopWatchdog
@@ -42,21 +43,6 @@ async def run_op(conn: AConn, op: Op) -> Row:
     for _ in range(op.result):
         cur.nextset()
     return await cur.fetchone()
-
-
-async def drive(flow: Flow, run: Any) -> Any:
-    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
-    try:
-        op = next(flow)
-        while True:
-            try:
-                row = await run(op)
-            except Exception as exc:
-                op = flow.throw(exc)
-            else:
-                op = flow.send(row)
-    except StopIteration as stop:
-        return stop.value
 
 
 async def _tidy(conn: AConn, autocommit: bool) -> None:
@@ -115,10 +101,10 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         due = time.monotonic() + self._config.timeout  # one deadline for the whole open
         try:
             if self._conninfo is None:
-                opened = await drive(flow, lambda op: self._run(op, due))
+                opened = await run_steps_async(flow, lambda op: self._run(op, due))
             else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
                 async with self._fresh(due) as conn:
-                    opened = await drive(flow, lambda op: self._on(conn, op, due))
+                    opened = await run_steps_async(flow, lambda op: self._on(conn, op, due))
         except BaseException:
             await self.aclose()
             raise
@@ -255,7 +241,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         except Exception as exc:
             due = start + self._config.timeout
             flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
-            return bool(await drive(flow, lambda next_op: self._run(next_op, due)))
+            return bool(await run_steps_async(flow, lambda next_op: self._run(next_op, due)))
         return row is not None
 
     async def _is_spent(self, request_id: bytes) -> bool:
@@ -266,7 +252,7 @@ class AsyncPostgresLedger(flows.GuardedShell, AsyncLedgerBase):
         except Exception as exc:
             due = start + self._config.timeout
             flow = flows.is_spent_failed(op, exc, self._password)
-            return bool(await drive(flow, lambda next_op: self._run(next_op, due)))
+            return bool(await run_steps_async(flow, lambda next_op: self._run(next_op, due)))
         return flows.is_spent_answer(row)
 
     async def spent_ids(self) -> AsyncIterator[str]:

@@ -62,8 +62,9 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     require_driver()
     import psycopg
 
+    from ledger_core.steps import run_steps
+
     from . import flows
-    from .flows import drive
     from .ledger import run_op
     from .options import target_from_conninfo
     from .rules import Opened, Statements
@@ -76,7 +77,7 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
         with psycopg.connect(target.conninfo, autocommit=True) as conn:
             return run_op(conn, op)
 
-    opened: Opened = drive(flow, run)
+    opened: Opened = run_steps(flow, run)
     return opened.info
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any, NamedTuple
 
 from psycopg import sql
@@ -254,18 +254,3 @@ class GuardedShell:
         if rules.is_guard_failure(exc) if exc is not None else op.guarded and row is None:
             self._forgot = True
             raise rules.store_changed(self._config) from exc
-
-
-def drive(flow: Flow, run: Callable[[Op], Row]) -> Any:
-    """Run a flow to its end: each op's row is sent in, each failure thrown in."""
-    try:
-        op = next(flow)
-        while True:
-            try:
-                row = run(op)
-            except Exception as exc:
-                op = flow.throw(exc)
-            else:
-                op = flow.send(row)
-    except StopIteration as stop:
-        return stop.value

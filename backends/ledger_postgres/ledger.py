@@ -17,10 +17,11 @@ from psycopg_pool import ConnectionPool
 from ledger_core.base import LedgerBase
 from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
+from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
 from . import flows, rules
-from .flows import Op, Row, drive
+from .flows import Op, Row
 from .options import Target, forked_pool_kwargs
 from .rules import PgConfig, Statements
 from .watchdog import Watchdog
@@ -148,10 +149,10 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         due = time.monotonic() + config.timeout  # one deadline for the whole open
         try:
             if conninfo is None:
-                opened = drive(flow, lambda op: self._run(op, due))
+                opened = run_steps(flow, lambda op: self._run(op, due))
             else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
                 with self._fresh(due) as conn:
-                    opened = drive(flow, lambda op: self._on(conn, op, due))
+                    opened = run_steps(flow, lambda op: self._on(conn, op, due))
         except BaseException:
             self.close()
             raise
@@ -294,7 +295,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         except Exception as exc:
             due = start + self._config.timeout
             flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
-            return bool(drive(flow, lambda next_op: self._run(next_op, due)))
+            return bool(run_steps(flow, lambda next_op: self._run(next_op, due)))
         return row is not None
 
     def _is_spent(self, request_id: bytes) -> bool:
@@ -305,7 +306,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         except Exception as exc:
             due = start + self._config.timeout
             flow = flows.is_spent_failed(op, exc, self._password)
-            return bool(drive(flow, lambda next_op: self._run(next_op, due)))
+            return bool(run_steps(flow, lambda next_op: self._run(next_op, due)))
         return flows.is_spent_answer(row)
 
     def spent_ids(self) -> Iterator[str]:
