@@ -56,6 +56,7 @@ from .migrate import (
     migrate,
     migration_state,
 )
+from .opening import OpenRequest
 from .protocol import (
     AsyncDecisionLedger,
     AsyncReentrantLedger,
@@ -111,6 +112,7 @@ __all__ = [
     "MigrationInterrupted",
     "MigrationReport",
     "MissingDriver",
+    "OpenRequest",
     "PendingRequest",
     "Progress",
     "RecordedError",

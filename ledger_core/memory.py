@@ -8,8 +8,7 @@ never proves (C6, H3).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 from .base import AsyncLedgerBase, LedgerBase
 from .ids import (
@@ -19,9 +18,10 @@ from .ids import (
     validate_namespace,
     validate_request_id,
 )
+from .opening import OpenRequest
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
-from .urls import LedgerURL, check_options, option_bool
+from .urls import LedgerURL
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
 
@@ -149,21 +149,21 @@ def _store_for(url: LedgerURL) -> MemoryStore:
 
 # ``create`` is the standard option every backend takes; a memory store always exists
 # (it is created on first use and never proves), so it is accepted and has no effect.
-_OPTIONS = {"namespace", "create"}
+_OPTIONS = {"create"}
 
 
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> MemoryLedger:
-        check_options(url, options, _OPTIONS)
-        option_bool(options, "create", True)  # validated, then ignored
-        return MemoryLedger(_store_for(url), namespace=options["namespace"])
+    def open(self, request: OpenRequest) -> MemoryLedger:
+        request.check(_OPTIONS)
+        request.create()  # validated, then ignored
+        return MemoryLedger(_store_for(request.url), namespace=request.namespace)
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncMemoryLedger:
-        check_options(url, options, _OPTIONS)
-        option_bool(options, "create", True)
-        return AsyncMemoryLedger(_store_for(url), namespace=options["namespace"])
+    async def open_async(self, request: OpenRequest) -> AsyncMemoryLedger:
+        request.check(_OPTIONS)
+        request.create()
+        return AsyncMemoryLedger(_store_for(request.url), namespace=request.namespace)
 
 
 BACKEND = _MemoryBackend()

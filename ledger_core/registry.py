@@ -21,7 +21,7 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
-from .ids import DEFAULT_NAMESPACE, validate_namespace
+from .opening import OpenRequest
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -29,17 +29,17 @@ ENTRY_POINT_GROUP = "decision_ledger.backends"
 
 
 class Backend(Protocol):
-    """What an entry point names: opens sync and async ledgers from a parsed URL.
+    """What an entry point names: opens sync and async ledgers from one typed request.
 
-    ``options`` merges the URL's query string with keyword options (keywords win) and
-    always holds a validated ``namespace``.
+    Optional, detected by name: ``setup(request) -> LedgerInfo`` (explicit creation,
+    ``decision-ledger setup``) and ``reroute(url, route) -> str | None`` (the URL with its
+    one network address sent through ``route``, for the conformance suite's fault proxy;
+    ``None`` when it has no single address). See ``docs/backends.md``.
     """
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> DecisionLedger: ...
+    def open(self, request: OpenRequest) -> DecisionLedger: ...
 
-    async def open_async(
-        self, url: LedgerURL, options: Mapping[str, Any]
-    ) -> AsyncDecisionLedger: ...
+    async def open_async(self, request: OpenRequest) -> AsyncDecisionLedger: ...
 
 
 _registered: dict[str, Backend] = {}
@@ -108,11 +108,9 @@ def _opening_failure(parsed: LedgerURL, exc: Exception) -> BaseException:
     return failure
 
 
-def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, LedgerURL, dict[str, Any]]:
-    parsed = LedgerURL.parse(url)
-    merged: dict[str, Any] = {**parsed.query, **options}
-    merged["namespace"] = validate_namespace(merged.get("namespace", DEFAULT_NAMESPACE))
-    return backend_for(parsed.scheme), parsed, merged
+def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, OpenRequest]:
+    request = OpenRequest.build(url, **options)
+    return backend_for(request.url.scheme), request
 
 
 def open_ledger(url: str, **options: Any) -> DecisionLedger:
@@ -122,49 +120,49 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
     Every error is a ``LedgerError`` that shows no secret of ``url``.
     """
-    backend, parsed, merged = _prepare(url, options)
+    backend, request = _prepare(url, options)
     try:
-        return backend.open(parsed, merged)
+        return backend.open(request)
     except Exception as exc:
-        failure = _opening_failure(parsed, exc)
+        failure = _opening_failure(request.url, exc)
     raise failure  # outside the except block: nothing unscrubbed rides on __context__
 
 
 async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
     """Open an async ledger: connected, its ``store_id`` known, when this returns."""
-    backend, parsed, merged = _prepare(url, options)
+    backend, request = _prepare(url, options)
     try:
-        return await backend.open_async(parsed, merged)
+        return await backend.open_async(request)
     except Exception as exc:
-        failure = _opening_failure(parsed, exc)
+        failure = _opening_failure(request.url, exc)
     raise failure
 
 
 def setup_ledger(url: str, **options: Any) -> LedgerInfo:
     """Create a store's tables or keys (idempotent) and describe it.
 
-    A backend with a ``setup(url, options)`` method does its own (e.g. DDL under a
+    A backend with a ``setup(request)`` method does its own (e.g. DDL under a
     privileged role); for the others, opening the ledger (``create`` as given, default
     true) is the setup.
     """
-    backend, parsed, merged = _prepare(url, options)
+    backend, request = _prepare(url, options)
     try:
-        return _setup(backend, parsed, merged)
+        return _setup(backend, request)
     except Exception as exc:
-        failure = _opening_failure(parsed, exc)
+        failure = _opening_failure(request.url, exc)
     raise failure
 
 
-def _setup(backend: Backend, parsed: LedgerURL, merged: dict[str, Any]) -> LedgerInfo:
+def _setup(backend: Backend, request: OpenRequest) -> LedgerInfo:
     own = getattr(backend, "setup", None)
     if callable(own):
-        info = own(parsed, merged)
+        info = own(request)
         if not isinstance(info, LedgerInfo):
             raise LedgerError(
                 f"{type(backend).__name__}.setup returned {type(info).__name__}, not LedgerInfo"
             )
         return info
-    ledger = backend.open(parsed, merged)
+    ledger = backend.open(request)
     try:
         return describe(ledger)
     finally:
@@ -177,6 +175,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Backend",
     "InvalidLedgerURL",
+    "OpenRequest",
     "available_schemes",
     "backend_for",
     "open_async_ledger",

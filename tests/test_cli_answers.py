@@ -10,14 +10,14 @@ answering ``1`` or ``None`` read as an answer; a broken entry point printed a tr
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledger_core import LedgerError, LedgerURL, memory, register_backend, registry
+from ledger_core import LedgerError, memory, register_backend, registry
 from ledger_core.cli import main
+from ledger_core.opening import OpenRequest
 
 INTERNAL = 4  # "internal error: the answer is unknown"
 
@@ -52,12 +52,12 @@ class _ThirdParty:
     def __init__(self, ledger: Any = None, open_error: BaseException | None = None) -> None:
         self.ledger, self.open_error = ledger, open_error
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    def open(self, request: OpenRequest) -> Any:
         if self.open_error is not None:
             raise self.open_error
         return self.ledger
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    async def open_async(self, request: OpenRequest) -> Any:
         raise NotImplementedError
 
 

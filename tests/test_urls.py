@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from ledger_core import (
     redact_url,
     register_backend,
 )
+from ledger_core.opening import OpenRequest
 
 SECRET = "s3cr3t-pa55"
 
@@ -99,11 +99,11 @@ def test_registered_backend_wins_and_gets_options() -> None:
     seen: dict[str, Any] = {}
 
     class Backend:
-        def open(self, url: LedgerURL, options: Mapping[str, Any]) -> MemoryLedger:
-            seen.update(options, scheme=url.scheme)
-            return MemoryLedger(namespace=options["namespace"])
+        def open(self, request: OpenRequest) -> MemoryLedger:
+            seen.update(request.options, scheme=request.url.scheme, namespace=request.namespace)
+            return MemoryLedger(namespace=request.namespace)
 
-        async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+        async def open_async(self, request: OpenRequest) -> Any:
             raise NotImplementedError
 
     register_backend("thirdparty", Backend())

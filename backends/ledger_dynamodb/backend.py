@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL, LedgerError, MissingDriver
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 from ledger_core.urls import LedgerURL
 
@@ -125,24 +126,32 @@ async def rebuild_async(client: Any) -> Any:
     return _carry_credentials(client, new)
 
 
+def _options(request: OpenRequest) -> dict[str, Any]:
+    """The request as the option mapping this package's parser reads."""
+    return {**request.options, "namespace": request.namespace}
+
+
 class _DynamoDBBackend:
     """``dynamodb://TABLE?region=...&endpoint_url=...&profile=...``."""
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    def open(self, request: OpenRequest) -> Any:
+        url, options = request.url, _options(request)
         from .ledger import DynamoDBLedger
 
         target = parse(url, options)
         return DynamoDBLedger.open(target, sync_factory(target))
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    async def open_async(self, request: OpenRequest) -> Any:
+        url, options = request.url, _options(request)
         from .aio import AsyncDynamoDBLedger
 
         target = parse(url, options)
         return await AsyncDynamoDBLedger.open(target, async_factory(target))
 
-    def setup(self, url: LedgerURL, options: Mapping[str, Any]) -> LedgerInfo:
+    def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,
         write the namespace's genesis; idempotent."""
+        url, options = request.url, _options(request)
         from .ledger import DynamoDBLedger
 
         target = parse(url, {**options, "create": True})

@@ -3,10 +3,10 @@ when a ledger is opened (``MissingDriver`` names the extra otherwise)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL, MissingDriver
+from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.protocol import LedgerInfo
 from ledger_core.urls import LedgerURL
 
@@ -39,8 +39,14 @@ def _client(target: Target, cls: Any) -> Any:
         raise
 
 
+def _options(request: OpenRequest) -> dict[str, Any]:
+    """The request as the option mapping this package's parser reads."""
+    return {**request.options, "namespace": request.namespace}
+
+
 class _MongoBackend:
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    def open(self, request: OpenRequest) -> Any:
+        url, options = request.url, _options(request)
         pymongo = _pymongo()
         from .ledger import MongoLedger, SyncConnection
 
@@ -54,7 +60,8 @@ class _MongoBackend:
         )
         return MongoLedger.open_on(conn, target.settings, target.location)
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> Any:
+    async def open_async(self, request: OpenRequest) -> Any:
+        url, options = request.url, _options(request)
         pymongo = _pymongo()
         from .aio import AsyncConnection, AsyncMongoLedger
 
@@ -63,15 +70,19 @@ class _MongoBackend:
         conn = AsyncConnection(client, target.database, owned=True)
         return await AsyncMongoLedger.open_on(conn, target.settings, target.location)
 
-    def setup(self, url: LedgerURL, options: Mapping[str, Any]) -> LedgerInfo:
+    def setup(self, request: OpenRequest) -> LedgerInfo:
         """``decision-ledger setup``: the collection (simple collation) and the namespace's
         genesis, created if missing (idempotent); returns the identity."""
-        ledger = self.open(url, {**options, "create": True})
+        ledger = self.open(request.with_options(create=True))
         try:
             info: LedgerInfo = ledger.describe()
             return info
         finally:
             ledger.close()
+
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        """One host:port (``mongodb+srv://`` names a DNS record of many: none)."""
+        return None if url.scheme == "mongodb+srv" else reroute_address(url, route, 27017)
 
 
 BACKEND = _MongoBackend()

@@ -6,10 +6,10 @@ imports (and says what to install) without psycopg.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ledger_core.errors import MissingDriver
+from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.protocol import LedgerInfo
 from ledger_core.urls import LedgerURL
 
@@ -28,24 +28,33 @@ def require_driver() -> None:
         raise MissingDriver(_INSTALL) from exc
 
 
+def _options(request: OpenRequest) -> dict[str, Any]:
+    return {**request.options, "namespace": request.namespace}
+
+
 class _PostgresBackend:
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> PostgresLedger:
+    def open(self, request: OpenRequest) -> PostgresLedger:
         require_driver()
         from .ledger import PostgresLedger
         from .options import target_from_url
 
-        return PostgresLedger.from_target(target_from_url(url, options))
+        return PostgresLedger.from_target(target_from_url(request.url, _options(request)))
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncPostgresLedger:
+    async def open_async(self, request: OpenRequest) -> AsyncPostgresLedger:
         require_driver()
         from .aio import AsyncPostgresLedger
         from .options import target_from_url
 
-        return await AsyncPostgresLedger.from_target(target_from_url(url, options))
+        return await AsyncPostgresLedger.from_target(
+            target_from_url(request.url, _options(request))
+        )
 
-    def setup(self, url: LedgerURL, options: Mapping[str, Any]) -> LedgerInfo:
+    def setup(self, request: OpenRequest) -> LedgerInfo:
         """``decision-ledger setup``: create the table even where ledgers open with create=false."""
-        return setup(url.raw, **options)
+        return setup(request.url.raw, **_options(request))
+
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        return reroute_address(url, route, 5432)
 
 
 BACKEND = _PostgresBackend()

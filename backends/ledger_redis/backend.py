@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from ledger_core.errors import InvalidLedgerURL
+from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.urls import LedgerURL, check_options
 
 from . import rules
@@ -119,10 +120,16 @@ def _driver_error(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:
     return InvalidLedgerURL(f"redis-py cannot use {_location(url)} ({type(exc).__name__})")
 
 
+def _options(request: OpenRequest) -> dict[str, Any]:
+    """The request as the option mapping this package's parser reads."""
+    return {**request.options, "namespace": request.namespace}
+
+
 class _RedisBackend:
     """Standalone Redis: one connection pool owned by the ledger."""
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> RedisLedger:
+    def open(self, request: OpenRequest) -> RedisLedger:
+        url, options = request.url, _options(request)
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:
@@ -136,7 +143,8 @@ class _RedisBackend:
             on_close=pool.disconnect,
         )
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncRedisLedger:
+    async def open_async(self, request: OpenRequest) -> AsyncRedisLedger:
+        url, options = request.url, _options(request)
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:
@@ -150,11 +158,18 @@ class _RedisBackend:
             on_close=pool.disconnect,
         )
 
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        """One host:port (``unix://`` has none)."""
+        return None if url.scheme == "unix" else reroute_address(url, route, 6379)
+
 
 class _ClusterBackend:
+    """No ``reroute``: the nodes redirect clients to each other's own addresses."""
+
     """``redis+cluster://host:port`` (any node; the rest are discovered)."""
 
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> RedisLedger:
+    def open(self, request: OpenRequest) -> RedisLedger:
+        url, options = request.url, _options(request)
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:
@@ -174,7 +189,8 @@ class _ClusterBackend:
             on_close=cluster.close,
         )
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncRedisLedger:
+    async def open_async(self, request: OpenRequest) -> AsyncRedisLedger:
+        url, options = request.url, _options(request)
         raw, opts = _parse(url, options)
         redis = redis_module()
         try:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
+from ledger_core.opening import OpenRequest
+from ledger_core.urls import LedgerURL
 
 from .ledger import DEFAULT_BUSY_TIMEOUT, AsyncSQLiteLedger, SQLiteLedger
 
 # ``create`` (default true): whether a missing file may become a new, empty ledger.
 # The CLI's reads, ``spend`` and a migration's source open with create=false.
 # ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
-_OPTIONS = {"namespace", "busy_timeout", "create", "durability"}
+_OPTIONS = {"busy_timeout", "create", "durability"}
 
 
 def _path(url: LedgerURL) -> str:
@@ -28,26 +28,25 @@ def _path(url: LedgerURL) -> str:
     return path
 
 
-class _SQLiteBackend:
-    def open(self, url: LedgerURL, options: Mapping[str, Any]) -> SQLiteLedger:
-        check_options(url, options, _OPTIONS)
-        return SQLiteLedger(
-            _path(url),
-            namespace=options["namespace"],
-            busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
-            create=option_bool(options, "create", True),
-            durability=str(options.get("durability", "machine")),
-        )
+def _settings(request: OpenRequest) -> dict[str, Any]:
+    request.check(_OPTIONS)
+    return {
+        "namespace": request.namespace,
+        "busy_timeout": request.seconds("busy_timeout", DEFAULT_BUSY_TIMEOUT),
+        "create": request.create(),
+        "durability": str(request.options.get("durability", "machine")),
+    }
 
-    async def open_async(self, url: LedgerURL, options: Mapping[str, Any]) -> AsyncSQLiteLedger:
-        check_options(url, options, _OPTIONS)
-        return await AsyncSQLiteLedger.open(
-            _path(url),
-            namespace=options["namespace"],
-            busy_timeout=option_float(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT),
-            create=option_bool(options, "create", True),
-            durability=str(options.get("durability", "machine")),
-        )
+
+class _SQLiteBackend:
+    """A file has no network address: no ``reroute``, so the suite's network faults say
+    "not exercised" and its local faults (the factory's) stand in."""
+
+    def open(self, request: OpenRequest) -> SQLiteLedger:
+        return SQLiteLedger(_path(request.url), **_settings(request))
+
+    async def open_async(self, request: OpenRequest) -> AsyncSQLiteLedger:
+        return await AsyncSQLiteLedger.open(_path(request.url), **_settings(request))
 
 
 BACKEND = _SQLiteBackend()

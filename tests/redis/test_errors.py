@@ -11,6 +11,7 @@ import redis
 from ledger_core import open_ledger
 from ledger_core.cli import main
 from ledger_core.errors import LedgerError, UnsafeStoreConfig
+from ledger_core.opening import OpenRequest
 from ledger_redis import RedisLedger, rules
 from tests.flavors import Flavored
 from tests.servers import redis as servers
@@ -257,6 +258,6 @@ def test_the_backend_never_shows_a_raw_password(raw: str) -> None:
     assert not any(piece in shown for piece in pieces), shown
     backend = CLUSTER_BACKEND if raw.startswith("redis+cluster") else BACKEND
     with pytest.raises(LedgerError) as caught:
-        backend.open(url, {"namespace": "n", "connect_timeout": "0.5"})
+        backend.open(OpenRequest(url, "n", {"connect_timeout": "0.5"}))
     text = _all_text(caught.value)
     assert not any(piece in text for piece in pieces), text

@@ -1,0 +1,122 @@
+"""What a backend is asked to open: one typed request, and its options parsed once here.
+
+``open_ledger(url, **options)`` parses the URL, merges its query with the keyword options
+(keywords win), validates the namespace, and hands the backend one :class:`OpenRequest`.
+The backend names the options it knows; everything about reading them (unknown-option
+refusal, booleans, numbers, durations, which options stay in the driver's URL) lives here,
+so five backends cannot parse ``create=off`` five ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import InvalidLedgerURL
+from .ids import DEFAULT_NAMESPACE, validate_namespace
+from .urls import LedgerURL, check_options, option_bool, option_float
+
+Route = Callable[[str, int], tuple[str, int]]
+"""``(host, port) -> (host, port)``: where a fault proxy stands in for an address."""
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """One ledger to open: the parsed URL, its namespace, and every option given.
+
+    ``options`` holds the URL's query and the keyword options (keywords win), without
+    ``namespace``; driver options left in the URL are among them, and
+    :meth:`driver_url` keeps them there byte for byte.
+    """
+
+    url: LedgerURL
+    namespace: str = DEFAULT_NAMESPACE
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, url: str | LedgerURL, **options: Any) -> OpenRequest:
+        parsed = url if isinstance(url, LedgerURL) else LedgerURL.parse(url)
+        merged: dict[str, Any] = {**parsed.query, **options}
+        namespace = validate_namespace(merged.pop("namespace", DEFAULT_NAMESPACE))
+        return cls(url=parsed, namespace=namespace, options=merged)
+
+    def with_options(self, **options: Any) -> OpenRequest:
+        """The same request with some options set (e.g. ``create=True`` for setup)."""
+        return replace(self, options={**self.options, **options})
+
+    def check(self, known: Collection[str]) -> None:
+        """Refuse any option not in ``known`` (``namespace`` is always known)."""
+        check_options(self.url, self.options, {*known, "namespace"})
+
+    def has(self, name: str) -> bool:
+        return name in self.options
+
+    def text(self, name: str, default: str) -> str:
+        value = self.options.get(name, default)
+        if not isinstance(value, str):
+            raise InvalidLedgerURL(f"option {name!r} must be text, not {type(value).__name__}")
+        return value
+
+    def choice(self, name: str, default: str, allowed: Collection[str]) -> str:
+        value = self.text(name, default)
+        if value not in allowed:
+            raise InvalidLedgerURL(
+                f"option {name!r} must be one of {', '.join(sorted(allowed))}, not {value!r}"
+            )
+        return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        """A boolean: a bool, or URL text ``true``/``false``/``1``/``0``/``yes``/``no``."""
+        return option_bool(self.options, name, default)
+
+    def seconds(self, name: str, default: float) -> float:
+        """A non-negative duration in seconds (a number, or URL text)."""
+        return option_float(self.options, name, default)
+
+    def count(self, name: str, default: int, minimum: int = 0) -> int:
+        """A whole number of at least ``minimum`` (an int, or URL text)."""
+        value = self.options.get(name, default)
+        if isinstance(value, bool):
+            raise InvalidLedgerURL(f"option {name!r} must be a whole number, not {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise InvalidLedgerURL(
+                f"option {name!r} must be a whole number, not {value!r}"
+            ) from None
+        if number < minimum:
+            raise InvalidLedgerURL(f"option {name!r} must be at least {minimum}")
+        return number
+
+    def driver_url(self, ours: Collection[str]) -> str:
+        """The raw URL minus our options (and ``namespace``), the rest as written."""
+        return self.url.without_query(*ours, "namespace")
+
+    def create(self) -> bool:
+        """``create`` (default true): may a missing store be created on open?"""
+        return self.flag("create", True)
+
+
+def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> str | None:
+    """``url`` with its one ``host:port`` sent through ``route``, or ``None`` when the
+    URL has no single address to stand in front of (several hosts, no host, no port
+    and no default): the helper for a backend's ``reroute`` hook."""
+    parts = url.parts
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or "," in parts.netloc:
+        return None
+    port = port if port is not None else default_port
+    if port is None:
+        return None
+    new_host, new_port = route(host, port)
+    userinfo = parts.netloc.rpartition("@")[0]
+    shown = f"[{new_host}]" if ":" in new_host else new_host
+    netloc = f"{userinfo}@{shown}:{new_port}" if userinfo else f"{shown}:{new_port}"
+    return parts._replace(netloc=netloc).geturl()
+
+
+__all__ = ["OpenRequest", "Route", "reroute_address"]
