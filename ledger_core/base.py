@@ -20,6 +20,7 @@ from types import TracebackType
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
 from .protocol import LedgerInfo
+from .reentry import attempt_digest
 
 
 class _Described:
@@ -168,3 +169,38 @@ class AsyncLedgerBase(_Described):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class ReentrantLedgerBase(LedgerBase):
+    """A sync ledger with C10 re-entry: the backend's ``_spend_as`` records the id and
+    the key's digest in one write (one round trip), beside the C5 attempt token."""
+
+    def spend_as(self, request_id: str, attempt_key: str) -> bool:
+        """Record ``request_id`` under ``attempt_key``: ``True`` if this call recorded it
+        or the same key did earlier; ``False`` to any other key or a plain spend."""
+        raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
+        try:
+            return self._spend_as(raw, digest)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
+
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        raise NotImplementedError
+
+
+class AsyncReentrantLedgerBase(AsyncLedgerBase):
+    """An async ledger with C10 re-entry (see :class:`ReentrantLedgerBase`)."""
+
+    async def spend_as(self, request_id: str, attempt_key: str) -> bool:
+        raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
+        try:
+            return await self._spend_as(raw, digest)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
+
+    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        raise NotImplementedError

@@ -8,6 +8,7 @@ without ``is_spent`` makes every failed spend count as spent (H2).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -45,6 +46,19 @@ class AsyncReentrantLedger(Protocol):
     """C10, async: ``spend_as`` is a coroutine."""
 
     async def spend_as(self, request_id: str, attempt_key: str) -> bool: ...
+
+
+@runtime_checkable
+class NamespaceListing(Protocol):
+    """Optional: the namespaces of the backing store a ledger lives in (its file, table,
+    key space, collection), so a migration can move all of them in one run.
+
+    Every namespace that holds a genesis or a record, each once, this ledger's own
+    included, in no particular order; streamed (bounded memory). An async ledger's
+    ``namespaces()`` is an async iterator.
+    """
+
+    def namespaces(self) -> Iterator[str]: ...
 
 
 def can_reenter(ledger: object) -> bool:
