@@ -22,6 +22,13 @@ def log_line(log: Path, line: str) -> None:
         os.close(fd)
 
 
+def ledger_url(root: Path) -> str:
+    """The store a test's processes share: ``root/ledger.url`` when the test names one
+    (another backend), else a SQLite file in ``root``."""
+    named = root / "ledger.url"
+    return named.read_text() if named.exists() else f"sqlite:///{root / 'ledger.db'}"
+
+
 def lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 

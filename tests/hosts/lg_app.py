@@ -11,9 +11,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 from typing_extensions import TypedDict
 
+from ledger_core import open_ledger
 from ledger_langgraph import SECRET_KEY, Action, AttemptSecret, LedgerGate
-from ledger_sqlite import SQLiteLedger
-from tests.hosts.common import tool
+from tests.hosts.common import ledger_url, tool
 
 THREAD = "thread-1"
 
@@ -87,12 +87,13 @@ def outcome(out: dict[str, Any]) -> str:
 def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
     """One resumer process: its own ledger and checkpointer over the shared files."""
     root = Path(workdir)
-    with (
-        SQLiteLedger(root / "ledger.db") as ledger,
-        SqliteSaver.from_conn_string(str(root / "checkpoints.db")) as saver,
-    ):
-        graph = build(ledger, saver, root / "tool.log", crash=crash)
-        return outcome(graph.invoke(Command(resume=True), config(secret or None)))
+    ledger: Any = open_ledger(ledger_url(root))
+    try:
+        with SqliteSaver.from_conn_string(str(root / "checkpoints.db")) as saver:
+            graph = build(ledger, saver, root / "tool.log", crash=crash)
+            return outcome(graph.invoke(Command(resume=True), config(secret or None)))
+    finally:
+        ledger.close()
 
 
 def build_unguarded(saver: Any, log: Path) -> Any:

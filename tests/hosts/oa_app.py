@@ -18,9 +18,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from ledger_core import open_async_ledger
 from ledger_openai_agents import aapply_answers, mint_interruptions
-from ledger_sqlite import AsyncSQLiteLedger
-from tests.hosts.common import tool
+from tests.hosts.common import ledger_url, tool
 
 CONVERSATION = "conv-1"
 CALL_OUTPUT = "function_call_output"
@@ -88,7 +88,7 @@ async def resume(root: Path, ledger: object, secret: str | None, *, crash: bool 
 
 def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
     async def go() -> str:
-        ledger = await AsyncSQLiteLedger.open(Path(workdir) / "ledger.db")
+        ledger: Any = await open_async_ledger(ledger_url(Path(workdir)))
         try:
             return await resume(Path(workdir), ledger, secret or None, crash=crash)
         finally:

@@ -17,9 +17,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from ledger_core import open_ledger
 from ledger_pydantic_ai import mint_requests, results_for
-from ledger_sqlite import SQLiteLedger
-from tests.hosts.common import tool
+from tests.hosts.common import ledger_url, tool
 
 CONVERSATION = "conv-1"
 
@@ -70,5 +70,8 @@ def resume(root: Path, ledger: object, secret: str | None, *, crash: bool = Fals
 
 
 def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
-    with SQLiteLedger(Path(workdir) / "ledger.db") as ledger:
+    ledger: Any = open_ledger(ledger_url(Path(workdir)))
+    try:
         return resume(Path(workdir), ledger, secret or None, crash=crash)
+    finally:
+        ledger.close()
