@@ -3,7 +3,7 @@ operations; the sync and async flavours only perform those operations.
 
 A decision yields a request (:data:`CALL` commands in one trip, the servers'
 :data:`FACTS`, the :data:`NODES` to scan, one :data:`SCAN` page). :func:`through` serves
-each with the transport's own steps, which yield primitive :class:`Op` s (borrow a
+each with the transport's own steps, which yield primitive operations (:data:`Op`: borrow a
 connection, send, read, ...), so what a failure *means* (sent or not, a lost reply, an
 error reply) is decided here once; :class:`SyncOps` and :class:`AsyncOps` perform the
 operations with redis-py's sync or asyncio objects, and ``ledger_core.steps`` drives it.
@@ -26,7 +26,7 @@ import asyncio
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
 
@@ -49,13 +49,10 @@ BORROW, SEND, READ, DROP, RELEASE = "borrow", "send", "read", "drop", "release"
 EXEC, PRIMARIES = "exec", "primaries"
 
 
-class Op(NamedTuple):
-    """One primitive operation: ``conn`` is the borrowed connection it works on."""
-
-    kind: str
-    conn: Any = None
-    arg: Any = None
-    options: Mapping[str, Any] = {}
+# One primitive operation: (kind, the borrowed connection it works on, its argument,
+# redis-py keywords). Plain tuples: four of them per trip, on the hot path.
+Op = tuple[str, Any, Any, Mapping[str, Any]]
+NO_OPTIONS: Mapping[str, Any] = {}
 
 
 OpSteps = Generator[Op, Any, Any]
@@ -152,31 +149,31 @@ class PoolTransport(Transport):
 
         No cleanup step is ever yielded from an ``except BaseException`` or a
         ``finally``: a cancelled operation is cleaned up by the ops themselves
-        (:meth:`Ops.abandoned`), and this generator is simply dropped.
+        (:func:`_abandoned`), and this generator is simply dropped.
         """
         self._check_open()
         _in_time(what, deadline)  # no new trip (nor a new connection) after the budget
         try:
-            conn = yield Op(BORROW)
+            conn = yield (BORROW, None, None, NO_OPTIONS)
         except IO_ERRORS as exc:
             raise driver_error(exc, what, sent=False) from exc
         try:
             _in_time(what, deadline)
         except LedgerUnavailable:
-            yield Op(RELEASE, conn)
+            yield (RELEASE, conn, None, NO_OPTIONS)
             raise
         try:
-            yield Op(SEND, conn, commands)
+            yield (SEND, conn, commands, NO_OPTIONS)
             replies: list[Any] = []
             for _ in commands:
                 try:
-                    replies.append((yield Op(READ, conn)))
+                    replies.append((yield (READ, conn, None, NO_OPTIONS)))
                 except self._response_error as exc:
                     replies.append(exc)  # the connection stays in step: read the rest
         except IO_ERRORS as exc:
-            yield Op(DROP, conn)  # failed mid-exchange: never reuse it
+            yield (DROP, conn, None, NO_OPTIONS)  # failed mid-exchange: never reuse it
             raise driver_error(exc, what, sent=True) from exc
-        yield Op(RELEASE, conn)
+        yield (RELEASE, conn, None, NO_OPTIONS)
         return replies
 
 
@@ -207,10 +204,10 @@ class ClusterTransport(Transport):
             (command,) = arg  # no WAIT here: see decisions.plan_for
             try:
                 try:
-                    return [(yield Op(EXEC, None, command, redis_options(command)))]
+                    return [(yield (EXEC, None, command, redis_options(command)))]
                 except self._noscript:
                     (command,) = as_eval(arg)  # NOSCRIPT: the script did not run
-                    return [(yield Op(EXEC, None, command))]
+                    return [(yield (EXEC, None, command, NO_OPTIONS))]
             except IO_ERRORS as exc:
                 raise driver_error(exc, what, sent=True) from exc
         if kind == FACTS:
@@ -221,8 +218,8 @@ class ClusterTransport(Transport):
         try:
             genesis = None
             if page.genesis_key is not None:  # routed by its slot, just before the page
-                genesis = yield Op(EXEC, None, ("GET", page.genesis_key))
-            cursors, keys = yield Op(
+                genesis = yield (EXEC, None, ("GET", page.genesis_key), NO_OPTIONS)
+            cursors, keys = yield (
                 EXEC,
                 None,
                 scan_command(page.cursor, page.pattern, page.count),
@@ -238,7 +235,7 @@ class ClusterTransport(Transport):
     def _primaries(self, what: str) -> OpSteps:
         """Every master: a namespace lives in one slot, but the slot may move mid-scan."""
         try:
-            return list((yield Op(PRIMARIES)))
+            return list((yield (PRIMARIES, None, None, NO_OPTIONS)))
         except IO_ERRORS as exc:
             raise driver_error(exc, what, sent=False) from exc
 
@@ -249,7 +246,7 @@ class ClusterTransport(Transport):
             replies = []
             for command in FACT_COMMANDS:
                 try:
-                    replies.append((yield Op(EXEC, None, command, {"target_nodes": node})))
+                    replies.append((yield (EXEC, None, command, {"target_nodes": node})))
                 except self._response_error as exc:
                     replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
                 except IO_ERRORS as exc:
@@ -279,51 +276,43 @@ def through(
             answer, failure = None, exc
 
 
-class Ops:
-    """What both flavours share: which connection an abandoned operation leaves."""
-
-    @staticmethod
-    def abandoned(op: Op, exc: BaseException) -> Any:
-        """The connection to drop when ``op`` was interrupted by something that is no
-        ``Exception`` (cancellation, ``KeyboardInterrupt``): the steps never see it."""
-        if isinstance(exc, Exception) or op.kind in (BORROW, RELEASE):
-            return None
-        return op.conn
+def _abandoned(kind: str, exc: BaseException) -> bool:
+    """Whether an operation on a borrowed connection was interrupted by something that
+    is no ``Exception`` (cancellation, ``KeyboardInterrupt``): the steps never see it,
+    so the operation drops the connection itself, as the steps would have."""
+    return not isinstance(exc, Exception) and kind in (SEND, READ)
 
 
-class SyncOps(Ops):
+class SyncOps:
     """The primitive operations on redis-py's sync pool or Cluster client."""
 
     def __init__(self, transport: Transport) -> None:
         self.client = transport.client
 
     def __call__(self, op: Op) -> Any:
-        try:
-            return self._perform(op)
-        except BaseException as exc:
-            conn = self.abandoned(op, exc)
-            if conn is not None:
-                self._perform(Op(DROP, conn))
-            raise
-
-    def _perform(self, op: Op) -> Any:
         kind, conn, arg, options = op
-        if kind == EXEC:
-            return self.client.execute_command(*arg, **options)
-        if kind == READ:
-            return conn.read_response(disable_decoding=True)
-        if kind == SEND:
-            return conn.send_packed_command(conn.pack_commands(arg))
-        if kind == BORROW:
-            return self.client.get_connection()
-        if kind == PRIMARIES:
-            return self.client.get_primaries()
+        try:
+            if kind == READ:
+                return conn.read_response(disable_decoding=True)
+            if kind == SEND:
+                return conn.send_packed_command(_packed(conn, arg))
+            if kind == EXEC:
+                return self.client.execute_command(*arg, **options)
+            if kind == BORROW:
+                return self.client.get_connection()
+            if kind == PRIMARIES:
+                return self.client.get_primaries()
+        except BaseException as exc:
+            if _abandoned(kind, exc):
+                conn.disconnect()
+                self.client.release(conn)
+            raise
         if kind == DROP:
             conn.disconnect()
         return self.client.release(conn)
 
 
-class AsyncOps(Ops):
+class AsyncOps:
     """The primitive operations on redis-py's asyncio pool or Cluster client.
 
     redis-py's async Cluster client fails at once when a node's connections are all in
@@ -338,31 +327,35 @@ class AsyncOps(Ops):
         self._slots = asyncio.Semaphore(limit or 1)
 
     async def __call__(self, op: Op) -> Any:
-        try:
-            return await self._perform(op)
-        except BaseException as exc:
-            conn = self.abandoned(op, exc)
-            if conn is not None:
-                await self._perform(Op(DROP, conn))
-            raise
-
-    async def _perform(self, op: Op) -> Any:
         kind, conn, arg, options = op
-        if kind == EXEC:
-            async with self._slots:  # a connection like any other command's
-                return await self.client.execute_command(*arg, **options)
-        if kind == READ:
-            return await conn.read_response(disable_decoding=True)
-        if kind == SEND:
-            return await conn.send_packed_command(conn.pack_commands(arg))
-        if kind == BORROW:
-            return await self.client.get_connection()
-        if kind == PRIMARIES:
-            await self.client.initialize()
-            return self.client.get_primaries()
+        try:
+            if kind == READ:
+                return await conn.read_response(disable_decoding=True)
+            if kind == SEND:
+                return await conn.send_packed_command(_packed(conn, arg))
+            if kind == EXEC:
+                async with self._slots:  # a connection like any other command's
+                    return await self.client.execute_command(*arg, **options)
+            if kind == BORROW:
+                return await self.client.get_connection()
+            if kind == PRIMARIES:
+                await self.client.initialize()
+                return self.client.get_primaries()
+        except BaseException as exc:
+            if _abandoned(kind, exc):
+                await conn.disconnect(nowait=True)  # cancelled mid-exchange: never reuse
+                await self.client.release(conn)
+            raise
         if kind == DROP:
             await conn.disconnect(nowait=True)
         return await self.client.release(conn)
+
+
+def _packed(conn: Any, commands: Sequence[Command]) -> Any:
+    """One command packed alone (redis-py's cheaper path), several in one buffer."""
+    if len(commands) == 1:
+        return conn.pack_command(*commands[0])
+    return conn.pack_commands(commands)
 
 
 def deadline_for(transport: Transport) -> float | None:
