@@ -35,8 +35,8 @@ def local_plain() -> Iterator[servers.RedisServer]:
 
 @pytest.fixture(scope="session")
 def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A plain server (RDB snapshots, no eviction): ``LEDGER_TEST_REDIS_URL``, else the
-    local one, else a container."""
+    """A plain server (``appendonly yes``, ``appendfsync always``, no eviction):
+    ``LEDGER_TEST_REDIS_URL``, else the local one, else a container."""
     if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
         yield from _enter(lambda: servers.redis_url(servers.PLAIN))
     else:
