@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from ledger_core.ids import ledger_key
+from ledger_core.tokens import TOKEN_BYTES
 
 from .errors import IDENTITY_ERROR
 
@@ -109,12 +110,24 @@ _PROVE_GENESIS = (
     "if g then return redis.error_reply('" + IDENTITY_ERROR + " changed') end "
     "return redis.error_reply('" + IDENTITY_ERROR + " gone') end "
 )
-# spend (and spend_as: the same script, the value is token + attempt digest): SET NX
-# GET in Lua, behind the genesis proof. nil: written now by us; a value: whose it is
-# (ours after a lost reply, or someone else's).
+# spend: SET NX GET in Lua, behind the genesis proof. nil: written now by us; a value:
+# whose token is stored (ours after a lost reply, or someone else's).
 SPEND_BODY = (
     _PROVE_GENESIS + "local v = redis.call('GET', KEYS[2]) "
     "if v then return v end "
+    "redis.call('SET', KEYS[2], ARGV[2]) "
+    "return false"
+)
+# spend_as (C10): the same, the value being the token and the attempt's 32-byte digest.
+# When the stored value carries the same digest (the same attempt re-entering), it is
+# written again, unchanged: a write on this connection after the original record, so a
+# WAIT/WAITAOF in the same trip vouches for it (replication is in order).
+SPEND_AS_BODY = (
+    _PROVE_GENESIS + "local v = redis.call('GET', KEYS[2]) "
+    "if v then "
+    "if #v == 48 and #ARGV[2] == 48 and string.sub(v, 17) == string.sub(ARGV[2], 17) then "
+    "redis.call('SET', KEYS[2], v) end "
+    "return v end "
     "redis.call('SET', KEYS[2], ARGV[2]) "
     "return false"
 )
@@ -149,7 +162,9 @@ class Script:
 SCRIPTS = {
     s.sha: s
     for s in (
-        Script(body) for body in (SPEND_BODY, READ_BODY, SHEBANG + SPEND_BODY, SHEBANG + READ_BODY)
+        Script(prefix + body)
+        for body in (SPEND_BODY, SPEND_AS_BODY, READ_BODY)
+        for prefix in ("", SHEBANG)
     )
 }
 
@@ -188,15 +203,20 @@ class Plan:
         return Script((SHEBANG if self.shebang else "") + SPEND_BODY)
 
     @cached_property
+    def spend_as_script(self) -> Script:
+        return Script((SHEBANG if self.shebang else "") + SPEND_AS_BODY)
+
+    @cached_property
     def read_script(self) -> Script:
         return Script((SHEBANG if self.shebang else "") + READ_BODY)
 
     def spend_commands(self, request_id: bytes, value: bytes) -> list[Command]:
         """One trip: the genesis-proving ``SET NX GET`` script (and ``WAIT``). ``value``
-        is the attempt token (spend) or the token and the attempt digest (spend_as); a
-        resend after a lost reply is the same commands (C5)."""
+        is the attempt token (spend) or the token and the attempt digest (spend_as, its
+        own script); a resend after a lost reply is the same commands (C5)."""
         key = self.keys.record(request_id)
-        first = self.spend_script.evalsha(self.keys.genesis, key, self.genesis, value)
+        script = self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script
+        first = script.evalsha(self.keys.genesis, key, self.genesis, value)
         return [first] if self.wait is None else [first, self.wait]
 
     def read_commands(self, request_id: bytes) -> list[Command]:

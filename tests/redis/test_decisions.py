@@ -228,3 +228,19 @@ def test_driver_errors_map_to_the_ledger_tree() -> None:
     assert isinstance(gave_up, errors.ReplyLost)
     odd = errors.driver_error(ValueError("parser"), "is_spent", sent=True)
     assert isinstance(odd, LedgerUnavailable)
+
+
+def test_spend_as_has_its_own_script_and_compares_digests() -> None:
+    plan = _plan()
+    digest, other_digest = b"\x03" * 32, b"\x04" * 32
+    (command,) = plan.spend_commands(b"k", TOKEN + digest)
+    assert command[1] == plan.spend_as_script.sha != plan.spend_script.sha
+    assert command[-1] == TOKEN + digest
+    assert commands.as_eval([command])[0][1] == plan.spend_as_script.body  # after NOSCRIPT
+    ours = TOKEN + digest
+    assert decisions.spend_outcome(plan, [None], ours) is True
+    assert decisions.spend_outcome(plan, [ours], ours) is True  # a resend found our write
+    assert decisions.spend_outcome(plan, [OTHER + digest], ours) is True  # the same attempt
+    assert decisions.spend_outcome(plan, [OTHER + other_digest], ours) is False
+    assert decisions.spend_outcome(plan, [OTHER], ours) is False  # a plain spend's record
+    assert decisions.spend_outcome(plan, [OTHER + digest], TOKEN) is False  # plain: no re-entry

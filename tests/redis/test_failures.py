@@ -179,28 +179,6 @@ def test_no_persistence_never_proves() -> None:
             assert strict.store_id is None
 
 
-@pytest.fixture(scope="module")
-def primary_and_replica() -> Iterator[tuple[servers.RedisServer, servers.RedisServer]]:
-    try:
-        primary_cm = servers.local_redis(servers.PLAIN)
-        primary = primary_cm.__enter__()
-    except servers.ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        with servers.local_redis(
-            (*servers.PLAIN, "--replicaof", "127.0.0.1", str(primary.port))
-        ) as replica:
-            client = redis.Redis(port=replica.port)
-            deadline = time.monotonic() + 10
-            while client.info("replication").get("master_link_status") != "up":
-                assert time.monotonic() < deadline, "the replica never synced"
-                time.sleep(0.02)
-            client.close()
-            yield primary, replica
-    finally:
-        primary_cm.__exit__(None, None, None)
-
-
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_replica_never_proves_and_refuses_spends(
     flavor: str, primary_and_replica: tuple[servers.RedisServer, servers.RedisServer]

@@ -162,3 +162,36 @@ def test_a_lost_reply_is_resolved_by_the_retry(
             assert _spend_as(direct, "theirs-as", OTHER) is True
         # Our reply lost, the retry finds another attempt's record: refused.
         assert ledger.lose_one_reply(lambda: _spend_as(ledger, "theirs-as", KEY)) is False
+
+
+def _sets(client: redis.Redis) -> int:
+    """How many SETs the server ran (the scripts' own included)."""
+    stats: dict[str, Any] = client.info("commandstats")
+    return int(stats.get("cmdstat_set", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+def test_a_re_entry_is_vouched_by_wait(
+    flavor: str,
+    primary_and_replica: tuple[servers.RedisServer, servers.RedisServer],
+    namespace: str,
+) -> None:
+    """With ``wait_replicas``, the WAIT in a re-entry's trip must cover the record it
+    re-enters, which an earlier call (maybe another connection) wrote: the script writes
+    it again, unchanged, so the WAIT counts a write that follows it."""
+    primary, _ = primary_and_replica
+    client = redis.Redis(port=primary.port)
+    try:
+        with Flavored(flavor, primary.url, namespace=namespace, wait_replicas="1") as ledger:
+            assert _spend_as(ledger, "waited", KEY) is True
+            before = _sets(client)
+            assert _spend_as(ledger, "waited", KEY) is True
+            assert _sets(client) == before + 1  # written again: the WAIT covers it
+            assert _spend_as(ledger, "waited", OTHER) is False
+            assert ledger.spend("waited") is False
+            assert _sets(client) == before + 1  # a refused attempt writes nothing
+            value = client.get(commands.Keys(namespace).record(b"waited"))
+            assert value is not None
+            assert value[TOKEN_BYTES:] == attempt_digest(KEY)
+    finally:
+        client.close()
