@@ -7,9 +7,15 @@ Importing this package does not import redis-py; opening a ledger does, and rais
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .backend import BACKEND, CLUSTER_BACKEND
-from .ledger import AsyncRedisLedger, RedisLedger
-from .rules import RedisOptions, ReplyLost
+from .errors import ReplyLost
+from .options import RedisOptions
+
+if TYPE_CHECKING:
+    from .aio import AsyncRedisLedger
+    from .ledger import RedisLedger
 
 __all__ = [
     "BACKEND",
@@ -19,3 +25,16 @@ __all__ = [
     "RedisOptions",
     "ReplyLost",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The ledger classes, imported on first use."""
+    if name == "RedisLedger":
+        from .ledger import RedisLedger
+
+        return RedisLedger
+    if name == "AsyncRedisLedger":
+        from .aio import AsyncRedisLedger
+
+        return AsyncRedisLedger
+    raise AttributeError(name)

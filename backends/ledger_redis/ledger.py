@@ -1,72 +1,94 @@
-"""The sync and async Redis ledgers: thin shells over :mod:`.rules` and a transport."""
+"""The sync Redis ledger: a thin shell that drives :mod:`.decisions` through the
+transport's steps with redis-py's sync objects (:class:`~.transport.SyncOps`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
 
-from ledger_core.base import AsyncLedgerBase, LedgerBase
-from ledger_core.errors import InvalidLedgerURL, LedgerError
+from ledger_core.base import ReentrantLedgerBase
+from ledger_core.errors import LedgerError
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
-from ledger_core.steps import run_steps, run_steps_async
+from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
-from . import decisions, rules
-from .driver import redis_module
-from .rules import IdentityLost, RedisOptions
-from .transport import AsyncClusterIO, AsyncPoolIO, ClusterIO, PoolIO
-
-SyncIO = PoolIO | ClusterIO
-AsyncIO = AsyncPoolIO | AsyncClusterIO
-
-# A client the host gives keeps its own timeouts and connection settings.
-_CLIENT_OPTIONS = rules.LEDGER_OPTIONS - {"timeout", "connect_timeout"}
+from . import decisions
+from .errors import unexpected
+from .options import RedisOptions
+from .transport import Op, SyncOps, Transport, deadline_for, through, transport_for
 
 
-def _client_options(options: Mapping[str, Any]) -> RedisOptions:
-    unknown = sorted(set(options) - _CLIENT_OPTIONS)
-    if unknown:
-        raise InvalidLedgerURL(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for a Redis ledger on a "
-            f"client (known: {', '.join(sorted(_CLIENT_OPTIONS))})"
-        )
-    return RedisOptions.from_mapping(options)
+def opening(
+    transport: Transport, namespace: str, options: RedisOptions
+) -> Generator[Op, Any, decisions.Opened]:
+    """Read the servers' facts and the namespace's identity (C6); nothing raw (C4)."""
+    steps = decisions.open_steps(
+        namespace, options, cluster=transport.cluster, location=transport.location
+    )
+    try:
+        return (yield from through(transport, steps, None))
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise unexpected(exc, "open", spend=False) from exc
 
 
-class _State:
-    """What both shells keep: the plan, the info, the re-check clock, and the failure
-    that keeps a ledger closed once its store forgot or changed (never a new identity)."""
+class Shell:
+    """What the sync and async ledgers hold: the transport, the plan, the info and the
+    guard (re-check, failed for good); each operation is one generator of primitive
+    operations (:meth:`_ops_for`) that the flavour's driver performs."""
 
-    _opened: decisions.Opened
-    _recheck: rules.Recheck
-    _failed: LedgerError | None
-
-    def _init_state(self, opened: decisions.Opened) -> None:
-        self._opened = opened
+    def __init__(
+        self,
+        transport: Transport,
+        opened: decisions.Opened,
+        ops: Any,
+        on_close: Callable[[], Any] | None,
+    ) -> None:
+        self._io = transport
+        self._perform = ops
+        self._guard = decisions.Guard(opened)
         self._plan = opened.plan
         self._info = opened.info
-        self._recheck = rules.Recheck(opened.options.recheck_interval)
-        self._failed = None
+        self._on_close = on_close
 
-    def _raise_if_failed(self) -> None:
-        if self._failed is not None:
-            raise type(self._failed)(str(self._failed)) from self._failed
+    def _ops_for(
+        self, steps: decisions.Steps, what: str, *, spend: bool, recheck: bool = True
+    ) -> Generator[Op, Any, Any]:
+        guarded = self._guard.steps(steps, what, spend=spend, recheck=recheck)
+        return through(self._io, guarded, deadline_for(self._io))
 
-    def _fail(self, exc: LedgerError) -> LedgerError:
-        self._failed = exc
-        return exc
+    def _spend_ops(self, request_id: bytes, digest: bytes | None = None) -> Any:
+        return self._ops_for(
+            decisions.spend_steps(self._plan, request_id, new_token(), digest), "spend", spend=True
+        )
 
-    def _listing_failed(self, exc: Exception) -> NoReturn:
-        """A listing page failed: a forgotten store fails the ledger for good."""
-        if isinstance(exc, IdentityLost):
-            raise self._fail(exc)
-        if isinstance(exc, LedgerError):
-            raise exc
-        raise decisions.unexpected(exc, "spent_ids", spend=False) from exc
+    def _read_ops(self, request_id: bytes) -> Any:
+        return self._ops_for(decisions.read_steps(self._plan, request_id), "is_spent", spend=False)
+
+    def _batches(self, request_ids: Sequence[str]) -> Iterator[Any]:
+        """The ops of each pipelined trip of ``spend_many`` (per id on a Cluster, whose
+        client sends one command per trip)."""
+        raws = [validate_request_id(r) for r in request_ids]
+        if self._io.cluster:
+            return (self._spend_ops(raw) for raw in raws)
+        return (
+            self._ops_for(steps, "spend_many", spend=True)
+            for steps in decisions.spend_many_batches(self._plan, raws)
+        )
+
+    def _page_ops(self, scan: decisions.Scan) -> Any:
+        # A page is one trip; the configuration re-check stays with spends and reads.
+        return self._ops_for(scan.page_steps(), scan.what, spend=False, recheck=False)
+
+    def _listing(self, count: int, kind: str | None = None) -> decisions.Listing:
+        return decisions.Listing(self._plan, count, kind)
+
+    def _namespace_scan(self, count: int) -> decisions.NamespaceScan:
+        return decisions.NamespaceScan(self._plan.keys, count)
 
 
-class RedisLedger(_State, LedgerBase):
+class RedisLedger(Shell, ReentrantLedgerBase):
     """A sync ledger in Redis: one genesis-proving script per spend or read, never an
     expiry.
 
@@ -75,317 +97,76 @@ class RedisLedger(_State, LedgerBase):
     one configuration re-check trip at most every ``recheck_interval`` seconds.
     """
 
-    def __init__(
-        self,
-        io: SyncIO,
-        opened: decisions.Opened,
-        *,
-        on_close: Callable[[], None] | None = None,
-    ) -> None:
-        self._io = io
-        self._perform = _performer(io)
-        self._init_state(opened)
-        self._on_close = on_close
-
     @classmethod
     def from_client(
         cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
     ) -> RedisLedger:
         """A ledger on a redis-py ``Redis``, ``ConnectionPool`` or ``RedisCluster`` the
         host already has; the ledger never closes it."""
-        opts = _client_options(options)
-        return cls.open_on(_sync_io(client), namespace=validate_namespace(namespace), options=opts)
+        opts = RedisOptions.for_client(options)
+        transport = transport_for(client, asyncio_client=False)
+        return cls.open_on(transport, namespace=validate_namespace(namespace), options=opts)
 
     @classmethod
     def open_on(
         cls,
-        io: SyncIO,
+        transport: Transport,
         *,
         namespace: str,
         options: RedisOptions,
         on_close: Callable[[], None] | None = None,
     ) -> RedisLedger:
-        """Read the server's facts and the namespace's identity (C6)."""
-        steps = decisions.open_steps(
-            namespace, options, cluster=isinstance(io, ClusterIO), location=io.location
-        )
+        ops = SyncOps(transport)
         try:
-            perform = _performer(io)
-            opened = run_steps(steps, lambda request: perform(request, None))
-        except BaseException as exc:
+            opened = run_steps(opening(transport, namespace, options), ops)
+        except BaseException:
             if on_close is not None:
                 on_close()
-            if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
-                raise decisions.unexpected(exc, "open", spend=False) from exc
             raise
-        return cls(io, opened, on_close=on_close)
-
-    def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
-        self._raise_if_failed()
-        deadline = _deadline(self._io.budget)
-
-        def perform(request: decisions.Request) -> Any:
-            return self._perform(request, deadline)
-
-        try:
-            if self._recheck.due():
-                try:
-                    changed = run_steps(decisions.recheck_steps(self._opened), perform)
-                except BaseException:
-                    self._recheck.failed()
-                    raise
-                if changed is not None:
-                    raise self._fail(changed)
-            return run_steps(steps, perform)
-        except IdentityLost as exc:
-            self._fail(exc)
-            raise
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise decisions.unexpected(exc, what, spend=spend) from exc
+        return cls(transport, opened, ops, on_close)
 
     def _spend(self, request_id: bytes) -> bool:
-        steps = decisions.spend_steps(self._plan, request_id, new_token())
-        won: bool = self._run(steps, "spend", spend=True)
+        won: bool = run_steps(self._spend_ops(request_id), self._perform)
+        return won
+
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        """C10: the same script as a spend, the attempt's digest stored with the token."""
+        won: bool = run_steps(self._spend_ops(request_id, digest), self._perform)
         return won
 
     def _is_spent(self, request_id: bytes) -> bool:
-        spent: bool = self._run(
-            decisions.read_steps(self._plan, request_id), "is_spent", spend=False
-        )
+        spent: bool = run_steps(self._read_ops(request_id), self._perform)
         return spent
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
         Cluster): each answer is what :meth:`spend` would say."""
-        raws = [validate_request_id(r) for r in request_ids]
-        if isinstance(self._io, ClusterIO):
-            return [self._spend(raw) for raw in raws]
         out: list[bool] = []
-        for steps in decisions.spend_many_batches(self._plan, raws):
-            out += self._run(steps, "spend_many", spend=True)
+        for ops in self._batches(request_ids):
+            answer = run_steps(ops, self._perform)
+            out += answer if isinstance(answer, list) else [answer]
         return out
 
     def spent_ids(self, count: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
         (every master of a Cluster); markers and other namespaces are never listed."""
-        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
+        return self._scan(self._listing(count))
 
     def lineage(self) -> list[str]:
         """The store_ids this store was migrated from (its lineage markers)."""
-        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
-        return sorted(self._scan(listing))
+        return sorted(self._scan(self._listing(1000, MarkerKind.LINEAGE)))
 
-    def _scan(self, listing: decisions.Listing) -> Iterator[str]:
-        self._raise_if_failed()
-        keys = self._plan.keys
-        while (page := listing.next_page()) is not None:
-            try:
-                reply = self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
-                ids = listing.take(*reply)
-            except Exception as exc:
-                self._listing_failed(exc)
-            yield from ids
+    def namespaces(self, count: int = 1000) -> Iterator[str]:
+        """Every namespace with a genesis in this key space (database, or Cluster: every
+        master), this one included, each once, streamed by ``SCAN`` pages of ``count``."""
+        return self._scan(self._namespace_scan(count))
+
+    def _scan(self, scan: decisions.Scan) -> Iterator[str]:
+        while (items := run_steps(self._page_ops(scan), self._perform)) is not None:
+            yield from items
 
     def close(self) -> None:
         if not self._io.closed:
             self._io.close()
             if self._on_close is not None:
                 self._on_close()
-
-
-class AsyncRedisLedger(_State, AsyncLedgerBase):
-    """The asyncio face of :class:`RedisLedger` (``redis.asyncio``), same semantics (C9)."""
-
-    def __init__(
-        self,
-        io: AsyncIO,
-        opened: decisions.Opened,
-        *,
-        on_close: Callable[[], Any] | None = None,
-    ) -> None:
-        self._io = io
-        self._perform = _async_performer(io)
-        self._init_state(opened)
-        self._on_close = on_close
-
-    @classmethod
-    async def from_client(
-        cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
-    ) -> AsyncRedisLedger:
-        """A ledger on a ``redis.asyncio`` client, pool or Cluster client the host
-        already has; the ledger never closes it."""
-        opts = _client_options(options)
-        return await cls.open_on(
-            _async_io(client), namespace=validate_namespace(namespace), options=opts
-        )
-
-    @classmethod
-    async def open_on(
-        cls,
-        io: AsyncIO,
-        *,
-        namespace: str,
-        options: RedisOptions,
-        on_close: Callable[[], Any] | None = None,
-    ) -> AsyncRedisLedger:
-        steps = decisions.open_steps(
-            namespace, options, cluster=isinstance(io, AsyncClusterIO), location=io.location
-        )
-        try:
-            aperform = _async_performer(io)
-            opened = await run_steps_async(steps, lambda request: aperform(request, None))
-        except BaseException as exc:
-            if on_close is not None:
-                await on_close()
-            if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
-                raise decisions.unexpected(exc, "open", spend=False) from exc
-            raise
-        return cls(io, opened, on_close=on_close)
-
-    async def _run(self, steps: decisions.Steps, what: str, *, spend: bool) -> Any:
-        self._raise_if_failed()
-        deadline = _deadline(self._io.budget)
-
-        async def perform(request: decisions.Request) -> Any:
-            return await self._perform(request, deadline)
-
-        try:
-            if self._recheck.due():
-                try:
-                    changed = await run_steps_async(decisions.recheck_steps(self._opened), perform)
-                except BaseException:
-                    self._recheck.failed()
-                    raise
-                if changed is not None:
-                    raise self._fail(changed)
-            return await run_steps_async(steps, perform)
-        except IdentityLost as exc:
-            self._fail(exc)
-            raise
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise decisions.unexpected(exc, what, spend=spend) from exc
-
-    async def _spend(self, request_id: bytes) -> bool:
-        steps = decisions.spend_steps(self._plan, request_id, new_token())
-        won: bool = await self._run(steps, "spend", spend=True)
-        return won
-
-    async def _is_spent(self, request_id: bytes) -> bool:
-        steps = decisions.read_steps(self._plan, request_id)
-        spent: bool = await self._run(steps, "is_spent", spend=False)
-        return spent
-
-    async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
-        Cluster): each answer is what :meth:`spend` would say."""
-        raws = [validate_request_id(r) for r in request_ids]
-        if isinstance(self._io, AsyncClusterIO):
-            return [await self._spend(raw) for raw in raws]
-        out: list[bool] = []
-        for steps in decisions.spend_many_batches(self._plan, raws):
-            out += await self._run(steps, "spend_many", spend=True)
-        return out
-
-    def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
-        """The asyncio face of :meth:`RedisLedger.spent_ids`."""
-        return self._scan(decisions.Listing(self._plan, self._io.nodes(), count))
-
-    async def lineage(self) -> list[str]:
-        listing = decisions.Listing(self._plan, self._io.nodes(), 1000, MarkerKind.LINEAGE)
-        return sorted([source async for source in self._scan(listing)])
-
-    async def _scan(self, listing: decisions.Listing) -> AsyncIterator[str]:
-        self._raise_if_failed()
-        keys = self._plan.keys
-        while (page := listing.next_page()) is not None:
-            try:
-                reply = await self._io.scan(*page, keys.genesis, listing.pattern, listing.count)
-                ids = listing.take(*reply)
-            except Exception as exc:
-                self._listing_failed(exc)
-            for request_id in ids:
-                yield request_id
-
-    async def aclose(self) -> None:
-        if not self._io.closed:
-            self._io.close()
-            if self._on_close is not None:
-                await self._on_close()
-
-
-def _deadline(budget: float | None) -> float | None:
-    """When the whole operation must be over (its re-check and retries included)."""
-    return None if budget is None else time.monotonic() + budget
-
-
-def _performer(io: SyncIO) -> Callable[[decisions.Request, float | None], Any]:
-    def perform(request: decisions.Request, deadline: float | None = None) -> Any:
-        kind, commands, what = request
-        if kind == decisions.FACTS:
-            return io.facts(deadline)
-        assert commands is not None
-        return io.call(commands, what, deadline)
-
-    return perform
-
-
-def _async_performer(
-    io: AsyncIO,
-) -> Callable[[decisions.Request, float | None], Awaitable[Any]]:
-    async def perform(request: decisions.Request, deadline: float | None = None) -> Any:
-        kind, commands, what = request
-        if kind == decisions.FACTS:
-            return await io.facts(deadline)
-        assert commands is not None
-        return await io.call(commands, what, deadline)
-
-    return perform
-
-
-def _describe_client(client: Any) -> str:
-    """Where a host's client points, without any credential."""
-    kwargs: Mapping[str, Any] = {}
-    pool = getattr(client, "connection_pool", client)
-    getter = getattr(pool, "connection_kwargs", None)
-    if isinstance(getter, Mapping):
-        kwargs = getter
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}"
-    if "host" in kwargs:
-        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-    return f"<{type(client).__name__}>"
-
-
-def _sync_io(client: Any) -> SyncIO:
-    redis = redis_module()
-    if isinstance(client, redis.cluster.RedisCluster):
-        nodes = client.get_nodes()
-        where = f"redis+cluster://{nodes[0].name}" if nodes else "redis+cluster://"
-        return ClusterIO(client, where)
-    if isinstance(client, redis.Redis):
-        return PoolIO(client.connection_pool, _describe_client(client))
-    if isinstance(client, redis.ConnectionPool):
-        return PoolIO(client, _describe_client(client))
-    raise InvalidLedgerURL(
-        f"expected a redis-py Redis, ConnectionPool or RedisCluster, not {type(client).__name__}"
-    )
-
-
-def _async_io(client: Any) -> AsyncIO:
-    redis = redis_module()
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        nodes = client.get_nodes()
-        where = f"redis+cluster://{nodes[0].name}" if nodes else "redis+cluster://"
-        return AsyncClusterIO(client, where)
-    if isinstance(client, redis.asyncio.Redis):
-        return AsyncPoolIO(client.connection_pool, _describe_client(client))
-    if isinstance(client, redis.asyncio.ConnectionPool):
-        return AsyncPoolIO(client, _describe_client(client))
-    raise InvalidLedgerURL(
-        "expected a redis.asyncio Redis, ConnectionPool or RedisCluster, "
-        f"not {type(client).__name__}"
-    )

@@ -1,50 +1,109 @@
-"""How commands reach Redis: four thin shells (standalone or Cluster, sync or async).
+"""How the decisions' requests reach Redis, written once as steps over a few primitive
+operations; the sync and async flavours only perform those operations.
 
-Standalone ledgers borrow one connection from a redis-py pool per exchange and speak
-on it directly. That is what lets a failure be told apart precisely: a pool that
-cannot hand out a connected connection has sent nothing (``LedgerUnavailable``), a
-failure after sending is a lost reply (``ReplyLost``, which a spend resolves), and no
-layer in between resends a command behind the ledger's back. Commands of one exchange
-share one trip (a spend and its ``WAIT`` are pipelined).
+A decision yields a request (:data:`CALL` commands in one trip, the servers'
+:data:`FACTS`, the :data:`NODES` to scan, one :data:`SCAN` page). :func:`through` serves
+each with the transport's own steps, which yield primitive operations (:data:`Op`: borrow a
+connection, send, read, ...), so what a failure *means* (sent or not, a lost reply, an
+error reply) is decided here once; :class:`SyncOps` and :class:`AsyncOps` perform the
+operations with redis-py's sync or asyncio objects, and ``ledger_core.steps`` drives it.
+
+Standalone ledgers borrow one connection from a redis-py pool per exchange and speak on
+it directly. That is what lets a failure be told apart precisely: a pool that cannot
+hand out a connected connection has sent nothing (``LedgerUnavailable``), a failure after
+sending is a lost reply (``ReplyLost``, which a spend resolves), and no layer in between
+resends a command behind the ledger's back. Commands of one exchange share one trip (a
+spend and its ``WAIT`` are pipelined).
 
 Cluster ledgers go through redis-py's Cluster client, which follows ``MOVED``/``ASK``
 and retries on its own; its spends therefore use ``SET NX GET``, which a resend cannot
-fool (see :class:`rules.SpendPlan`). Every failure there counts as possibly sent.
+fool. Every failure there counts as possibly sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from ledger_core.errors import LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
 
-from .rules import Command, ServerFacts, as_eval, driver_error, facts_from, io_errors
+from .commands import FACT_COMMANDS, Command, as_eval, redis_options, scan_command
+from .driver import redis_module
+from .errors import IO_ERRORS, driver_error, noscript_error, response_error
+from .identity import ServerFacts, facts_from_replies
+
+R = TypeVar("R")
+
+# What a decision asks for (the first item of a request).
+CALL = "call"  # (CALL, commands, what): one trip; each reply
+FACTS = "facts"  # (FACTS, None, what): every master's ServerFacts
+NODES = "nodes"  # (NODES, None, what): where to SCAN (every master of a Cluster)
+SCAN = "scan"  # (SCAN, Page, what): (genesis or None, cursor, keys)
+Request = tuple[str, Any, str]
+
+# What the transport asks of redis-py.
+BORROW, SEND, READ, DROP, RELEASE = "borrow", "send", "read", "drop", "release"
+EXEC, PRIMARIES = "exec", "primaries"
 
 
-def _first_error(replies: list[Any], what: str) -> list[Any]:
-    """Raise the first command's error reply; later replies are the plan's to judge
-    (a ``WAIT`` that fails after the write landed is not a plain refusal)."""
-    first = replies[0]
-    if isinstance(first, Exception):
-        raise driver_error(first, what, sent=True) from first
-    return replies
+# One primitive operation: (kind, the borrowed connection it works on, its argument,
+# redis-py keywords). Plain tuples: four of them per trip, on the hot path.
+Op = tuple[str, Any, Any, Mapping[str, Any]]
+NO_OPTIONS: Mapping[str, Any] = {}
 
 
-def _options(command: Command) -> dict[str, Any]:
-    # redis-py parses replies by command name; SET with GET must come back raw.
-    return {"get": True} if command[0] == "SET" and "GET" in command else {}
+OpSteps = Generator[Op, Any, Any]
 
 
-class PoolIO:
-    """Standalone, sync: one pooled connection per exchange (never the caller's retries).
+@dataclass(frozen=True)
+class Page:
+    """One ``SCAN`` page of one node, with the genesis read beside it when a listing
+    must prove it (``genesis_key``)."""
+
+    node: Any
+    cursor: int
+    pattern: bytes
+    count: int
+    genesis_key: bytes | None = None
+
+
+class Transport:
+    """Where a ledger points and how its requests are served (standalone or Cluster).
 
     ``budget``: seconds one ledger operation may take in all (its re-check, its trips,
     a ``NOSCRIPT`` resend, the resolving retry): no trip starts after it ran out, and a
     trip started in time is bounded by the socket timeout, so an operation ends within
-    ``budget`` + ``timeout``. ``None`` for a host's client, which keeps its own timeouts.
+    ``budget`` + ``timeout``. ``None`` for a host's client and a Cluster (whose client
+    retries and redirects inside one call, bounded only by its socket timeouts).
+    """
+
+    cluster = False
+
+    def __init__(self, client: Any, location: str, budget: float | None = None) -> None:
+        self.client = client
+        self.location = location
+        self.budget = budget
+        self.closed = False
+        self._response_error = response_error()
+        self._noscript = noscript_error()
+
+    def serve(self, request: Request, deadline: float | None) -> OpSteps:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+
+
+class PoolTransport(Transport):
+    """Standalone: one pooled connection per exchange (never the caller's retries).
+
     Reads never pass ``read_response(timeout=...)``: redis-py's asyncio connection
     answers ``None`` when that timeout expires, which a spend would read as "written
     now" (a double spend); the socket timeout raises instead.
@@ -53,340 +112,260 @@ class PoolIO:
     def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
             raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
-        self.budget = budget
-        self._pool = pool
-        self._errors = io_errors()
-        self._response_error = _response_error()
-        self._noscript = _noscript_error()
-        self.location = location
-        self.closed = False
+        super().__init__(pool, location, budget)
 
-    def exchange(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        """Send ``commands`` in one trip; each reply, or the server's error for it."""
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
-            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
+    def serve(self, request: Request, deadline: float | None) -> OpSteps:
+        kind, arg, what = request
+        if kind == CALL:
+            replies = yield from self._exchange(arg, what, deadline)
+            if _noscript(arg, replies, self._noscript):
+                replies = yield from self._exchange(as_eval(arg), what, deadline)
+            return _first_error(replies, what)
+        if kind == FACTS:
+            replies = yield from self._exchange(FACT_COMMANDS, "read the configuration", deadline)
+            return [facts_from_replies(self.location, *replies)]
+        if kind == NODES:
+            return [None]
+        page: Page = arg
+        commands = [scan_command(page.cursor, page.pattern, page.count)]
+        if page.genesis_key is not None:  # one trip: the genesis, then the page
+            commands.insert(0, ("GET", page.genesis_key))
+        replies = yield from self._exchange(commands, what, deadline)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise driver_error(reply, what, sent=True) from reply
+        genesis = replies[0] if page.genesis_key is not None else None
+        cursor, keys = replies[-1]
         try:
-            conn = self._pool.get_connection()
-        except self._errors as exc:
+            number: Any = int(cursor)
+        except (TypeError, ValueError):
+            number = cursor  # judged (and refused) by the listing
+        return genesis, number, list(keys)
+
+    def _exchange(
+        self, commands: Sequence[Command], what: str, deadline: float | None
+    ) -> Generator[Op, Any, list[Any]]:
+        """Send ``commands`` in one trip; each reply, or the server's error for it.
+
+        No cleanup step is ever yielded from an ``except BaseException`` or a
+        ``finally``: a cancelled operation is cleaned up by the ops themselves
+        (:func:`_abandoned`), and this generator is simply dropped.
+        """
+        self._check_open()
+        _in_time(what, deadline)  # no new trip (nor a new connection) after the budget
+        try:
+            conn = yield (BORROW, None, None, NO_OPTIONS)
+        except IO_ERRORS as exc:
             raise driver_error(exc, what, sent=False) from exc
-        if _left(deadline) == 0.0:
-            self._pool.release(conn)
-            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
         try:
-            if len(commands) == 1:
-                conn.send_command(*commands[0])
-            else:
-                conn.send_packed_command(conn.pack_commands(commands))
+            _in_time(what, deadline)
+        except LedgerUnavailable:
+            yield (RELEASE, conn, None, NO_OPTIONS)
+            raise
+        try:
+            yield (SEND, conn, commands, NO_OPTIONS)
             replies: list[Any] = []
             for _ in commands:
                 try:
-                    replies.append(conn.read_response(disable_decoding=True))
+                    replies.append((yield (READ, conn, None, NO_OPTIONS)))
                 except self._response_error as exc:
                     replies.append(exc)  # the connection stays in step: read the rest
-            return replies
-        except BaseException as exc:
-            conn.disconnect()  # failed or interrupted mid-exchange: never reuse it
-            if isinstance(exc, self._errors):
-                raise driver_error(exc, what, sent=True) from exc
-            raise
-        finally:
-            self._pool.release(conn)
-
-    def call(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        replies = self.exchange(commands, what, deadline)
-        if _noscript(commands, replies, self._noscript):
-            replies = self.exchange(as_eval(commands), what, deadline)
-        return _first_error(replies, what)
-
-    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
-        info, save, fsync = self.exchange(FACT_COMMANDS, "read the configuration", deadline)
-        return [_facts(self.location, info, save, fsync)]
-
-    def nodes(self) -> list[Any]:
-        return [None]
-
-    def scan(
-        self, node: Any, cursor: int, genesis_key: bytes, pattern: bytes, count: int
-    ) -> tuple[Any, Any, list[Any]]:
-        """One trip: the genesis, then one ``SCAN`` page, on one connection."""
-        commands = _scan_commands(cursor, genesis_key, pattern, count)
-        return _scan_replies(self.exchange(commands, "spent_ids"))
-
-    def close(self) -> None:
-        self.closed = True
+        except IO_ERRORS as exc:
+            yield (DROP, conn, None, NO_OPTIONS)  # failed mid-exchange: never reuse it
+            raise driver_error(exc, what, sent=True) from exc
+        yield (RELEASE, conn, None, NO_OPTIONS)
+        return replies
 
 
-class AsyncPoolIO:
-    """Standalone, async: the same exchange as :class:`PoolIO`, awaited."""
+class ClusterTransport(Transport):
+    """Redis Cluster: one command per trip through redis-py's Cluster client."""
 
-    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
-        if getattr(pool, "cache", None) is not None:
-            raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
-        self.budget = budget
-        self._pool = pool
-        self._errors = io_errors()
-        self._response_error = _response_error()
-        self._noscript = _noscript_error()
-        self.location = location
-        self.closed = False
-
-    async def exchange(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        if _left(deadline) == 0.0:  # no new trip (nor a new connection) after the budget
-            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
-        try:
-            conn = await self._pool.get_connection()
-        except self._errors as exc:
-            raise driver_error(exc, what, sent=False) from exc
-        if _left(deadline) == 0.0:
-            await self._pool.release(conn)
-            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
-        try:
-            if len(commands) == 1:
-                await conn.send_command(*commands[0])
-            else:
-                await conn.send_packed_command(conn.pack_commands(commands))
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response(disable_decoding=True))
-                except self._response_error as exc:
-                    replies.append(exc)
-            return replies
-        except BaseException as exc:
-            await conn.disconnect(nowait=True)  # failed or cancelled: never reuse it
-            if isinstance(exc, self._errors):
-                raise driver_error(exc, what, sent=True) from exc
-            raise
-        finally:
-            await self._pool.release(conn)
-
-    async def call(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        replies = await self.exchange(commands, what, deadline)
-        if _noscript(commands, replies, self._noscript):
-            replies = await self.exchange(as_eval(commands), what, deadline)
-        return _first_error(replies, what)
-
-    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
-        info, save, fsync = await self.exchange(FACT_COMMANDS, "read the configuration", deadline)
-        return [_facts(self.location, info, save, fsync)]
-
-    def nodes(self) -> list[Any]:
-        return [None]
-
-    async def scan(
-        self, node: Any, cursor: int, genesis_key: bytes, pattern: bytes, count: int
-    ) -> tuple[Any, Any, list[Any]]:
-        commands = _scan_commands(cursor, genesis_key, pattern, count)
-        return _scan_replies(await self.exchange(commands, "spent_ids"))
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class ClusterIO:
-    """Redis Cluster, sync: one command per trip through redis-py's Cluster client."""
+    cluster = True
 
     def __init__(self, cluster: Any, location: str) -> None:
-        _check_cluster(cluster)
-        self.budget: float | None = None
-        self._cluster = cluster
-        self._errors = io_errors()
-        self._response_error = _response_error()
-        self._noscript = _noscript_error()
-        self.location = location
-        self.closed = False
+        if getattr(cluster, "read_from_replicas", False) or getattr(
+            cluster, "load_balancing_strategy", None
+        ):
+            raise UnsafeStoreConfig(
+                "a Cluster client that reads from replicas can miss a fresh spend (C3): "
+                "build it without read_from_replicas / load_balancing_strategy"
+            )
+        if cluster.get_encoder().decode_responses:
+            raise UnsafeStoreConfig(
+                "a Cluster client with decode_responses=True cannot hold tokens"
+            )
+        super().__init__(cluster, location)
 
-    def call(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        """``deadline`` is not applied: redis-py's Cluster client retries and redirects
-        inside one call, bounded only by its socket timeouts (docs/redis.md)."""
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        (command,) = commands  # no WAIT here: see rules.SpendPlan.build
-        try:
+    def serve(self, request: Request, deadline: float | None) -> OpSteps:
+        """``deadline`` is not applied (see :class:`Transport`)."""
+        kind, arg, what = request
+        self._check_open()
+        if kind == CALL:
+            (command,) = arg  # no WAIT here: see decisions.plan_for
             try:
-                return [self._cluster.execute_command(*command, **_options(command))]
-            except self._noscript:
-                (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
-                return [self._cluster.execute_command(*command)]
-        except self._errors as exc:
-            raise driver_error(exc, what, sent=True) from exc
-
-    def facts(self, deadline: float | None = None) -> list[ServerFacts]:
-        try:
-            primaries = self._cluster.get_primaries()
-        except self._errors as exc:
-            raise driver_error(exc, "read the configuration", sent=False) from exc
-        out = []
-        for node in primaries:
-            replies = []
-            for command in FACT_COMMANDS:
                 try:
-                    replies.append(self._cluster.execute_command(*command, target_nodes=node))
-                except self._response_error as exc:
-                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
-                except self._errors as exc:
-                    # Not read at all (a lost node, no free connection): no verdict.
-                    raise driver_error(exc, "read the configuration", sent=False) from exc
-            out.append(_facts(f"node {node.name}", *replies))
-        return out
+                    return [(yield (EXEC, None, command, redis_options(command)))]
+                except self._noscript:
+                    (command,) = as_eval(arg)  # NOSCRIPT: the script did not run
+                    return [(yield (EXEC, None, command, NO_OPTIONS))]
+            except IO_ERRORS as exc:
+                raise driver_error(exc, what, sent=True) from exc
+        if kind == FACTS:
+            return (yield from self._facts())
+        if kind == NODES:
+            return (yield from self._primaries(what))
+        page: Page = arg
+        try:
+            genesis = None
+            if page.genesis_key is not None:  # routed by its slot, just before the page
+                genesis = yield (EXEC, None, ("GET", page.genesis_key), NO_OPTIONS)
+            cursors, keys = yield (
+                EXEC,
+                None,
+                scan_command(page.cursor, page.pattern, page.count),
+                {"target_nodes": page.node},
+            )
+        except IO_ERRORS as exc:
+            raise driver_error(exc, what, sent=True) from exc
+        # redis-py's Cluster SCAN answers {node: cursor}; one node was asked.
+        if isinstance(cursors, dict) and len(cursors) == 1:
+            cursors = next(iter(cursors.values()))
+        return genesis, cursors, list(keys)
 
-    def nodes(self) -> list[Any]:
+    def _primaries(self, what: str) -> OpSteps:
         """Every master: a namespace lives in one slot, but the slot may move mid-scan."""
         try:
-            return list(self._cluster.get_primaries())
-        except self._errors as exc:
-            raise driver_error(exc, "spent_ids", sent=False) from exc
+            return list((yield (PRIMARIES, None, None, NO_OPTIONS)))
+        except IO_ERRORS as exc:
+            raise driver_error(exc, what, sent=False) from exc
 
-    def scan(
-        self, node: Any, cursor: int, genesis_key: bytes, pattern: bytes, count: int
-    ) -> tuple[Any, Any, list[Any]]:
-        """Two commands: the genesis (routed by its slot), then one page of ``node``."""
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        try:
-            genesis = self._cluster.execute_command("GET", genesis_key)
-            cursors, keys = self._cluster.execute_command(
-                "SCAN", cursor, "MATCH", pattern, "COUNT", count, target_nodes=node
-            )
-        except self._errors as exc:
-            raise driver_error(exc, "spent_ids", sent=True) from exc
-        return genesis, _one_cursor(cursors), list(keys)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class AsyncClusterIO:
-    """Redis Cluster, async.
-
-    redis-py's async Cluster client fails at once when a node's connections are all in
-    use; a semaphore as wide as that limit makes many concurrent spends wait instead.
-    """
-
-    def __init__(self, cluster: Any, location: str) -> None:
-        _check_cluster(cluster)
-        self.budget: float | None = None
-        self._cluster = cluster
-        self._errors = io_errors()
-        self._response_error = _response_error()
-        self._noscript = _noscript_error()
-        limit = cluster.get_connection_kwargs().get("max_connections") or 100
-        self._slots = asyncio.Semaphore(int(limit))
-        self.location = location
-        self.closed = False
-
-    async def call(
-        self, commands: Sequence[Command], what: str, deadline: float | None = None
-    ) -> list[Any]:
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        (command,) = commands
-        async with self._slots:
-            try:
-                try:
-                    return [await self._cluster.execute_command(*command, **_options(command))]
-                except self._noscript:
-                    (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
-                    return [await self._cluster.execute_command(*command)]
-            except self._errors as exc:
-                raise driver_error(exc, what, sent=True) from exc
-
-    async def facts(self, deadline: float | None = None) -> list[ServerFacts]:
-        try:
-            await self._cluster.initialize()
-            primaries = self._cluster.get_primaries()
-        except self._errors as exc:
-            raise driver_error(exc, "read the configuration", sent=False) from exc
+    def _facts(self) -> Generator[Op, Any, list[ServerFacts]]:
+        what = "read the configuration"
         out = []
-        for node in primaries:
+        for node in (yield from self._primaries(what)):
             replies = []
             for command in FACT_COMMANDS:
                 try:
-                    async with self._slots:  # a connection like any other command's
-                        reply = await self._cluster.execute_command(*command, target_nodes=node)
-                    replies.append(reply)
+                    replies.append((yield (EXEC, None, command, {"target_nodes": node})))
                 except self._response_error as exc:
                     replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
-                except self._errors as exc:
+                except IO_ERRORS as exc:
                     # Not read at all (a lost node, no free connection): no verdict.
-                    raise driver_error(exc, "read the configuration", sent=False) from exc
-            out.append(_facts(f"node {node.name}", *replies))
+                    raise driver_error(exc, what, sent=False) from exc
+            out.append(facts_from_replies(f"node {node.name}", *replies))
         return out
 
-    def nodes(self) -> list[Any]:
-        return list(self._cluster.get_primaries())
 
-    async def scan(
-        self, node: Any, cursor: int, genesis_key: bytes, pattern: bytes, count: int
-    ) -> tuple[Any, Any, list[Any]]:
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        async with self._slots:
-            try:
-                genesis = await self._cluster.execute_command("GET", genesis_key)
-                cursors, keys = await self._cluster.execute_command(
-                    "SCAN", cursor, "MATCH", pattern, "COUNT", count, target_nodes=node
-                )
-            except self._errors as exc:
-                raise driver_error(exc, "spent_ids", sent=True) from exc
-        return genesis, _one_cursor(cursors), list(keys)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def _scan_commands(cursor: int, genesis_key: bytes, pattern: bytes, count: int) -> list[Command]:
-    return [("GET", genesis_key), ("SCAN", cursor, "MATCH", pattern, "COUNT", count)]
+def through(
+    transport: Transport, steps: Generator[Request, Any, R], deadline: float | None
+) -> Generator[Op, Any, R]:
+    """``steps`` (a decision) with each of its requests served by ``transport``: one
+    generator of primitive operations, for ``ledger_core.steps`` to drive. A request's
+    failure (a ``LedgerError`` by then) is thrown into the decision, which may retry."""
+    answer: Any = None
+    failure: Exception | None = None
+    while True:
+        try:
+            request = steps.send(answer) if failure is None else steps.throw(failure)
+        except StopIteration as done:
+            result: R = done.value
+            return result
+        try:
+            answer, failure = (yield from transport.serve(request, deadline)), None
+        except Exception as exc:
+            answer, failure = None, exc
 
 
-def _scan_replies(replies: list[Any]) -> tuple[Any, Any, list[Any]]:
-    """Standalone replies (raw bytes) -> ``(genesis, cursor, keys)``; an error reply raises."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise driver_error(reply, "spent_ids", sent=True) from reply
-    genesis, (cursor, keys) = replies
-    try:
-        number: Any = int(cursor)
-    except (TypeError, ValueError):
-        number = cursor  # judged (and refused) by the listing
-    return genesis, number, list(keys)
+def _abandoned(kind: str, exc: BaseException) -> bool:
+    """Whether an operation on a borrowed connection was interrupted by something that
+    is no ``Exception`` (cancellation, ``KeyboardInterrupt``): the steps never see it,
+    so the operation drops the connection itself, as the steps would have."""
+    return not isinstance(exc, Exception) and kind in (SEND, READ)
 
 
-def _one_cursor(cursors: Any) -> Any:
-    """redis-py's Cluster SCAN answers ``{node: cursor}``; one node was asked."""
-    if isinstance(cursors, dict) and len(cursors) == 1:
-        return next(iter(cursors.values()))
-    return cursors
+class SyncOps:
+    """The primitive operations on redis-py's sync pool or Cluster client."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.client = transport.client
+
+    def __call__(self, op: Op) -> Any:
+        kind, conn, arg, options = op
+        try:
+            if kind == READ:
+                return conn.read_response(disable_decoding=True)
+            if kind == SEND:
+                return conn.send_packed_command(_packed(conn, arg))
+            if kind == EXEC:
+                return self.client.execute_command(*arg, **options)
+            if kind == BORROW:
+                return self.client.get_connection()
+            if kind == PRIMARIES:
+                return self.client.get_primaries()
+        except BaseException as exc:
+            if _abandoned(kind, exc):
+                conn.disconnect()
+                self.client.release(conn)
+            raise
+        if kind == DROP:
+            conn.disconnect()
+        return self.client.release(conn)
 
 
-# INFO (role, version, maxmemory-policy, aof_enabled) and CONFIG GET (save,
-# appendfsync): what decides durability and identity, at open and on every re-check.
-FACT_COMMANDS: list[Command] = [
-    ("INFO",),
-    ("CONFIG", "GET", "save"),
-    ("CONFIG", "GET", "appendfsync"),
-]
+class AsyncOps:
+    """The primitive operations on redis-py's asyncio pool or Cluster client.
+
+    redis-py's async Cluster client fails at once when a node's connections are all in
+    use; a semaphore as wide as that limit makes many concurrent commands wait instead.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self.client = transport.client
+        limit = 0
+        if transport.cluster:
+            limit = int(self.client.get_connection_kwargs().get("max_connections") or 100)
+        self._slots = asyncio.Semaphore(limit or 1)
+
+    async def __call__(self, op: Op) -> Any:
+        kind, conn, arg, options = op
+        try:
+            if kind == READ:
+                return await conn.read_response(disable_decoding=True)
+            if kind == SEND:
+                return await conn.send_packed_command(_packed(conn, arg))
+            if kind == EXEC:
+                async with self._slots:  # a connection like any other command's
+                    return await self.client.execute_command(*arg, **options)
+            if kind == BORROW:
+                return await self.client.get_connection()
+            if kind == PRIMARIES:
+                await self.client.initialize()
+                return self.client.get_primaries()
+        except BaseException as exc:
+            if _abandoned(kind, exc):
+                await conn.disconnect(nowait=True)  # cancelled mid-exchange: never reuse
+                await self.client.release(conn)
+            raise
+        if kind == DROP:
+            await conn.disconnect(nowait=True)
+        return await self.client.release(conn)
 
 
-def _left(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (0.0 once it passed); ``None``: no deadline."""
-    if deadline is None:
-        return None
-    return max(0.0, deadline - time.monotonic())
+def _packed(conn: Any, commands: Sequence[Command]) -> Any:
+    """One command packed alone (redis-py's cheaper path), several in one buffer."""
+    if len(commands) == 1:
+        return conn.pack_command(*commands[0])
+    return conn.pack_commands(commands)
+
+
+def deadline_for(transport: Transport) -> float | None:
+    """When the whole operation must be over (its re-check and retries included)."""
+    return None if transport.budget is None else time.monotonic() + transport.budget
+
+
+def _in_time(what: str, deadline: float | None) -> None:
+    if deadline is not None and deadline - time.monotonic() <= 0.0:
+        raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
 
 
 def _noscript(commands: Sequence[Command], replies: list[Any], error: type[Exception]) -> bool:
@@ -394,48 +373,46 @@ def _noscript(commands: Sequence[Command], replies: list[Any], error: type[Excep
     return isinstance(replies[0], error) and commands[0][0] == "EVALSHA"
 
 
-def _noscript_error() -> type[Exception]:
-    from .driver import redis_module
-
-    error: type[Exception] = redis_module().exceptions.NoScriptError
-    return error
-
-
-def _response_error() -> type[Exception]:
-    from .driver import redis_module
-
-    error: type[Exception] = redis_module().exceptions.ResponseError
-    return error
+def _first_error(replies: list[Any], what: str) -> list[Any]:
+    """Raise the first command's error reply; later replies are the decisions' to judge
+    (a ``WAIT`` that fails after the write landed is not a plain refusal)."""
+    first = replies[0]
+    if isinstance(first, Exception):
+        raise driver_error(first, what, sent=True) from first
+    return replies
 
 
-def _facts(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
-    config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
-    config: list[Any] = []
-    if config_error is None:
-        config = [*_pairs(save), *_pairs(fsync)]
-    return facts_from(
-        node,
-        None if isinstance(info, BaseException) else info,
-        config,
-        info_error=info if isinstance(info, BaseException) else None,
-        config_error=config_error,
+def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
+    """The transport over a host's redis-py client, pool or Cluster client (sync or
+    asyncio, as the ledger is); the ledger never closes it."""
+    redis = redis_module()
+    if asyncio_client:
+        cluster_type, client_type = redis.asyncio.cluster.RedisCluster, redis.asyncio.Redis
+        pool_type, flavour = redis.asyncio.ConnectionPool, "redis.asyncio"
+    else:
+        cluster_type, client_type = redis.cluster.RedisCluster, redis.Redis
+        pool_type, flavour = redis.ConnectionPool, "redis-py"
+    if isinstance(client, cluster_type):
+        nodes = client.get_nodes()
+        return ClusterTransport(client, f"redis+cluster://{nodes[0].name}" if nodes else "")
+    if isinstance(client, client_type):
+        return PoolTransport(client.connection_pool, _describe_client(client))
+    if isinstance(client, pool_type):
+        return PoolTransport(client, _describe_client(client))
+    raise InvalidLedgerURL(
+        f"expected a {flavour} Redis, ConnectionPool or RedisCluster, not {type(client).__name__}"
     )
 
 
-def _pairs(reply: Any) -> list[Any]:
-    if isinstance(reply, dict):
-        return [x for item in reply.items() for x in item]
-    return list(reply)
-
-
-def _check_cluster(cluster: Any) -> None:
-    """Refuse Cluster clients that could read a stale replica (C3) or decode tokens."""
-    if getattr(cluster, "read_from_replicas", False) or getattr(
-        cluster, "load_balancing_strategy", None
-    ):
-        raise UnsafeStoreConfig(
-            "a Cluster client that reads from replicas can miss a fresh spend (C3): "
-            "build it without read_from_replicas / load_balancing_strategy"
-        )
-    if cluster.get_encoder().decode_responses:
-        raise UnsafeStoreConfig("a Cluster client with decode_responses=True cannot hold tokens")
+def _describe_client(client: Any) -> str:
+    """Where a host's client points, without any credential."""
+    kwargs: Mapping[str, Any] = {}
+    pool = getattr(client, "connection_pool", client)
+    getter = getattr(pool, "connection_kwargs", None)
+    if isinstance(getter, Mapping):
+        kwargs = getter
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    if "host" in kwargs:
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+    return f"<{type(client).__name__}>"

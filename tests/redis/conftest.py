@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
 import pytest
+import redis
 
 from tests.servers import redis as servers
 from tests.servers.common import binary
@@ -35,8 +37,8 @@ def local_plain() -> Iterator[servers.RedisServer]:
 
 @pytest.fixture(scope="session")
 def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A plain server (RDB snapshots, no eviction): ``LEDGER_TEST_REDIS_URL``, else the
-    local one, else a container."""
+    """A plain server (``appendonly yes``, ``appendfsync always``, no eviction):
+    ``LEDGER_TEST_REDIS_URL``, else the local one, else a container."""
     if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
         yield from _enter(lambda: servers.redis_url(servers.PLAIN))
     else:
@@ -98,3 +100,26 @@ def cluster_url(cluster_target: servers.ClusterTarget) -> str:
 def namespace(request: pytest.FixtureRequest) -> str:
     """A namespace of its own for each test, so tests never see each other's ids."""
     return f"t-{request.node.name}"[:200]
+
+
+@pytest.fixture(scope="session")
+def primary_and_replica() -> Iterator[tuple[servers.RedisServer, servers.RedisServer]]:
+    """A primary and a replica of it, synced (for WAIT)."""
+    try:
+        primary_cm = servers.local_redis(servers.PLAIN)
+        primary = primary_cm.__enter__()
+    except servers.ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with servers.local_redis(
+            (*servers.PLAIN, "--replicaof", "127.0.0.1", str(primary.port))
+        ) as replica:
+            client = redis.Redis(port=replica.port)
+            deadline = time.monotonic() + 10
+            while client.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica never synced"
+                time.sleep(0.02)
+            client.close()
+            yield primary, replica
+    finally:
+        primary_cm.__exit__(None, None, None)

@@ -157,8 +157,7 @@ class TestPlainRedis(LedgerConformance):
 
     @pytest.fixture
     def ledger_restart(self, plain_restart: Callable[[], None] | None) -> Any:
-        # RDB only: a crash would lose recent spends (describe() says so); a clean
-        # shutdown saves them, which is what this restart checks.
+        # A clean restart (SIGTERM) of the local server; the durable class kills -9.
         return plain_restart
 
     @pytest.fixture

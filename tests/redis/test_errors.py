@@ -12,7 +12,8 @@ from ledger_core import open_ledger
 from ledger_core.cli import main
 from ledger_core.errors import LedgerError, UnsafeStoreConfig
 from ledger_core.opening import OpenRequest
-from ledger_redis import RedisLedger, rules
+from ledger_redis import RedisLedger, commands, decisions, identity
+from ledger_redis.options import RedisOptions
 from tests.flavors import Flavored
 from tests.servers import redis as servers
 from tests.servers.common import free_port
@@ -21,7 +22,7 @@ FLAVORS = ["sync", "async"]
 
 
 def _genesis_key(namespace: str) -> bytes:
-    return rules.genesis_key(namespace)
+    return commands.genesis_key(namespace)
 
 
 # ---------------------------------------------------------------- item 6: WRONGTYPE
@@ -41,8 +42,8 @@ def test_wrong_types_after_open(flavor: str, redis_url: str, namespace: str) -> 
     client = redis.Redis.from_url(redis_url)
     with Flavored(flavor, redis_url, namespace=namespace) as ledger:
         assert ledger.spend("ok") is True
-        client.delete(rules.record_key(namespace, b"hashed"))
-        client.hset(rules.record_key(namespace, b"hashed"), "f", "v")
+        client.delete(commands.record_key(namespace, b"hashed"))
+        client.hset(commands.record_key(namespace, b"hashed"), "f", "v")
         with pytest.raises(UnsafeStoreConfig, match="wrong type"):
             ledger.spend("hashed")
         client.delete(_genesis_key(namespace))
@@ -120,14 +121,14 @@ def no_info_user(local_plain: servers.RedisServer) -> str:
 
 
 def test_unknown_version_is_unknown_not_zero() -> None:
-    facts = rules.facts_from("n", None, [], info_error=RuntimeError("NOPERM"))
+    facts = identity.facts_from("n", None, [], info_error=RuntimeError("NOPERM"))
     assert facts.version is None
-    assert rules.server_version([facts]) is None
-    opts = rules.RedisOptions(wait_aof=True, trust_config=True)
-    plan = rules.SpendPlan.build(opts, None, driver_retries=False)
+    assert identity.server_version([facts]) is None
+    opts = RedisOptions(wait_aof=True, trust_config=True)
+    plan = decisions.plan_for(opts, None, cluster=False)
     assert plan.probe_waitaof  # decided by asking the server, not by a made-up 0
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
-        rules.SpendPlan.build(opts, (7, 0, 15), driver_retries=False)
+        decisions.plan_for(opts, (7, 0, 15), cluster=False)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
@@ -248,7 +249,7 @@ def test_the_backend_never_shows_a_raw_password(raw: str) -> None:
 
     from ledger_core.urls import LedgerURL
     from ledger_redis import BACKEND, CLUSTER_BACKEND
-    from ledger_redis.backend import _location
+    from ledger_redis.errors import location as _location
 
     parts = urlsplit(raw)
     url = LedgerURL(raw=raw, parts=parts, scheme=parts.scheme, redacted="<redacted>", query={})

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from ledger_conformance.faults import FaultProxy, Toxic
 from ledger_core import open_ledger
 from ledger_core.errors import (
     AmbiguousSpend,
@@ -22,86 +23,87 @@ from ledger_redis import AsyncRedisLedger, RedisLedger
 from tests.flavors import Flavored
 from tests.servers import redis as servers
 
-from .proxy import LossyProxy
+from .held import Held
 
 FLAVORS = ["sync", "async"]
 
 
 @pytest.fixture
-def proxy(local_plain: servers.RedisServer) -> Iterator[LossyProxy]:
-    lossy = LossyProxy(local_plain.port)
-    yield lossy
-    lossy.close()
+def proxy(local_plain: servers.RedisServer) -> Iterator[FaultProxy]:
+    with FaultProxy("127.0.0.1", local_plain.port) as fault:
+        yield fault
 
 
-def _through(proxy: LossyProxy, **query: str) -> str:
+def _through(proxy: FaultProxy, **query: str) -> str:
     options = "&".join(f"{k}={v}" for k, v in query.items())
-    return f"redis://127.0.0.1:{proxy.port}/0" + (f"?{options}" if options else "")
+    host, port = proxy.address
+    return f"redis://{host}:{port}/0" + (f"?{options}" if options else "")
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_lost_reply_of_our_own_write_is_resolved_true(
-    flavor: str, proxy: LossyProxy, namespace: str
+    flavor: str, proxy: FaultProxy, namespace: str
 ) -> None:
-    with Flavored(flavor, _through(proxy), namespace=namespace) as ledger:
-        proxy.drop_replies = 1  # SETNX lands; its reply is lost with the connection
-        assert ledger.spend("lost-ours") is True  # the retry found our own token
-        assert proxy.drop_replies == 0
+    with Held(flavor, proxy, namespace) as ledger:
+        # The script lands; its reply is lost with the connection; the retry inside
+        # the same call finds our own token.
+        assert ledger.lose_one_reply(lambda: ledger.spend("lost-ours")) is True
         assert ledger.spend("lost-ours") is False
         assert ledger.is_spent("lost-ours") is True
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_lost_reply_of_a_losing_write_is_resolved_false(
-    flavor: str, proxy: LossyProxy, local_plain: servers.RedisServer, namespace: str
+    flavor: str, proxy: FaultProxy, local_plain: servers.RedisServer, namespace: str
 ) -> None:
     with (
         Flavored(flavor, local_plain.url, namespace=namespace) as direct,
-        Flavored(flavor, _through(proxy), namespace=namespace) as lossy,
+        Held(flavor, proxy, namespace) as lossy,
     ):
         assert direct.spend("lost-theirs") is True
-        proxy.drop_replies = 1
-        assert lossy.spend("lost-theirs") is False  # a foreign token is stored
+        assert lossy.lose_one_reply(lambda: lossy.spend("lost-theirs")) is False  # foreign token
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_unresolvable_loss_is_ambiguous_and_landed(
-    flavor: str, proxy: LossyProxy, namespace: str
+    flavor: str, proxy: FaultProxy, namespace: str
 ) -> None:
     with Flavored(flavor, _through(proxy), namespace=namespace) as ledger:
-        proxy.drop_replies = 2  # the spend's reply and the resolving retry's
+        proxy.set(Toxic.RESET_AFTER_REQUEST)  # the spend's reply and the resolving retry's
         with pytest.raises(AmbiguousSpend) as caught:
             ledger.spend("lost-twice")
         assert caught.value.__cause__ is not None
+        assert proxy.stats.replies_dropped >= 2
+        proxy.heal()
         assert ledger.is_spent("lost-twice") is True  # H2 will count it as spent
         assert ledger.spend("lost-twice") is False
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_silent_network_raises_within_the_timeout(
-    flavor: str, proxy: LossyProxy, namespace: str
+    flavor: str, proxy: FaultProxy, namespace: str
 ) -> None:
     with Flavored(flavor, _through(proxy, timeout="0.3"), namespace=namespace) as ledger:
-        proxy.blackhole = True
+        proxy.set(Toxic.BLACKHOLE)
         started = time.monotonic()
         with pytest.raises(AmbiguousSpend):
             ledger.spend("black-holed")
         with pytest.raises(LedgerUnavailable):
             ledger.is_spent("black-holed")
         assert time.monotonic() - started < 5
-        proxy.blackhole = False
+        proxy.heal()
         # Nothing reached the server while the network was silent.
         assert ledger.is_spent("black-holed") is False
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_timeout_bounds_the_whole_call(flavor: str, proxy: LossyProxy, namespace: str) -> None:
+def test_timeout_bounds_the_whole_call(flavor: str, proxy: FaultProxy, namespace: str) -> None:
     """A spend whose reply never comes resolves within the same budget: the lost
     trip and the resolving retry together take about ``timeout``, not twice it."""
     url = _through(proxy, timeout="1", connect_timeout="1")
     with Flavored(flavor, url, namespace=namespace) as ledger:
         assert ledger.spend("warm") is True  # a pooled connection exists
-        proxy.blackhole = True
+        proxy.set(Toxic.BLACKHOLE)
         started = time.monotonic()
         with pytest.raises(AmbiguousSpend):
             ledger.spend("black-holed-budget")
@@ -110,7 +112,7 @@ def test_timeout_bounds_the_whole_call(flavor: str, proxy: LossyProxy, namespace
         with pytest.raises(LedgerUnavailable):
             ledger.is_spent("black-holed-budget")
         read_time = time.monotonic() - started
-        proxy.blackhole = False
+        proxy.heal()
     assert spent_time < 1.6, spent_time
     assert read_time < 1.6, read_time
 
@@ -175,28 +177,6 @@ def test_no_persistence_never_proves() -> None:
             assert "no persistence" in (ledger.describe().reason or "")
         with Flavored("sync", server.url, require_aof="true") as strict:
             assert strict.store_id is None
-
-
-@pytest.fixture(scope="module")
-def primary_and_replica() -> Iterator[tuple[servers.RedisServer, servers.RedisServer]]:
-    try:
-        primary_cm = servers.local_redis(servers.PLAIN)
-        primary = primary_cm.__enter__()
-    except servers.ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        with servers.local_redis(
-            (*servers.PLAIN, "--replicaof", "127.0.0.1", str(primary.port))
-        ) as replica:
-            client = redis.Redis(port=replica.port)
-            deadline = time.monotonic() + 10
-            while client.info("replication").get("master_link_status") != "up":
-                assert time.monotonic() < deadline, "the replica never synced"
-                time.sleep(0.02)
-            client.close()
-            yield primary, replica
-    finally:
-        primary_cm.__exit__(None, None, None)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
@@ -343,7 +323,7 @@ def test_host_cluster_client(cluster_url: str, namespace: str) -> None:
 
 
 def test_old_server_resolve_script(redis_url: str) -> None:
-    from ledger_redis.rules import RESOLVE_SCRIPT
+    from ledger_redis.commands import RESOLVE_SCRIPT
 
     client = redis.Redis.from_url(redis_url)
     key = b"{}dl-test:script"

@@ -15,7 +15,7 @@ from ledger_core import open_ledger
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import MAX_MARKER_BYTES
 from ledger_core.protocol import Durability
-from ledger_redis import RedisLedger, rules
+from ledger_redis import RedisLedger, commands
 from tests.flavors import Flavored
 from tests.servers import redis as servers
 
@@ -229,7 +229,7 @@ def test_cluster_recheck_during_a_burst(private_cluster_url: str, namespace: str
 
 
 def test_recheck_period_is_lazy_and_bounded() -> None:
-    from ledger_redis.rules import Recheck
+    from ledger_redis.identity import Recheck
 
     check = Recheck(period=10.0, now=100.0)
     assert not check.due(105.0)
@@ -288,7 +288,7 @@ def test_create_false_never_creates(flavor: str, redis_url: str, namespace: str)
     with pytest.raises(LedgerUnavailable, match="create"):
         Flavored(flavor, redis_url, namespace=namespace, create="false")
     client = redis.Redis.from_url(redis_url)
-    assert client.exists(rules.genesis_key(namespace)) == 0  # nothing was written
+    assert client.exists(commands.genesis_key(namespace)) == 0  # nothing was written
     client.close()
     with Flavored(flavor, redis_url, namespace=namespace) as created:
         sid = created.store_id

@@ -14,7 +14,7 @@ import redis
 from ledger_core import open_async_ledger, open_ledger
 from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable
 from ledger_core.ids import ledger_key
-from ledger_redis import rules
+from ledger_redis import commands
 from tests.flavors import Flavored
 
 FLAVORS = ["sync", "async"]
@@ -78,11 +78,11 @@ def test_dangerous_ids_are_data(ledger: Flavored, url: str) -> None:
     client = _raw(url)
     try:
         namespace = ledger.describe().namespace
-        keys = rules.Keys(namespace, cluster=url.startswith("redis+cluster://"))
+        keys = commands.Keys(namespace, cluster=url.startswith("redis+cluster://"))
         for request_id in DANGEROUS:
             key = keys.record(request_id.encode())
             if not keys.cluster:
-                assert key == rules.RECORD_PREFIX + ledger_key(namespace, request_id.encode())
+                assert key == commands.RECORD_PREFIX + ledger_key(namespace, request_id.encode())
             assert client.exists(key) == 1
             assert client.ttl(key) == -1  # never an expiry (C2)
         assert client.ttl(keys.genesis) == -1

@@ -11,7 +11,8 @@ import redis
 from ledger_core import migrate, open_ledger
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import marker_id
-from ledger_redis import decisions, rules
+from ledger_core.steps import run_steps
+from ledger_redis import commands, decisions
 from ledger_sqlite import SQLiteLedger
 from tests.flavors import Flavored
 
@@ -99,16 +100,28 @@ def test_redis_migrates_to_sqlite(redis_source: Any, tmp_path: object) -> None:
 
 def test_a_key_scan_returns_twice_is_listed_once() -> None:
     """SCAN may repeat a key (a rehash mid-scan): the listing still gives it once."""
-    keys = rules.Keys("ns")
-    plan = rules.SpendPlan(keys=keys, genesis=b"0" * 32)
-    listing = decisions.Listing(plan, [None], 10)
-    assert listing.next_page() == (None, 0)
-    first = listing.take(b"0" * 32, 7, [keys.record(b"a"), keys.record(b"\xffm\x00x")])
-    assert listing.next_page() == (None, 7)
-    second = listing.take(b"0" * 32, 0, [keys.record(b"a"), keys.record(b"b")])
-    assert (first, second, listing.next_page()) == (["a"], ["b"], None)
+    keys = commands.Keys("ns")
+    plan = commands.Plan(keys=keys, genesis=b"0" * 32)
+    listing = decisions.Listing(plan, 10)
+    pages = [
+        (b"0" * 32, 7, [keys.record(b"a"), keys.record(b"\xffm\x00x")]),
+        (b"0" * 32, 0, [keys.record(b"a"), keys.record(b"b")]),
+    ]
+    asked: list[tuple[Any, int]] = []
+
+    def answer(request: Any) -> Any:
+        kind, page, _ = request
+        if kind == "nodes":
+            return [None]
+        asked.append((page.node, page.cursor))
+        assert page.genesis_key == keys.genesis  # proved in the same trip
+        return pages.pop(0)
+
+    got = [run_steps(listing.page_steps(), answer) for _ in range(3)]
+    assert got == [["a"], ["b"], None]
+    assert asked == [(None, 0), (None, 7)]
     with pytest.raises(LedgerUnavailable, match="foreign"):
-        listing.take(b"0" * 32, 0, [rules.Keys("other").record(b"a")])
+        listing.take(b"0" * 32, 0, [commands.Keys("other").record(b"a")])
 
 
 def test_spend_many_answers_per_id(url: str, flavor: str, namespace: str) -> None:

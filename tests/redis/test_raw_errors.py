@@ -13,7 +13,7 @@ import redis
 
 from ledger_core import LedgerError, open_ledger
 from ledger_core.cli import main
-from ledger_redis import rules
+from ledger_redis import commands
 
 
 def test_a_wrong_type_genesis_key_is_a_ledger_error(
@@ -21,7 +21,7 @@ def test_a_wrong_type_genesis_key_is_a_ledger_error(
 ) -> None:
     namespace = f"wrongtype-{uuid.uuid4().hex}"
     client = redis.Redis.from_url(redis_url)
-    client.hset(rules.genesis_key(namespace), "x", "y")
+    client.hset(commands.genesis_key(namespace), "x", "y")
     try:
         with pytest.raises(LedgerError):
             open_ledger(redis_url, namespace=namespace)
@@ -31,5 +31,5 @@ def test_a_wrong_type_genesis_key_is_a_ledger_error(
         assert "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
     finally:
-        client.delete(rules.genesis_key(namespace))
+        client.delete(commands.genesis_key(namespace))
         client.close()

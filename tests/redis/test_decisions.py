@@ -1,4 +1,4 @@
-"""The Redis rules without a server: keys, replies, plans and the safety verdicts."""
+"""The Redis decisions without a server: keys, replies, plans, options and the safety verdicts."""
 
 from __future__ import annotations
 
@@ -11,43 +11,50 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
-from ledger_redis import rules
-from ledger_redis.rules import RedisOptions, ServerFacts, SpendPlan
+from ledger_redis import commands, decisions, errors, identity
+from ledger_redis.commands import Plan
+from ledger_redis.identity import ServerFacts
+from ledger_redis.options import RedisOptions
 
 TOKEN = b"\x01" * 16
 OTHER = b"\x02" * 16
 
 
 def test_keys_never_collide_across_namespaces() -> None:
-    assert rules.record_key("a", b"b:c") != rules.record_key("a:b", b"c")
-    assert rules.genesis_key("a") != rules.genesis_key("b")
+    assert commands.record_key("a", b"b:c") != commands.record_key("a:b", b"c")
+    assert commands.genesis_key("a") != commands.genesis_key("b")
     # no record key can equal a genesis key: the prefixes differ before any data
-    assert not rules.record_key("x", b"y").startswith(rules.GENESIS_PREFIX)
+    assert not commands.record_key("x", b"y").startswith(commands.GENESIS_PREFIX)
 
 
 @pytest.mark.parametrize("tag", ["{user1}", "{a}", "{x}{y}", "{{}}"])
 def test_hash_tags_in_ids_do_not_pick_the_slot_standalone(tag: str) -> None:
     # The standalone layout (unchanged): a {tag} inside an id is data, never a tag.
-    slots = {key_slot(rules.record_key("ns", f"{tag}{i}".encode())) for i in range(50)}
+    slots = {key_slot(commands.record_key("ns", f"{tag}{i}".encode())) for i in range(50)}
     assert len(slots) > 40
-    assert key_slot(rules.record_key("ns", f"{tag}1".encode())) != key_slot(tag[1:-1].encode())
+    assert key_slot(commands.record_key("ns", f"{tag}1".encode())) != key_slot(tag[1:-1].encode())
 
 
 def test_key_is_exact_bytes_of_the_id() -> None:
     for raw in (b"*", b"a?b", b"[ab]", b"line\nbreak", b"\x00", "é".encode()):
-        assert rules.record_key("ns", raw).endswith(b":" + raw)
+        assert commands.record_key("ns", raw).endswith(b":" + raw)
 
 
 GENESIS = b"0" * 32
 
 
-def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> SpendPlan:
-    return SpendPlan.build(
+def _options(**options: object) -> RedisOptions:
+    return RedisOptions.from_request(OpenRequest.build("redis://h/0", **options))
+
+
+def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> Plan:
+    return decisions.plan_for(
         RedisOptions(**kwargs),  # type: ignore[arg-type]
         version,
-        driver_retries=False,
-        keys=rules.Keys("ns"),
+        cluster=False,
+        keys=commands.Keys("ns"),
         genesis=GENESIS,
     )
 
@@ -56,24 +63,25 @@ def test_spend_is_one_genesis_proving_script() -> None:
     plan = _plan()
     (command,) = plan.spend_commands(b"k", TOKEN)
     assert command[0] == "EVALSHA"
-    assert command[2:] == (2, rules.genesis_key("ns"), rules.record_key("ns", b"k"), GENESIS, TOKEN)
-    assert plan.spend_outcome([None], TOKEN) is True  # absent: written now
-    assert plan.spend_outcome([TOKEN], TOKEN) is True  # a resend found our own write
-    assert plan.spend_outcome([OTHER], TOKEN) is False
+    genesis, record = commands.genesis_key("ns"), commands.record_key("ns", b"k")
+    assert command[2:] == (2, genesis, record, GENESIS, TOKEN)
+    assert decisions.spend_outcome(plan, [None], TOKEN) is True  # absent: written now
+    assert decisions.spend_outcome(plan, [TOKEN], TOKEN) is True  # a resend found our own write
+    assert decisions.spend_outcome(plan, [OTHER], TOKEN) is False
     with pytest.raises(LedgerUnavailable):
-        plan.spend_outcome([1], TOKEN)
+        decisions.spend_outcome(plan, [1], TOKEN)
     (read,) = plan.read_commands(b"k")
     assert read[0] == "EVALSHA"
-    assert read[3:] == (rules.genesis_key("ns"), rules.record_key("ns", b"k"), GENESIS)
+    assert read[3:] == (commands.genesis_key("ns"), commands.record_key("ns", b"k"), GENESIS)
 
 
 def test_resolve_compares_tokens() -> None:
     plan = _plan()
-    failure = rules.ReplyLost("lost")
-    assert plan.resolve_commands(b"k", TOKEN) == plan.spend_commands(b"k", TOKEN)
-    assert plan.resolve_outcome([None], TOKEN, failure) is True  # absent: the retry wrote it
-    assert plan.resolve_outcome([TOKEN], TOKEN, failure) is True  # the lost write was ours
-    assert plan.resolve_outcome([OTHER], TOKEN, failure) is False  # another spend's
+    failure = errors.ReplyLost("lost")
+    # absent: the retry wrote it; found: the lost write was ours
+    assert decisions.resolve_outcome(plan, [None], TOKEN, failure) is True
+    assert decisions.resolve_outcome(plan, [TOKEN], TOKEN, failure) is True
+    assert decisions.resolve_outcome(plan, [OTHER], TOKEN, failure) is False  # another spend's
 
 
 def test_scripts_declare_themselves_for_redis_7_only() -> None:
@@ -83,59 +91,59 @@ def test_scripts_declare_themselves_for_redis_7_only() -> None:
     assert "no-writes" not in _plan((7, 0)).read_script.body
     assert _plan(None).read_script.body.startswith("#!lua")
     assert not _plan((6, 2, 14)).read_script.body.startswith("#!")
-    evals = rules.as_eval(_plan().spend_commands(b"k", TOKEN))
+    evals = commands.as_eval(_plan().spend_commands(b"k", TOKEN))
     assert evals[0][0] == "EVAL"
     assert evals[0][1] == _plan().spend_script.body
 
 
 def test_cluster_keys_share_the_namespace_slot() -> None:
-    keys = rules.Keys("ns", cluster=True)
+    keys = commands.Keys("ns", cluster=True)
     slot = key_slot(keys.genesis)
     assert all(key_slot(keys.record(f"{{t}}{i}".encode())) == slot for i in range(50))
-    other = rules.Keys("ns2", cluster=True)
+    other = commands.Keys("ns2", cluster=True)
     assert other.record(b"x") != keys.record(b"x")
-    assert keys.record(b"b:c") != rules.Keys("ns:b", cluster=True).record(b"c")
-    assert keys.legacy_genesis == rules.genesis_key("ns")
-    assert rules.Keys("ns").legacy_genesis is None
+    assert keys.record(b"b:c") != commands.Keys("ns:b", cluster=True).record(b"c")
+    assert keys.legacy_genesis == commands.genesis_key("ns")
+    assert commands.Keys("ns").legacy_genesis is None
 
 
 def test_wait_shortfall_is_ambiguous() -> None:
     plan = _plan(wait_replicas=2)
     assert plan.spend_commands(b"k", TOKEN)[1] == ("WAIT", 2, 1000)
-    assert plan.spend_outcome([None, 2], TOKEN) is True
-    assert plan.spend_outcome([OTHER, 0], TOKEN) is False  # lost the race: no ack needed
+    assert decisions.spend_outcome(plan, [None, 2], TOKEN) is True
+    assert decisions.spend_outcome(plan, [OTHER, 0], TOKEN) is False  # lost the race: no ack needed
     with pytest.raises(AmbiguousSpend, match="1 of 2 replicas"):
-        plan.spend_outcome([None, 1], TOKEN)
+        decisions.spend_outcome(plan, [None, 1], TOKEN)
     # a resolve that finds the lost write cannot vouch for its replication
     with pytest.raises(AmbiguousSpend):
-        plan.resolve_outcome([TOKEN, 2], TOKEN, rules.ReplyLost("lost"))
-    assert plan.resolve_outcome([None, 2], TOKEN, rules.ReplyLost("lost")) is True
+        decisions.resolve_outcome(plan, [TOKEN, 2], TOKEN, errors.ReplyLost("lost"))
+    assert decisions.resolve_outcome(plan, [None, 2], TOKEN, errors.ReplyLost("lost")) is True
 
 
 def test_waitaof_needs_7_2_and_no_cluster() -> None:
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
-        SpendPlan.build(RedisOptions(wait_aof=True), (7, 0), driver_retries=False)
+        decisions.plan_for(RedisOptions(wait_aof=True), (7, 0), cluster=False)
     plan = _plan((7, 2), wait_aof=True)
     assert plan.spend_commands(b"k", TOKEN)[1][0] == "WAITAOF"
     with pytest.raises(AmbiguousSpend):
-        plan.spend_outcome([None, [0, 0]], TOKEN)
-    assert plan.spend_outcome([None, [1, 0]], TOKEN) is True
+        decisions.spend_outcome(plan, [None, [0, 0]], TOKEN)
+    assert decisions.spend_outcome(plan, [None, [1, 0]], TOKEN) is True
     with pytest.raises(InvalidLedgerURL, match="Cluster"):
-        SpendPlan.build(RedisOptions(wait_replicas=1), (7, 0), driver_retries=True)
+        decisions.plan_for(RedisOptions(wait_replicas=1), (7, 0), cluster=True)
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"timeout": "0"}, "timeout"),
-        ({"wait_replicas": "x"}, "integer"),
+        ({"wait_replicas": "x"}, "whole number"),
         ({"wait_replicas": "1", "wait_timeout": "9"}, "shorter"),
         ({"trust_config": "maybe"}, "true or false"),
     ],
 )
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidLedgerURL, match=message):
-        RedisOptions.from_mapping(options)
+        _options(**options)
 
 
 SAFE = ServerFacts(
@@ -150,7 +158,7 @@ SAFE = ServerFacts(
 
 
 def _reason(facts: ServerFacts, **options: object) -> str | None:
-    return rules.assess(facts, RedisOptions.from_mapping(options))[0]
+    return identity.assess(facts, _options(**options))[0]
 
 
 def test_verdicts() -> None:
@@ -174,15 +182,15 @@ def test_verdicts() -> None:
     durable = SAFE
     assert _reason(durable) is None
     assert _reason(durable, require_aof="true") is None
-    assert rules.assess(durable, RedisOptions())[2] == Durability.MACHINE
-    assert rules.assess(everysec, RedisOptions())[2] == Durability.NONE
-    assert rules.assess(page_cache, RedisOptions())[2] == Durability.PROCESS
-    assert rules.assess(everysec, RedisOptions(wait_aof=True))[2] == Durability.MACHINE
+    assert identity.assess(durable, RedisOptions())[2] == Durability.MACHINE
+    assert identity.assess(everysec, RedisOptions())[2] == Durability.NONE
+    assert identity.assess(page_cache, RedisOptions())[2] == Durability.PROCESS
+    assert identity.assess(everysec, RedisOptions(wait_aof=True))[2] == Durability.MACHINE
     # CONFIG blocked: appendfsync unknown unless trusted
     blocked = replace(SAFE, save=None, appendfsync=None, config_error="NOPERM")
     assert "trust_config" in (_reason(blocked) or "")
     assert _reason(blocked, trust_config="true") is None
-    assert rules.assess(blocked, RedisOptions(trust_config=True))[2] == Durability.MACHINE
+    assert identity.assess(blocked, RedisOptions(trust_config=True))[2] == Durability.MACHINE
     # INFO blocked too: nothing is known, nothing is zero
     unknown = ServerFacts(node="n", info_error="NOPERM", config_error="NOPERM")
     assert "trust_config" in (_reason(unknown) or "")
@@ -192,10 +200,10 @@ def test_verdicts() -> None:
 
 
 def test_info_and_config_parsing() -> None:
-    info = rules.parse_info(b"# Server\r\nredis_version:7.0.15\r\nrole:master\r\n")
+    info = identity.parse_info(b"# Server\r\nredis_version:7.0.15\r\nrole:master\r\n")
     assert info == {"redis_version": "7.0.15", "role": "master"}
-    assert rules.parse_version("7.2.4-rc1") == (7, 2, 4)
-    assert rules.parse_config([b"save", b"", b"appendfsync", b"always"]) == {
+    assert identity.parse_version("7.2.4-rc1") == (7, 2, 4)
+    assert identity.parse_config([b"save", b"", b"appendfsync", b"always"]) == {
         "save": "",
         "appendfsync": "always",
     }
@@ -206,17 +214,33 @@ def test_driver_errors_map_to_the_ledger_tree() -> None:
 
     from ledger_core.errors import LedgerUnavailable
 
-    lost = rules.driver_error(rx.ConnectionError("closed"), "spend", sent=True)
-    assert isinstance(lost, rules.ReplyLost)
-    refused = rules.driver_error(rx.ConnectionError("refused"), "spend", sent=False)
+    lost = errors.driver_error(rx.ConnectionError("closed"), "spend", sent=True)
+    assert isinstance(lost, errors.ReplyLost)
+    refused = errors.driver_error(rx.ConnectionError("refused"), "spend", sent=False)
     assert type(refused) is LedgerUnavailable
-    exhausted = rules.driver_error(rx.MaxConnectionsError(), "spend", sent=True)
+    exhausted = errors.driver_error(rx.MaxConnectionsError(), "spend", sent=True)
     assert type(exhausted) is LedgerUnavailable  # no connection: nothing was sent
-    readonly = rules.driver_error(rx.ReadOnlyError("READONLY replica"), "spend", sent=True)
+    readonly = errors.driver_error(rx.ReadOnlyError("READONLY replica"), "spend", sent=True)
     assert isinstance(readonly, UnsafeStoreConfig)
-    oom = rules.driver_error(rx.OutOfMemoryError("OOM"), "spend", sent=True)
+    oom = errors.driver_error(rx.OutOfMemoryError("OOM"), "spend", sent=True)
     assert type(oom) is LedgerUnavailable  # an error reply: the command did not apply
-    gave_up = rules.driver_error(rx.RedisClusterException("no node"), "spend", sent=True)
-    assert isinstance(gave_up, rules.ReplyLost)
-    odd = rules.driver_error(ValueError("parser"), "is_spent", sent=True)
+    gave_up = errors.driver_error(rx.RedisClusterException("no node"), "spend", sent=True)
+    assert isinstance(gave_up, errors.ReplyLost)
+    odd = errors.driver_error(ValueError("parser"), "is_spent", sent=True)
     assert isinstance(odd, LedgerUnavailable)
+
+
+def test_spend_as_has_its_own_script_and_compares_digests() -> None:
+    plan = _plan()
+    digest, other_digest = b"\x03" * 32, b"\x04" * 32
+    (command,) = plan.spend_commands(b"k", TOKEN + digest)
+    assert command[1] == plan.spend_as_script.sha != plan.spend_script.sha
+    assert command[-1] == TOKEN + digest
+    assert commands.as_eval([command])[0][1] == plan.spend_as_script.body  # after NOSCRIPT
+    ours = TOKEN + digest
+    assert decisions.spend_outcome(plan, [None], ours) is True
+    assert decisions.spend_outcome(plan, [ours], ours) is True  # a resend found our write
+    assert decisions.spend_outcome(plan, [OTHER + digest], ours) is True  # the same attempt
+    assert decisions.spend_outcome(plan, [OTHER + other_digest], ours) is False
+    assert decisions.spend_outcome(plan, [OTHER], ours) is False  # a plain spend's record
+    assert decisions.spend_outcome(plan, [OTHER + digest], TOKEN) is False  # plain: no re-entry

@@ -1,0 +1,137 @@
+"""redis-py exceptions -> the ledger's error tree (C4): not sent, refused, or unknown
+outcome; and where a ledger points, shown without any piece of a password."""
+
+from __future__ import annotations
+
+import re
+
+from ledger_core.errors import (
+    AmbiguousSpend,
+    InvalidLedgerURL,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
+from ledger_core.urls import LedgerURL
+
+from .driver import redis_module
+
+# The error reply of the genesis proof in every script (see commands.py).
+IDENTITY_ERROR = "LEDGER_IDENTITY"
+
+
+class ReplyLost(LedgerUnavailable):
+    """A command was (maybe) sent and its reply never came: its effect is unknown.
+
+    For a read this is just unavailability; a spend resolves it (C5).
+    """
+
+
+class IdentityLost(UnsafeStoreConfig):
+    """The namespace's genesis is gone or different since this ledger opened: the store
+    forgot (``FLUSHALL``, eviction, a restore). The ledger stays failed; reopen."""
+
+
+FORGOT = (
+    "the store forgot: its identity (genesis key) is {how} since this ledger opened "
+    "(FLUSHALL, eviction, a restore or failover that lost it); spent ids may be gone, so "
+    "this ledger stays failed closed: reopen (a new instance gets a new store_id)"
+)
+
+
+def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
+    """Map one redis-py exception to the ledger's error tree (C4).
+
+    ``sent`` says whether the command may have reached the server: a connection that
+    failed before sending is plain unavailability, one that failed after is
+    :class:`ReplyLost`. A server error reply means the command did not apply.
+    """
+    exceptions = redis_module().exceptions
+    if isinstance(exc, exceptions.MaxConnectionsError):
+        # The client's pool was exhausted: no connection, so nothing was sent.
+        return LedgerUnavailable(f"{what}: no free connection in the client's pool")
+    if isinstance(exc, exceptions.ReadOnlyError):
+        return UnsafeStoreConfig(f"{what}: the server is a read-only replica ({exc})")
+    if isinstance(exc, exceptions.ResponseError):
+        text = str(exc)
+        if text.startswith(IDENTITY_ERROR):
+            how = "gone" if "gone" in text else "different"
+            return IdentityLost(f"{what}: " + FORGOT.format(how=how))
+        if text.startswith("WRONGTYPE"):
+            return UnsafeStoreConfig(
+                f"{what}: a ledger key holds a value of the wrong type (something else "
+                "wrote it); refusing to guess"
+            )
+        if text.startswith(("MOVED", "ASK", "CROSSSLOT", "CLUSTERDOWN")):
+            return LedgerUnavailable(f"{what}: refused by a Cluster node ({text})")
+        return LedgerUnavailable(f"{what}: the server refused it ({text})")
+    if isinstance(exc, exceptions.AuthenticationError | exceptions.AuthorizationError):
+        return LedgerUnavailable(f"{what}: authentication failed ({type(exc).__name__})")
+    # Anything else (connection loss, timeouts, the Cluster client giving up, or an
+    # error nobody foresaw): after sending, the outcome is unknown.
+    if sent:
+        return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
+    return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
+
+
+# What a transport catches around one exchange: every ``Exception``, since redis-py
+# raises some outside ``RedisError`` (``RedisClusterException``), and a ledger must
+# never leak a raw driver error (C4). ``BaseException`` (cancellation) passes.
+IO_ERRORS: tuple[type[BaseException], ...] = (Exception,)
+
+
+def response_error() -> type[Exception]:
+    """An error reply of the server (the connection stays in step)."""
+    error: type[Exception] = redis_module().exceptions.ResponseError
+    return error
+
+
+def noscript_error() -> type[Exception]:
+    """The server lost its script cache: the script did not run."""
+    error: type[Exception] = redis_module().exceptions.NoScriptError
+    return error
+
+
+def ambiguous(failure: BaseException, retry_error: BaseException) -> AmbiguousSpend:
+    return AmbiguousSpend(
+        f"the spend's reply was lost ({failure}) and re-reading its token failed "
+        f"({retry_error}): it may or may not be recorded"
+    )
+
+
+def unexpected(exc: Exception, what: str, *, spend: bool) -> LedgerError:
+    """An exception nobody foresaw (a driver bug, a decode error): never raw (C4). After
+    a spend was handed to the transport its outcome is unknown."""
+    text = f"{what}: unexpected {type(exc).__name__} from the driver"
+    return AmbiguousSpend(text) if spend else LedgerUnavailable(text)
+
+
+def url_refused(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:
+    """redis-py refused the URL; its message may quote it, so it is never repeated (the
+    caller chains nothing)."""
+    return InvalidLedgerURL(f"redis-py cannot use {location(url)} ({type(exc).__name__})")
+
+
+def location(url: LedgerURL) -> str:
+    """Where the ledger points, for describe(), repr and errors: built from the parsed
+    host, port and database only, so no password (or piece of one) can ever show,
+    however the URL was written: a raw ``/``, ``#`` or ``?`` in a password moves the
+    rest of it into the path, fragment or query, which are never shown unless they
+    are plainly a database number or a socket path."""
+    p = url.parts
+    user = ""
+    if p.username is not None or p.password is not None:
+        user = f"{p.username or ''}{':***' if p.password is not None else ''}@"
+    host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{p.port}" if p.port is not None else ""
+    except ValueError:  # a password piece where the port should be
+        port = ""
+    path = p.path
+    if url.scheme == "unix":
+        shown = path if "@" not in p.netloc + path and p.password is None else "/..."
+    else:
+        shown = path if re.fullmatch(r"/?\d*", path) else "/..."
+    return f"{url.scheme}://{user}{host}{port}{shown}"

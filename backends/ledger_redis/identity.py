@@ -1,0 +1,384 @@
+"""What the servers say about themselves -> whether a store_id may be claimed (C2, C6),
+and the ``LedgerInfo`` a ledger shows; no I/O.
+
+The facts (``INFO``, ``CONFIG GET``) are read at open and on the periodic re-check; the
+verdict is believed over any option: ``trust_config`` only fills in what could not be
+read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger_core.errors import InvalidLedgerURL, UnsafeStoreConfig
+from ledger_core.protocol import Durability, LedgerInfo
+
+from .commands import Keys
+from .options import RedisOptions
+
+GENESIS_PATTERN = re.compile(rb"[0-9a-f]{32}\Z")
+
+
+def store_id(kind: str, genesis: bytes, namespace: str) -> str:
+    # The genesis value is 32 hex digits: everything after it is the namespace.
+    return f"{kind}:{genesis.decode('ascii')}:{namespace}"
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What one server says about itself: read at open, judged by :func:`assess`."""
+
+    node: str
+    version: tuple[int, ...] | None = None  # None: the server would not say
+    role: str | None = None
+    cluster_enabled: bool = False
+    maxmemory_policy: str | None = None
+    aof_enabled: bool | None = None
+    save: str | None = None
+    appendfsync: str | None = None
+    info_error: str | None = None
+    config_error: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def parse_info(reply: Any) -> dict[str, str]:
+    """``INFO`` as a flat dict, whether redis-py parsed it already or not."""
+    if isinstance(reply, Mapping):
+        return {str(k): str(v) for k, v in reply.items()}
+    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            name, _, value = line.partition(":")
+            out[name.strip()] = value.strip()
+    return out
+
+
+def parse_config(reply: Any) -> dict[str, str]:
+    """``CONFIG GET`` as a dict (RESP2 gives a flat list, RESP3 or redis-py a map)."""
+
+    def text(value: Any) -> str:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    if isinstance(reply, Mapping):
+        return {text(k): text(v) for k, v in reply.items()}
+    items = list(reply)
+    return {text(items[i]): text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("."):
+        digits = re.match(r"\d+", piece)
+        parts.append(int(digits.group()) if digits else 0)
+    return tuple(parts) or (0,)
+
+
+def facts_from(
+    node: str,
+    info: Any,
+    config: Any,
+    *,
+    info_error: BaseException | None = None,
+    config_error: BaseException | None = None,
+) -> ServerFacts:
+    """Build :class:`ServerFacts` from raw ``INFO`` and ``CONFIG GET`` replies."""
+    i = parse_info(info) if info_error is None else {}
+    c = parse_config(config) if config_error is None else {}
+    aof = i.get("aof_enabled")
+    return ServerFacts(
+        node=node,
+        version=parse_version(i["redis_version"]) if "redis_version" in i else None,
+        role=i.get("role"),
+        cluster_enabled=i.get("cluster_enabled") == "1",
+        maxmemory_policy=i.get("maxmemory_policy"),
+        aof_enabled=None if aof is None else aof == "1",
+        save=c.get("save"),
+        appendfsync=c.get("appendfsync"),
+        info_error=None if info_error is None else _short(info_error),
+        config_error=None if config_error is None else _short(config_error),
+    )
+
+
+def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
+    """:class:`ServerFacts` from the replies to ``FACT_COMMANDS`` (each a reply or the
+    server's error for it: a refused ``INFO`` or ``CONFIG`` is unknown, never zero)."""
+    config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
+    config: list[Any] = []
+    if config_error is None:
+        config = [*_pairs(save), *_pairs(fsync)]
+    return facts_from(
+        node,
+        None if isinstance(info, BaseException) else info,
+        config,
+        info_error=info if isinstance(info, BaseException) else None,
+        config_error=config_error,
+    )
+
+
+def _pairs(reply: Any) -> list[Any]:
+    if isinstance(reply, dict):
+        return [x for item in reply.items() for x in item]
+    return list(reply)
+
+
+def _unknown(facts: ServerFacts, options: RedisOptions) -> list[str]:
+    unknown = []
+    if facts.role is None:
+        unknown.append("the role")
+    if facts.maxmemory_policy is None:
+        unknown.append("maxmemory-policy")
+    if facts.aof_enabled is None:
+        unknown.append("the persistence settings")
+    elif offered(facts, options) is None:
+        unknown.append("appendfsync")
+    return unknown
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+_RANK = {Durability.NONE: 0, Durability.PROCESS: 1, Durability.MACHINE: 2}
+
+
+def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
+    """What an acknowledged spend survives on this server; ``None``: unknown.
+
+    With ``appendfsync no`` Redis writes the AOF (``write(2)``) before it sends the
+    reply, so the spend is in the OS page cache: it survives kill -9 of the server, not
+    a power loss. With ``appendfsync everysec`` it does not even survive kill -9: while
+    a background fsync is still running, Redis postpones that write for up to 2 s and
+    replies anyway (``flushAppendOnlyFile``), and a spend acknowledged then was seen
+    lost after kill -9 under load. Only ``appendfsync always`` (or ``WAITAOF`` with
+    ``numlocal=1`` on each spend) has it on disk first. Snapshots only: a crash loses
+    every spend since the last snapshot.
+    """
+    if facts.aof_enabled is False:
+        return Durability.NONE
+    if facts.aof_enabled is None:
+        return None
+    if facts.appendfsync == "always" or options.wait_aof:
+        return Durability.MACHINE
+    if facts.appendfsync is None:
+        return None
+    if facts.appendfsync == "everysec":
+        return Durability.NONE
+    return Durability.PROCESS
+
+
+def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str], str | None]:
+    """Whether this server can forget (C2): ``(reason or None, notes, durability)``.
+
+    What the server shows is believed over any option: ``trust_config`` only fills in
+    what could not be read (``CONFIG`` blocked on a managed service), it never
+    overrides an ``allkeys-*`` policy, a replica role or a persistence setting the
+    server reports. ``durability`` is what the server offers (``None``: unknown).
+    """
+    notes: list[str] = []
+    where = facts.node
+    level = offered(facts, options)
+    if facts.role is not None and facts.role != "master":
+        return f"{where} is a replica (role {facts.role}): its data is a copy", notes, level
+    policy = facts.maxmemory_policy
+    if policy is not None and policy.startswith("allkeys-"):
+        return (
+            f"{where} has maxmemory-policy {policy}: it may evict spent ids under memory "
+            "pressure (use noeviction or a volatile-* policy)",
+            notes,
+            level,
+        )
+    if level == Durability.NONE and facts.aof_enabled:  # appendfsync everysec
+        return (
+            f"{where} has appendfsync everysec: while a background fsync runs, Redis "
+            "postpones writing the append-only file for up to 2 s and still replies, so a "
+            "crash of the server (kill -9) can lose acknowledged spends; use appendfsync "
+            "always (or wait_aof=true on Redis >= 7.2)",
+            notes,
+            level,
+        )
+    if level == Durability.NONE:
+        if facts.save == "":
+            what = 'no persistence (appendonly no, save ""): a restart forgets every spent id'
+        else:
+            what = (
+                f"snapshots only (appendonly no, save {facts.save!r}): a crash of the server "
+                "(kill -9) loses every spend since the last snapshot"
+            )
+        return f"{where} has {what}; use appendonly yes with appendfsync always", notes, level
+    if options.require_aof and facts.appendfsync not in (None, "always"):
+        return (
+            f"{where} has appendfsync {facts.appendfsync} and require_aof is set: a crash "
+            "may lose the last writes",
+            notes,
+            level,
+        )
+    unknown = _unknown(facts, options)
+    if unknown:
+        blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
+        what = f"cannot read {', '.join(unknown)}" + (f" ({blocked})" if blocked else "")
+        if not options.trust_config:
+            return (
+                f"{where}: {what}; if the server persists (appendonly yes, appendfsync "
+                "always) and never evicts, assert it with trust_config=true",
+                notes,
+                level,
+            )
+        notes.append(f"{where}: {what}; asserted safe by trust_config")
+        if level is None:
+            level = options.durability
+    if level is not None and _RANK[level] < _RANK[options.durability]:
+        return (
+            f"{where} has appendfsync {facts.appendfsync}: an acknowledged spend survives a "
+            "crash of the server process but may be lost with its machine (power loss); "
+            "use appendfsync always, or accept it with durability=process",
+            notes,
+            level,
+        )
+    if facts.aof_enabled and facts.appendfsync not in (None, "always"):
+        if options.wait_aof:
+            notes.append(f"{where}: appendfsync {facts.appendfsync}; WAITAOF fsyncs each spend")
+        else:
+            notes.append(
+                f"{where}: appendfsync {facts.appendfsync}: a spend survives a server crash "
+                "(kill -9), not a machine crash (durability=process)"
+            )
+    return None, notes, level
+
+
+def new_genesis() -> bytes:
+    """A fresh random identity; only the first opener's ``SET NX`` keeps its own."""
+    return os.urandom(16).hex().encode("ascii")
+
+
+def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, cluster: bool) -> None:
+    """Refuse what cannot work: a standalone URL on a Cluster node (``MOVED`` for most
+    keys), or ``wait_aof`` on a server without an append-only file."""
+    if options.wait_aof and any(f.aof_enabled is False for f in facts):
+        raise UnsafeStoreConfig("option 'wait_aof' needs appendonly yes on the server")
+    if not cluster and any(f.cluster_enabled for f in facts):
+        raise InvalidLedgerURL(
+            "the server runs in Cluster mode: open it with redis+cluster:// "
+            "(or give the ledger a redis-py RedisCluster client)"
+        )
+
+
+def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...] | None:
+    """The oldest version among the servers (the commands must work on all); ``None``
+    when any server would not say: unknown, never zero."""
+    versions = [f.version for f in facts]
+    if not versions or any(v is None for v in versions):
+        return None
+    return min(v for v in versions if v is not None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the servers behind a ledger can forget (``reason``), caveats, and what
+    an acknowledged spend survives on the weakest of them."""
+
+    reason: str | None
+    notes: tuple[str, ...]
+    durability: str = Durability.NONE
+
+
+def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
+    reasons: list[str] = []
+    notes: list[str] = []
+    levels: list[str] = []
+    for one in facts:
+        reason, more, level = assess(one, options)
+        notes.extend(more)
+        levels.append(Durability.NONE if level is None else level)
+        if reason is not None:
+            reasons.append(reason)
+    weakest = min(levels, key=_RANK.__getitem__) if levels else Durability.NONE
+    return Verdict("; ".join(reasons) or None, tuple(notes), weakest)
+
+
+def changed_since_open(info: LedgerInfo, verdict: Verdict) -> UnsafeStoreConfig | None:
+    """The periodic re-check: a proving ledger whose store can now forget fails closed
+    (and stays failed); a ledger that never proved has nothing to withdraw."""
+    if info.store_id is None or verdict.reason is None:
+        return None
+    return UnsafeStoreConfig(
+        f"the store's configuration changed since this ledger opened: {verdict.reason}; "
+        "this ledger stays failed closed: reopen"
+    )
+
+
+class Recheck:
+    """When the configuration is read again: at most once per ``period`` seconds,
+    lazily, by the first operation after the period (no thread, fork-safe)."""
+
+    def __init__(self, period: float, now: float | None = None) -> None:
+        self.period = period
+        self._next = (time.monotonic() if now is None else now) + period
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether this caller runs the check (and claims it for this period)."""
+        now = time.monotonic() if now is None else now
+        if now < self._next:
+            return False
+        self._next = now + self.period
+        return True
+
+    def failed(self) -> None:
+        """The check itself could not run: the next operation tries again."""
+        self._next = 0.0
+
+
+def ledger_info(
+    *,
+    kind: str,
+    location: str,
+    namespace: str,
+    genesis: bytes | None,
+    verdict: Verdict,
+    keys: Keys | None = None,
+) -> LedgerInfo:
+    """The ledger's identity (C6) and whether it may prove, decided once at open.
+
+    ``genesis`` is ``None`` when the verdict already forbids proving (a replica cannot
+    even write one).
+    """
+    name = (keys or Keys(namespace)).genesis
+    if genesis is not None and not GENESIS_PATTERN.match(genesis):
+        raise UnsafeStoreConfig(
+            f"key {name!r} does not hold a ledger identity: something else wrote it; "
+            "refusing to guess"
+        )
+    identity = (
+        f"random genesis value in key {name.decode()!r}, set with "
+        "SET NX by the first opener (a copy of the data set carries it: move a ledger "
+        "with migrate)"
+    )
+    if verdict.notes:
+        identity += "; " + "; ".join(verdict.notes)
+    identity += (
+        "; every spend and read proves the genesis in the same round trip (one script); "
+        "the configuration is re-checked at most every recheck_interval seconds"
+    )
+    proves = genesis is not None and verdict.reason is None
+    reason = verdict.reason
+    if proves and verdict.durability == Durability.PROCESS:
+        reason = (
+            "durability=process accepted: an acknowledged spend survives a crash of the "
+            "server process, not necessarily of its machine (" + "; ".join(verdict.notes) + ")"
+        )
+    if genesis is None and reason is None:
+        reason = "no genesis could be read or written on this server"
+    return LedgerInfo(
+        backend=kind,
+        store_id=store_id(kind, genesis, namespace) if proves and genesis else None,
+        reason=reason,
+        location=location,
+        namespace=namespace,
+        identity=identity,
+        durability=verdict.durability,
+    )

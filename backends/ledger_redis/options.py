@@ -1,0 +1,188 @@
+"""``redis://``, ``rediss://``, ``unix://`` and ``redis+cluster://`` requests -> one frozen
+:class:`Target` (no I/O), read with the :class:`~ledger_core.opening.OpenRequest` helpers.
+
+Our options (:data:`LEDGER_OPTIONS`) are taken out of the URL; the few driver options
+allowed in it (:data:`DRIVER_URL_OPTIONS`) stay there, as written, for redis-py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ledger_core.errors import InvalidLedgerURL
+from ledger_core.opening import OpenRequest
+from ledger_core.protocol import Durability
+from ledger_core.urls import LedgerURL
+
+from .errors import location
+
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_WAIT_TIMEOUT = 1.0
+# How often (at most) the configuration that decides durability and identity is read
+# again, piggybacked on an operation (docs/redis.md: the re-check period).
+DEFAULT_RECHECK = 5.0
+DURABILITY_CHOICES = {
+    "machine": Durability.MACHINE,
+    "process": Durability.PROCESS,
+    Durability.MACHINE: Durability.MACHINE,  # the values describe() shows
+    Durability.PROCESS: Durability.PROCESS,
+}
+
+# Options this backend owns; they are stripped from the URL before redis-py sees it.
+LEDGER_OPTIONS = frozenset(
+    {
+        "namespace",
+        "timeout",
+        "connect_timeout",
+        "wait_replicas",
+        "wait_aof",
+        "wait_timeout",
+        "trust_config",
+        "require_aof",
+        "durability",
+        "create",
+        "recheck_interval",
+    }
+)
+# Driver options allowed in the URL query (redis-py parses them from the URL).
+DRIVER_URL_OPTIONS = frozenset(
+    {
+        "db",
+        "client_name",
+        "max_connections",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_check_hostname",
+    }
+)
+# A client the host gives keeps its own timeouts and connection settings.
+CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
+# What a host's client is opened as, for the option helpers' messages.
+_CLIENT_URL = LedgerURL.parse("redis://client")
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    """What a ledger may be asked to do beyond the defaults; validated before any I/O."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_TIMEOUT
+    wait_replicas: int = 0
+    wait_aof: bool = False
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    trust_config: bool = False
+    require_aof: bool = False
+    durability: str = Durability.MACHINE
+    create: bool = True
+    recheck_interval: float = DEFAULT_RECHECK
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "connect_timeout", "wait_timeout"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise InvalidLedgerURL(f"option {name!r} must be a positive number of seconds")
+        if self.wait_replicas < 0:
+            raise InvalidLedgerURL("option 'wait_replicas' must be 0 or more")
+        if self.waits and self.wait_timeout >= self.timeout:
+            raise InvalidLedgerURL(
+                "option 'wait_timeout' must be shorter than 'timeout', or the socket "
+                "would give up before the server answers"
+            )
+
+    @property
+    def waits(self) -> bool:
+        return self.wait_replicas > 0 or self.wait_aof
+
+    @classmethod
+    def from_request(cls, request: OpenRequest) -> RedisOptions:
+        """Our options out of ``request`` (unknown ones are the caller's to refuse)."""
+        level = request.choice("durability", "machine", DURABILITY_CHOICES)
+        return cls(
+            timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
+            connect_timeout=request.seconds("connect_timeout", DEFAULT_TIMEOUT),
+            wait_replicas=request.count("wait_replicas", 0),
+            wait_aof=request.flag("wait_aof", False),
+            wait_timeout=request.seconds("wait_timeout", DEFAULT_WAIT_TIMEOUT),
+            trust_config=request.flag("trust_config", False),
+            require_aof=request.flag("require_aof", False),
+            durability=DURABILITY_CHOICES[level],
+            create=request.create(),
+            recheck_interval=request.seconds("recheck_interval", DEFAULT_RECHECK),
+        )
+
+    @classmethod
+    def for_client(cls, options: Mapping[str, Any]) -> RedisOptions:
+        """The options of a ledger on a host's client (no timeouts: the client's own)."""
+        unknown = sorted(set(options) - CLIENT_OPTIONS)
+        if unknown:
+            raise InvalidLedgerURL(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for a Redis ledger on a "
+                f"client (known: {', '.join(sorted(CLIENT_OPTIONS))})"
+            )
+        return cls.from_request(OpenRequest(_CLIENT_URL, options=dict(options)))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a URL opens: the driver's URL (it may hold a password: never shown), where it
+    points (shown), our options, and whether it is a Cluster."""
+
+    driver_url: str
+    location: str
+    options: RedisOptions
+    namespace: str
+    cluster: bool
+
+    def __repr__(self) -> str:
+        return f"<Target {self.location}>"
+
+
+def parse(request: OpenRequest) -> Target:
+    """Split ``request`` into redis-py's URL and our :class:`RedisOptions`."""
+    url = request.url
+    request.check(LEDGER_OPTIONS | DRIVER_URL_OPTIONS)
+    for name in DRIVER_URL_OPTIONS & set(request.options):
+        if url.query.get(name) != request.options[name]:
+            raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
+    _check_driver_parts(url)
+    cluster = url.scheme == "redis+cluster"
+    raw = request.driver_url(LEDGER_OPTIONS)
+    scheme, _, rest = raw.partition(":")
+    # ``unix:///path`` comes back as ``unix:/path``, which redis-py refuses; a Cluster
+    # URL is a ``redis://`` URL of any node to redis-py.
+    rest = rest if rest.startswith("//") else "//" + rest
+    return Target(
+        driver_url=("redis" if cluster else scheme) + ":" + rest,
+        location=location(url),
+        options=RedisOptions.from_request(request),
+        namespace=request.namespace,
+        cluster=cluster,
+    )
+
+
+def _check_driver_parts(url: LedgerURL) -> None:
+    """Refuse what redis-py would silently ignore or misread (a ledger in the wrong
+    database is a different store): the database number and the pool size."""
+    path = url.parts.path
+    if url.scheme == "unix" and "@" in path:
+        # redis-py quotes the socket path in its errors: never let a piece of a
+        # password (a raw "/" in it) become one.
+        raise InvalidLedgerURL(
+            "the socket path of a unix:// URL contains '@': percent-encode a password "
+            "that contains '/', '#', '?' or '@'"
+        )
+    if url.scheme != "unix":
+        allowed = ("", "/", "/0") if url.scheme == "redis+cluster" else ("", "/")
+        if path not in allowed and not re.fullmatch(r"/\d{1,5}", path):
+            raise InvalidLedgerURL(f"the path of {location(url)} must be a database number (/0)")
+    for name in ("db", "max_connections"):
+        value = url.query.get(name)
+        if value is not None and not re.fullmatch(r"\d{1,6}", value):
+            raise InvalidLedgerURL(f"option {name!r} must be a whole number, not {value!r}")
+    if re.fullmatch(r"0+", url.query.get("max_connections", "1")):
+        raise InvalidLedgerURL("option 'max_connections' must be at least 1")
