@@ -147,7 +147,7 @@ def _round_trip(ledger: object, limit: float) -> Check:
                 "do not use this store; check that the URL names the store you think",
             )
     median = statistics.median(took)
-    detail = f"{median * 1000:.1f} ms per read (median of {PROBES}; limit {limit * 1000:.0f} ms)"
+    detail = f"{median * 1000:.2f} ms per read (median of {PROBES}; limit {limit * 1000:.0f} ms)"
     if median > limit:
         return Check(
             "round trip",
