@@ -263,60 +263,39 @@ class AsyncBridge(AsyncLedgerBase):
                         break
 
 
-def _options(
-    answer_as: AnswerAs, old: dict[str, Any] | None, new: dict[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    # The old store must exist (create=False); phase 1 opens the new store while its
-    # migration is incomplete (the bridge is part of that migration); phase 2 does not.
-    old_options = {"create": False, **(old or {})}
-    new_options = {**({"allow_incomplete": True} if answer_as == "old" else {}), **(new or {})}
-    return old_options, new_options
+def _options(answer_as: AnswerAs) -> tuple[dict[str, Any], dict[str, Any]]:
+    # The old store must exist (create=False). Phase 1 may create the new store and opens
+    # it while its migration is incomplete (the bridge is part of that migration); phase 2
+    # needs the finished copy, so it neither creates the store nor opens an incomplete one.
+    new = {"allow_incomplete": True} if answer_as == "old" else {"create": False}
+    return {"create": False}, new
 
 
-def open_bridge(
-    old_url: str,
-    new_url: str,
-    *,
-    answer_as: AnswerAs,
-    old_options: dict[str, Any] | None = None,
-    new_options: dict[str, Any] | None = None,
-) -> Bridge:
-    """Open both stores by URL and bridge them (the bridge closes them)."""
-    old_kw, new_kw = _options(answer_as, old_options, new_options)
-    old = open_ledger(old_url, **old_kw)
-    try:
+def open_bridge(old_url: str, new_url: str, *, answer_as: AnswerAs) -> Bridge:
+    """Open both stores by URL (options in each URL's query) and bridge them; the
+    bridge closes them."""
+    old_kw, new_kw = _options(answer_as)
+    with contextlib.ExitStack() as on_failure:  # closes what opened if a later step fails
+        old = open_ledger(old_url, **old_kw)
+        on_failure.callback(_close, old)
         new = open_ledger(new_url, **new_kw)
-        try:
-            return Bridge(old, new, answer_as=answer_as, owns=True)
-        except BaseException:
-            _close(new)
-            raise
-    except BaseException:
-        _close(old)
-        raise
+        on_failure.callback(_close, new)
+        bridge = Bridge(old, new, answer_as=answer_as, owns=True)
+        on_failure.pop_all()
+    return bridge
 
 
-async def open_async_bridge(
-    old_url: str,
-    new_url: str,
-    *,
-    answer_as: AnswerAs,
-    old_options: dict[str, Any] | None = None,
-    new_options: dict[str, Any] | None = None,
-) -> AsyncBridge:
+async def open_async_bridge(old_url: str, new_url: str, *, answer_as: AnswerAs) -> AsyncBridge:
     """:func:`open_bridge` for asyncio."""
-    old_kw, new_kw = _options(answer_as, old_options, new_options)
-    old = await open_async_ledger(old_url, **old_kw)
-    try:
-        new = await open_async_ledger(new_url, **new_kw)
-        try:
-            return await AsyncBridge.open(old, new, answer_as=answer_as, owns=True)
-        except BaseException:
-            await _aclose(new)
-            raise
-    except BaseException:
-        await _aclose(old)
-        raise
+    old_kw, new_kw = _options(answer_as)
+    async with contextlib.AsyncExitStack() as on_failure:
+        ledgers = []
+        for url, kw in ((old_url, old_kw), (new_url, new_kw)):
+            ledgers.append(await open_async_ledger(url, **kw))
+            on_failure.push_async_callback(_aclose, ledgers[-1])
+        bridge = await AsyncBridge.open(*ledgers, answer_as=answer_as, owns=True)
+        on_failure.pop_all()
+    return bridge
 
 
 def _close(ledger: object) -> None:

@@ -3,7 +3,8 @@
 Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
 - 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
-- 1 an answer that was received: already spent, not spent, no store id, a failed check;
+- 1 an answer that was received: already spent, not spent, no store id, a failed check
+  (``check``, ``doctor``), an unfinished migration (``store-id``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
@@ -13,7 +14,10 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 Errors are one line on stderr (the exception type and its message) with every secret of
 the URLs given removed; ``--debug`` adds the traceback for exit 4. Reads (``is-spent``,
 ``store-id``), ``spend`` and a migration's source open with ``create=False``: a mistyped
-path is a missing store (exit 3), never a new, empty one. ``setup`` creates.
+path is a missing store (exit 3), never a new, empty one. ``setup`` creates. A store whose
+first migration never finished answers nothing (``spend``/``is-spent`` exit 3); the commands
+that report on a store (``store-id``, ``lineage``, ``namespaces``, ``doctor``) and the
+migration's target open it anyway, to say so or to finish it.
 """
 
 from __future__ import annotations

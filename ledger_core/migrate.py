@@ -8,10 +8,13 @@ old ``store_id``) as a spent marker in the target.
 
 Safe to interrupt: each run is numbered in the target by markers (``migration-started``
 n, then ``migration-done`` n once every id is verified); until then the target reads as
-an incomplete migration (:func:`migration_state`). A re-run resumes: ids the target
-already holds are only read (batched), never written again. Resuming by a position in
-the source would be wrong: ids spent in the old store meanwhile land anywhere in byte
-order. A target that holds spends from elsewhere is refused unless ``merge=True``.
+an incomplete migration (:func:`migration_state`), and ``open_ledger`` refuses to open it
+(:class:`IncompleteMigration`) unless ``allow_incomplete=True``: it may lack ids spent in
+the old store. A catch-up run into a store that already continues its source is marked
+(``migration-catch-up``) and does not take the store out of service. A re-run resumes:
+ids the target already holds are only read (batched), never written again. Resuming by
+a position in the source would be wrong: ids spent in the old store meanwhile land
+anywhere in byte order. A target that holds spends from elsewhere is refused unless ``merge=True``.
 """
 
 from __future__ import annotations

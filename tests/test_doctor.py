@@ -30,14 +30,19 @@ def _lines(out: str) -> dict[str, str]:
     return found
 
 
+def _doctor(url: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    """Set the store up, run the doctor on it: (exit code, its report)."""
+    assert main(["setup", url]) == 0
+    capsys.readouterr()
+    code = main(["doctor", url, *SLACK, *extra])
+    return code, capsys.readouterr().out
+
+
 def test_a_healthy_sqlite_store_passes_and_nothing_is_spent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path}/l.db"
-    assert main(["setup", url]) == 0
-    capsys.readouterr()
-    assert main(["doctor", url, *SLACK]) == 0
-    out = capsys.readouterr().out
+    code, out = _doctor(f"sqlite:///{tmp_path}/l.db", capsys)
+    assert code == 0
     checks = _lines(out)
     for name in ("identity", "durability", "configuration", "migration", "round trip"):
         assert checks[name] == "PASS", out
@@ -58,10 +63,8 @@ def test_a_store_on_tmpfs_fails_with_the_fix(
     tmpfs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmpfs_dir}/l.db"
-    assert main(["setup", url]) == 0
-    capsys.readouterr()
-    assert main(["doctor", url, *SLACK]) == 1
-    out = capsys.readouterr().out
+    code, out = _doctor(url, capsys)
+    assert code == 1
     checks = _lines(out)
     assert checks["identity"] == checks["durability"] == checks["configuration"] == "FAIL"
     assert "fix: put the store on a disk" in out

@@ -30,6 +30,7 @@ from ledger_core.cli import main
 from ledger_core.migrate import IncompleteMigration, MigrationInterrupted, Progress
 from ledger_core.opening import OpenRequest
 from ledger_sqlite import SQLiteLedger
+from tests.cli_stops import Plain, PlainBackend
 
 
 def _stop_after_first_batch(p: Progress) -> None:
@@ -118,18 +119,5 @@ def test_the_refusal_shows_no_secret_and_markerless_ledgers_open() -> None:
     assert "hunter2" not in str(refused.value)
     assert "s3cret" not in repr(refused.value)
 
-    class NoMarkers:
-        store_id = None
-
-        def spend(self, request_id: str) -> bool:
-            return True
-
-    class NoMarkersBackend:
-        def open(self, request: OpenRequest) -> NoMarkers:
-            return NoMarkers()
-
-        async def open_async(self, request: OpenRequest) -> NoMarkers:
-            return NoMarkers()
-
-    register_backend("nomarkers", NoMarkersBackend())  # type: ignore[arg-type]
-    assert isinstance(open_ledger("nomarkers://x"), NoMarkers)
+    register_backend("nomarkers", PlainBackend())  # type: ignore[arg-type]
+    assert isinstance(open_ledger("nomarkers://x"), Plain)

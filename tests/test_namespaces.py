@@ -12,11 +12,11 @@ import pytest
 from ledger_core import AsyncMemoryLedger, MemoryLedger, MemoryStore, register_backend
 from ledger_core.cli import main
 from ledger_core.ids import closed_proven_marker
-from ledger_core.migrate import Progress
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import NamespaceListing
 from ledger_sqlite import SQLiteLedger
 from ledger_sqlite.backend import BACKEND as SQLITE
+from tests.cli_stops import PlainBackend, press_ctrl_c_after
 
 TRICKY = ["default", "a:b", "1:a", "é", "x" * 256]
 
@@ -74,19 +74,6 @@ def test_cli_lists_namespaces_and_says_when_a_backend_cannot(
     assert main(["namespaces", f"memory://{store_name}"]) == 0
     assert capsys.readouterr().out.split("\n") == ["a:b", "default", "prod", ""]
 
-    class Plain:
-        store_id = None
-
-        def spend(self, request_id: str) -> bool:
-            return True
-
-    class PlainBackend:
-        def open(self, request: OpenRequest) -> Plain:
-            return Plain()
-
-        async def open_async(self, request: OpenRequest) -> Plain:
-            return Plain()
-
     register_backend("plainns", PlainBackend())  # type: ignore[arg-type]
     assert main(["namespaces", "plainns://x"]) == 3
     assert "cannot list its store's namespaces" in capsys.readouterr().err
@@ -107,17 +94,8 @@ def test_cli_migrates_every_namespace_with_its_own_lineage_and_resumes(
         )
     old, new = f"nssqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
 
-    batches = 0
     real = cli._Meter.__call__
-
-    def stop_in_the_second_namespace(self: object, p: Progress) -> None:
-        nonlocal batches
-        batches += 1
-        real(self, p)  # type: ignore[arg-type]
-        if batches == 3:  # 2 batches of the first namespace, 1 of the second
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli._Meter, "__call__", stop_in_the_second_namespace)
+    press_ctrl_c_after(monkeypatch, 3)  # 2 batches of the first namespace, 1 of the second
     assert main(["migrate", old, new, "--all-namespaces"]) == 130
     err = capsys.readouterr().err
     assert f"resume with: decision-ledger migrate {old} {new} --all-namespaces" in err
