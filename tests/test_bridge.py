@@ -15,7 +15,9 @@ import asyncio
 import multiprocessing
 import random
 import threading
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from ledger_core import (
     open_async_ledger,
     open_ledger,
     resolve,
+    setup_ledger,
     spend_landed,
     store_id_of,
 )
@@ -48,6 +51,7 @@ from ledger_core.bridge import (
 from ledger_core.host import LandedVerdict
 from ledger_core.migrate import IncompleteMigration, MigrationError
 from ledger_sqlite import SQLiteLedger
+from tests.servers.postgres import PostgresServer, ServerUnavailable, postgres_server
 
 WAIT = 300.0  # seconds: a bound on waiting for a worker, never an asserted duration
 GROUP = 2  # processes per group
@@ -191,10 +195,24 @@ class Fleet:
             proc.join(WAIT)
 
 
-@pytest.fixture
-def stores(tmp_path: Path) -> tuple[str, str]:
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PostgresServer]:
+    try:
+        with postgres_server() as server:
+            yield server
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """(old, new): SQLite to SQLite, or SQLite to PostgreSQL (both created up front)."""
     old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
-    SQLiteLedger(tmp_path / "old.db").close()
+    if request.param == "postgres":
+        server: PostgresServer = request.getfixturevalue("pg")
+        new = f"{server.url}?table=fleet_{uuid.uuid4().hex[:10]}"
+    for url in (old, new):
+        setup_ledger(url)
     return old, new
 
 
@@ -221,7 +239,8 @@ def _run_fleet(old: str, new: str, broken: bool, steps: list[tuple[int, int]]) -
             if copy is not None:
                 copy.join(WAIT)
                 assert not errors, errors
-                assert migration_state(open_ledger(new)) is None
+                finished: Any = open_ledger(new)  # refused were the copy unfinished
+                finished.close()
             for won in results:
                 wins.update(won)
             if not broken:
@@ -241,11 +260,17 @@ def _run_fleet(old: str, new: str, broken: bool, steps: list[tuple[int, int]]) -
 
 
 def _copy(old: str, new: str, errors: list[BaseException]) -> None:
+    source: Any = open_ledger(old, create=False)
+    target: Any = open_ledger(new, allow_incomplete=True)
     try:
-        report = migrate(open_ledger(old, create=False), open_ledger(new, allow_incomplete=True))
+        report = migrate(source, target)
         assert report.resumed  # it finished the run the phase-1 bridges opened: no merge
+        assert migration_state(target) is None
     except BaseException as exc:
         errors.append(exc)
+    finally:
+        target.close()
+        source.close()
 
 
 def test_a_fleet_moves_host_by_host_and_no_id_wins_twice(stores: tuple[str, str]) -> None:
@@ -254,14 +279,16 @@ def test_a_fleet_moves_host_by_host_and_no_id_wins_twice(stores: tuple[str, str]
     assert len(wins) == FRESH * len(STEPS)
     assert max(wins.values()) == 1
     # The new store holds everything the fleet ever spent, and is the old one's successor.
-    survivor = open_ledger(new)
-    assert sorted(survivor.spent_ids()) == sorted(wins)  # type: ignore[attr-defined]
+    survivor: Any = open_ledger(new)
+    try:
+        assert sorted(survivor.spent_ids()) == sorted(wins)
+    finally:
+        survivor.close()
 
 
-def test_the_fleet_test_catches_a_bridge_that_trusts_the_new_store(
-    stores: tuple[str, str],
-) -> None:
-    old, new = stores
+def test_the_fleet_test_catches_a_bridge_that_trusts_the_new_store(tmp_path: Path) -> None:
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    setup_ledger(old)
     wins = _run_fleet(old, new, broken=True, steps=STEPS[:2])
     twice = [rid for rid, n in wins.items() if n > 1]
     assert twice, "the broken bridge went unnoticed"
