@@ -14,7 +14,8 @@ the old store. A catch-up run into a store that already continues its source is 
 (``migration-catch-up``) and does not take the store out of service. A re-run resumes:
 ids the target already holds are only read (batched), never written again. Resuming by
 a position in the source would be wrong: ids spent in the old store meanwhile land
-anywhere in byte order. A target that holds spends from elsewhere is refused unless ``merge=True``.
+anywhere in byte order. A target that holds spends from elsewhere is refused unless
+``merge=True``.
 """
 
 from __future__ import annotations
