@@ -54,7 +54,7 @@ from .migrate import (
     marker_performer,
     run_state_steps,
 )
-from .protocol import Durability, LedgerInfo, describe, store_id_of
+from .protocol import Durability, LedgerInfo, describe, is_async_ledger, store_id_of
 from .registry import open_async_ledger, open_ledger
 from .steps import Steps, run_steps, run_steps_async
 
@@ -193,6 +193,8 @@ class Bridge(LedgerBase):
     ) -> None:
         if answer_as not in ("old", "new"):
             raise ValueError(f"answer_as must be 'old' or 'new', not {answer_as!r}")
+        if is_async_ledger(old) or is_async_ledger(new):
+            raise TypeError("an async ledger needs the async bridge: await AsyncBridge.open(...)")
         self._old, self._new, self._owns = old, new, owns
         old_id = _check_pair(old, new)
         perform_new = marker_performer(new)

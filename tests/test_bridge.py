@@ -26,6 +26,7 @@ import pytest
 
 from ledger_core import (
     AmbiguousSpend,
+    AsyncMemoryLedger,
     CloseVerdict,
     LedgerError,
     LedgerUnavailable,
@@ -372,6 +373,8 @@ def test_a_bridge_refuses_what_it_cannot_bridge(tmp_path: Path) -> None:
         Bridge(MemoryLedger(), new, answer_as="old")
     with pytest.raises(ValueError):
         Bridge(old, new, answer_as="both")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="AsyncBridge"):
+        Bridge(old, AsyncMemoryLedger(), answer_as="old")
     new.spend("someone-else")  # the new store already serves another ledger: no merge
     with pytest.raises(MigrationError, match="merge"):
         Bridge(old, new, answer_as="old")
