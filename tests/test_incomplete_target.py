@@ -10,6 +10,7 @@ the migration finishes; the migration and the tools that report on a store open 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ import pytest
 
 from ledger_core import (
     AsyncMemoryLedger,
+    LedgerUnavailable,
     MemoryLedger,
     MemoryStore,
+    UnsafeStoreConfig,
     migrate,
     migration_state,
     open_async_ledger,
@@ -121,3 +124,50 @@ def test_the_refusal_shows_no_secret_and_markerless_ledgers_open() -> None:
 
     register_backend("nomarkers", PlainBackend())  # type: ignore[arg-type]
     assert isinstance(open_ledger("nomarkers://x"), Plain)
+
+
+class _Refusing(MemoryLedger):
+    """A store that refuses even reads as unsafe (as a Redis replica refuses scripts)."""
+
+    def __init__(self, store_id: str | None, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        if store_id is not None:
+            self._info = replace(self._info, store_id=store_id, reason=None)
+
+    def _is_spent(self, request_id: bytes) -> bool:
+        raise self.error
+
+    def _spend(self, request_id: bytes) -> bool:
+        raise self.error
+
+
+class _RefusingBackend:
+    def open(self, request: OpenRequest) -> _Refusing:
+        kind, _, proves = request.url.parts.netloc.partition(".")
+        error = UnsafeStoreConfig("replica") if kind == "unsafe" else LedgerUnavailable("down")
+        return _Refusing("refusing:1" if proves else None, error)
+
+    async def open_async(self, request: OpenRequest) -> _Refusing:
+        return self.open(request)
+
+
+def test_a_store_that_refuses_the_check_is_served_only_when_it_refuses_everything() -> None:
+    """A ledger that never proves and whose store refuses reads as unsafe opens (every
+    call refuses the same way, describe() says why); any other failure of the check, or
+    an unsafe refusal from a ledger that claims to prove, refuses the opening."""
+    register_backend("refusing", _RefusingBackend())  # type: ignore[arg-type]
+    ledger: Any = open_ledger("refusing://unsafe")
+    with pytest.raises(UnsafeStoreConfig):
+        ledger.spend("x")
+    with pytest.raises(UnsafeStoreConfig):
+        open_ledger("refusing://unsafe.proves")
+    with pytest.raises(LedgerUnavailable):
+        open_ledger("refusing://down")
+
+    async def opened() -> None:
+        await open_async_ledger("refusing://unsafe")
+        with pytest.raises(LedgerUnavailable):
+            await open_async_ledger("refusing://down")
+
+    asyncio.run(opened())
