@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .errors import LedgerError
+from .errors import LedgerError, UnsafeStoreConfig
 from .ids import MarkerKind, marker_id
 from .protocol import DecisionLedger, store_id_of
 from .steps import Steps, run_steps, run_steps_async
@@ -244,6 +244,35 @@ def migration_state(ledger: object) -> str | None:
     """``None`` if no migration into ``ledger`` is unfinished, else what is unfinished
     (a host must not switch to a store whose copy was never verified)."""
     return run_state(ledger).describe()
+
+
+def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
+    """What opening a store checks: refuse one whose first migration never finished.
+
+    A ledger that never proves (``proves`` false) and whose store refuses even this read
+    as unsafe (a Redis replica refuses every script) still opens: every spend and read of
+    it refuses the same way, and ``describe()`` says why. Any other failure refuses the
+    opening: an unchecked store is never served."""
+    try:
+        state = yield from run_state_steps()
+    except UnsafeStoreConfig:
+        if proves:
+            raise
+        return
+    refuse_incomplete(state, where)
+
+
+def check_opening(ledger: object, where: str) -> None:
+    """:func:`opening_steps` on a sync ledger (one without markers is not checked)."""
+    if has_markers(ledger):
+        proves = store_id_of(ledger) is not None
+        run_steps(opening_steps(proves, where), marker_performer(ledger))
+
+
+async def check_opening_async(ledger: object, where: str) -> None:
+    if has_markers(ledger):
+        proves = store_id_of(ledger) is not None
+        await run_steps_async(opening_steps(proves, where), async_marker_performer(ledger))
 
 
 class IncompleteMigration(MigrationError):

@@ -22,11 +22,10 @@ from .errors import (
     LedgerUnavailable,
     MissingDriver,
     UnknownScheme,
-    UnsafeStoreConfig,
 )
-from .migrate import refuse_incomplete, run_state, run_state_async
+from .migrate import check_opening, check_opening_async
 from .opening import OpenRequest
-from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe, store_id_of
+from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
 ENTRY_POINT_GROUP = "decision_ledger.backends"
@@ -117,13 +116,6 @@ def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, OpenRequest
     return backend_for(request.url.scheme), request
 
 
-# A ledger that already says it never proves (``store_id = None``) and whose store refuses
-# even the migration-marker read as unsafe (a Redis replica refuses every script) still
-# opens: every spend and read of it refuses the same way, so it can answer nothing an
-# unfinished copy could falsify, and ``describe()`` says why (the doctor, ``store-id``).
-# Any other failure of that read refuses the opening: an unchecked store is never served.
-
-
 def _allow_incomplete(options: dict[str, Any]) -> bool:
     """Take ``allow_incomplete`` out of the keyword options (never a URL option: a
     backend refuses it there as unknown). Only a real bool counts."""
@@ -154,13 +146,7 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
         if allow_incomplete:
             return ledger
         try:
-            try:
-                state = run_state(ledger)
-            except UnsafeStoreConfig:
-                if store_id_of(ledger) is not None:
-                    raise
-                return ledger  # never proves, refuses everything: see the note above
-            refuse_incomplete(state, str(request.url))
+            check_opening(ledger, str(request.url))
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -181,13 +167,7 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
         if allow_incomplete:
             return ledger
         try:
-            try:
-                state = await run_state_async(ledger)
-            except UnsafeStoreConfig:
-                if store_id_of(ledger) is not None:
-                    raise
-                return ledger  # never proves, refuses everything: see the note above
-            refuse_incomplete(state, str(request.url))
+            await check_opening_async(ledger, str(request.url))
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)

@@ -17,7 +17,6 @@ import random
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,8 @@ from ledger_core.bridge import (
 from ledger_core.host import LandedVerdict
 from ledger_core.migrate import IncompleteMigration, MigrationError
 from ledger_sqlite import SQLiteLedger
-from tests.servers.postgres import PostgresServer, ServerUnavailable, postgres_server
+from tests.postgres.conftest import pg_server  # noqa: F401 (the session's PostgreSQL)
+from tests.servers.postgres import PostgresServer
 
 WAIT = 300.0  # seconds: a bound on waiting for a worker, never an asserted duration
 GROUP = 2  # processes per group
@@ -196,21 +196,12 @@ class Fleet:
             proc.join(WAIT)
 
 
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    try:
-        with postgres_server() as server:
-            yield server
-    except ServerUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """(old, new): SQLite to SQLite, or SQLite to PostgreSQL (both created up front)."""
     old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
     if request.param == "postgres":
-        server: PostgresServer = request.getfixturevalue("pg")
+        server: PostgresServer = request.getfixturevalue("pg_server")
         new = f"{server.url}?table=fleet_{uuid.uuid4().hex[:10]}"
     for url in (old, new):
         setup_ledger(url)
