@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import AsyncLedgerBase, LedgerBase
+from .bridge import AsyncBridge, Bridge, open_async_bridge, open_bridge
 from .errors import (
     AmbiguousSpend,
     BackendLoadError,
@@ -47,6 +48,7 @@ from .ids import (
 )
 from .memory import AsyncMemoryLedger, MemoryLedger, MemoryStore, default_ledger
 from .migrate import (
+    IncompleteMigration,
     MigrationError,
     MigrationInterrupted,
     MigrationReport,
@@ -85,6 +87,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "MAX_ID_BYTES",
     "AmbiguousSpend",
+    "AsyncBridge",
     "AsyncDecisionLedger",
     "AsyncLedgerBase",
     "AsyncMarkerReentry",
@@ -92,9 +95,11 @@ __all__ = [
     "AsyncReentrantLedger",
     "Backend",
     "BackendLoadError",
+    "Bridge",
     "CloseVerdict",
     "Closure",
     "DecisionLedger",
+    "IncompleteMigration",
     "InvalidLedgerURL",
     "InvalidRequestId",
     "LandedVerdict",
@@ -142,7 +147,9 @@ __all__ = [
     "migration_state",
     "mint",
     "new_attempt_secret",
+    "open_async_bridge",
     "open_async_ledger",
+    "open_bridge",
     "open_ledger",
     "redact_url",
     "register_backend",

@@ -3,7 +3,8 @@
 Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
 - 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
-- 1 an answer that was received: already spent, not spent, no store id, a failed check;
+- 1 an answer that was received: already spent, not spent, no store id, a failed check
+  (``check``, ``doctor``), an unfinished migration (``store-id``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
@@ -13,7 +14,10 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 Errors are one line on stderr (the exception type and its message) with every secret of
 the URLs given removed; ``--debug`` adds the traceback for exit 4. Reads (``is-spent``,
 ``store-id``), ``spend`` and a migration's source open with ``create=False``: a mistyped
-path is a missing store (exit 3), never a new, empty one. ``setup`` creates.
+path is a missing store (exit 3), never a new, empty one. ``setup`` creates. A store whose
+first migration never finished answers nothing (``spend``/``is-spent`` exit 3); the commands
+that report on a store (``store-id``, ``lineage``, ``namespaces``, ``doctor``) and the
+migration's target open it anyway, to say so or to finish it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,17 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
-from .migrate import MigrationInterrupted, Progress, count_ids, migrate, migration_state
+from .migrate import (
+    MigrationError,
+    MigrationInterrupted,
+    Progress,
+    count_ids,
+    migrate,
+    migration_state,
+)
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
 from .urls import redact_url, scrub, secret_fragments
@@ -48,10 +60,12 @@ def _answer(value: object, what: str) -> bool:
 
 
 @contextmanager
-def _opened(args: argparse.Namespace) -> Iterator[DecisionLedger]:
-    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one."""
+def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[DecisionLedger]:
+    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
+    ``report``: a command that reports on the store (its id, lineage, health) opens one
+    whose migration is unfinished, to say so; a command that answers for ids does not."""
     options = {"namespace": args.namespace} if args.namespace else {}
-    ledger = open_ledger(args.url, **options, create=False)
+    ledger = open_ledger(args.url, **options, create=False, allow_incomplete=report)
     try:
         yield ledger
     finally:
@@ -87,7 +101,7 @@ def _is_spent(args: argparse.Namespace) -> int:
 def _store_id(args: argparse.Namespace) -> int:
     """A store with an unfinished migration into it answers 1: no host may switch to
     it yet (its copy was never verified)."""
-    with _opened(args) as ledger:
+    with _opened(args, report=True) as ledger:
         info = describe(ledger)
         unfinished = migration_state(ledger)
     if info.store_id is None:
@@ -104,7 +118,7 @@ def _store_id(args: argparse.Namespace) -> int:
 def _lineage(args: argparse.Namespace) -> int:
     """The lineage markers the store can list; a backend that cannot list its markers
     is told, never answered with an empty chain."""
-    with _opened(args) as ledger:
+    with _opened(args, report=True) as ledger:
         unfinished = migration_state(ledger)
         lister = getattr(ledger, "lineage", None)
         if not callable(lister):
@@ -190,12 +204,19 @@ class _Meter:
 def _migrate(args: argparse.Namespace) -> int:
     """The source must exist (a typo would migrate nothing from a phantom store); the
     target is created if missing: that is what a migration is for."""
-    source_options = {"namespace": args.namespace} if args.namespace else {}
+    if args.all_namespaces:
+        return _migrate_all(args)
+    return _migrate_one(args, args.namespace, args.target_namespace)
+
+
+def _migrate_one(args: argparse.Namespace, namespace: str | None, target_ns: str | None) -> int:
+    source_options = {"namespace": namespace} if namespace else {}
     source = open_ledger(args.url, **source_options, create=False)
-    target_options = {"namespace": args.target_namespace} if args.target_namespace else {}
+    target_options = {"namespace": target_ns} if target_ns else {}
     meter = _Meter()
     try:
-        target = open_ledger(args.target, **target_options)
+        # The target is the migration's own: open it even while a run into it is open.
+        target = open_ledger(args.target, **target_options, allow_incomplete=True)
         try:
             total = count_ids(source)  # one streamed pass, for the ETA
             report = migrate(source, target, merge=args.merge, progress=meter, total=total)
@@ -217,6 +238,61 @@ def _migrate(args: argparse.Namespace) -> int:
     return OK
 
 
+def _list_namespaces(url: str, namespace: str | None) -> list[str]:
+    """Every namespace of the store at ``url`` (NamespaceListing), or a clear refusal."""
+    options = {"namespace": namespace} if namespace else {}
+    ledger = open_ledger(url, **options, create=False, allow_incomplete=True)
+    try:
+        lister = getattr(ledger, "namespaces", None)
+        if not callable(lister):
+            raise MigrationError(
+                f"{type(ledger).__name__} cannot list its store's namespaces (it has no "
+                "namespaces(), the NamespaceListing capability); name each one with --namespace"
+            )
+        return sorted(lister())
+    finally:
+        _close(ledger)
+
+
+def _namespaces(args: argparse.Namespace) -> int:
+    for name in _list_namespaces(args.url, args.namespace):
+        print(name)
+    return OK
+
+
+def _migrate_all(args: argparse.Namespace) -> int:
+    """Each namespace of the source into the same namespace of the target: its own run,
+    lineage and progress. A re-run resumes each (finished ones are only read back)."""
+    if args.namespace or args.target_namespace:
+        print(
+            "decision-ledger migrate: --all-namespaces moves every namespace to the same "
+            "name; it takes no --namespace or --target-namespace",
+            file=sys.stderr,
+        )
+        return USAGE
+    names = _list_namespaces(args.url, None)
+    for number, name in enumerate(names, 1):
+        print(f"namespace {name} ({number} of {len(names)}):", file=sys.stderr, flush=True)
+        code = _migrate_one(args, name, name)
+        if code != OK:
+            return code
+    print(f"migrated {len(names)} namespaces")
+    return OK
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Every check, pass or fail, with the fix for each failure (reads only)."""
+    with _opened(args, report=True) as ledger:
+        checks = diagnose(ledger, max_round_trip=args.max_rtt)
+    for line in render(checks):
+        print(line)
+    failed = sum(check.status == FAIL for check in checks)
+    print(f"{failed} check(s) failed" if failed else "every check passed")
+    if any(check.raised for check in checks):
+        return UNAVAILABLE
+    return REFUSED if failed else OK
+
+
 def _resume_argv(args: argparse.Namespace) -> list[str]:
     """The command that resumes this migration (secrets are scrubbed when it is said)."""
     argv = ["decision-ledger", "migrate", args.url, args.target]
@@ -226,6 +302,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--target-namespace", args.target_namespace]
     if args.merge:
         argv.append("--merge")
+    if args.all_namespaces:
+        argv.append("--all-namespaces")
     return argv
 
 
@@ -271,7 +349,26 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow a target that already holds spends from elsewhere (merge two ledgers)",
     )
+    move.add_argument(
+        "--all-namespaces",
+        action="store_true",
+        help="migrate every namespace of the source (each to the same name in the target)",
+    )
     with_url("lineage", "print the stores this one was migrated from (lineage markers)", _lineage)
+    with_url("namespaces", "list the namespaces of the store the URL names", _namespaces)
+    doctor = with_url(
+        "doctor",
+        "every safety check (identity, durability, configuration, migration, round trip); "
+        "exit 0 if all pass, 1 if one fails",
+        _doctor,
+    )
+    doctor.add_argument(
+        "--max-rtt",
+        type=float,
+        default=MAX_ROUND_TRIP,
+        metavar="SECONDS",
+        help=f"the slowest read that passes (default {MAX_ROUND_TRIP:g} s)",
+    )
 
     check = sub.add_parser(
         "check", help="run the conformance suite against a ledger", parents=[debug]

@@ -28,6 +28,9 @@ class MarkerKind:
     MIGRATION_STARTED = "migration-started"  # subject: the run number
     MIGRATION_SOURCE = "migration-source"  # subject: run number NUL source store_id
     MIGRATION_DONE = "migration-done"  # subject: the run number
+    # A run into a store that already continues its source (a catch-up after the hosts
+    # switched): the store is in service, so opening it is not refused meanwhile.
+    MIGRATION_CATCH_UP = "migration-catch-up"  # subject: the run number
 
 
 def validate_request_id(request_id: object) -> bytes:

@@ -8,7 +8,7 @@ never proves (C6, H3).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 from .base import AsyncLedgerBase, LedgerBase
 from .ids import (
@@ -107,6 +107,17 @@ class MemoryLedger(LedgerBase):
             if key.startswith(prefix) and not is_marker(key[len(prefix) :]):
                 yield key[len(prefix) :].decode("utf-8")
 
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace with a record (id or marker) in this store, each once, this
+        ledger's own included (NamespaceListing; ``migrate --all-namespaces``)."""
+        seen = {self._namespace}
+        yield self._namespace
+        for key in self._store.snapshot():
+            name = _namespace_of(key)
+            if name not in seen:
+                seen.add(name)
+                yield name
+
 
 class AsyncMemoryLedger(AsyncLedgerBase):
     """The async face of :class:`MemoryLedger`; no I/O, so it never yields."""
@@ -126,6 +137,17 @@ class AsyncMemoryLedger(AsyncLedgerBase):
     async def spend_as(self, request_id: str, attempt_key: str) -> bool:
         """C10, async: see :meth:`MemoryLedger.spend_as`."""
         return self._sync.spend_as(request_id, attempt_key)
+
+    async def namespaces(self) -> AsyncIterator[str]:
+        """:meth:`MemoryLedger.namespaces`, as an async iterator."""
+        for name in self._sync.namespaces():
+            yield name
+
+
+def _namespace_of(key: bytes) -> str:
+    """The namespace of a :func:`ledger_key` (length-prefixed: ``b"3:abc:<id>"``)."""
+    length, _, rest = key.partition(b":")
+    return rest[: int(length)].decode("utf-8")
 
 
 _default: MemoryLedger | None = None

@@ -8,23 +8,29 @@ old ``store_id``) as a spent marker in the target.
 
 Safe to interrupt: each run is numbered in the target by markers (``migration-started``
 n, then ``migration-done`` n once every id is verified); until then the target reads as
-an incomplete migration (:func:`migration_state`). A re-run resumes: ids the target
-already holds are only read (batched), never written again. Resuming by a position in
-the source would be wrong: ids spent in the old store meanwhile land anywhere in byte
-order. A target that holds spends from elsewhere is refused unless ``merge=True``.
+an incomplete migration (:func:`migration_state`), and ``open_ledger`` refuses to open it
+(:class:`IncompleteMigration`) unless ``allow_incomplete=True``: it may lack ids spent in
+the old store. A catch-up run into a store that already continues its source is marked
+(``migration-catch-up``) and does not take the store out of service. A re-run resumes:
+ids the target already holds are only read (batched), never written again. Resuming by
+a position in the source would be wrong: ids spent in the old store meanwhile land
+anywhere in byte order. A target that holds spends from elsewhere is refused unless
+``merge=True``.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from .errors import LedgerError
+from .errors import LedgerError, UnsafeStoreConfig
 from .ids import MarkerKind, marker_id
 from .protocol import DecisionLedger, store_id_of
+from .steps import Steps, run_steps, run_steps_async
 
 BATCH = 1000
 MAX_RUNS = 10_000  # a store migrated into more often than this is not a migration target
@@ -107,42 +113,181 @@ def _source(run: int, source_id: str) -> bytes:
     return marker_id(MarkerKind.MIGRATION_SOURCE, f"{run}\x00{source_id}")
 
 
-class _Markers:
-    """The target's marker calls, or nothing when it has no marker space."""
+def _catch_up(run: int) -> bytes:
+    return marker_id(MarkerKind.MIGRATION_CATCH_UP, str(run))
 
-    def __init__(self, target: object) -> None:
-        self.spend: Callable[[bytes], Any] | None = getattr(target, "spend_marker", None)
-        self.read: Callable[[bytes], Any] | None = getattr(target, "is_marker_spent", None)
+
+# The marker bookkeeping is written once as step generators (``ledger_core.steps``): each
+# step is ``(method, marker)`` asked of the target (``is_marker_spent``, ``spend_marker``,
+# or ``holds_ids`` with no marker), so a sync migration, a sync or async open and the
+# bridge (``ledger_core.bridge``) all decide the same way.
+MarkerStep = tuple[str, bytes | None]
+READ, SPEND, HOLDS_IDS = "is_marker_spent", "spend_marker", "holds_ids"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The last migration run recorded in a store (``run == 0``: never migrated into)."""
+
+    run: int
+    done: bool
+    catch_up: bool  # a run into a store that already continued its source (in service)
 
     @property
-    def present(self) -> bool:
-        return callable(self.spend) and callable(self.read)
+    def unfinished(self) -> bool:
+        return self.run > 0 and not self.done
 
-    def is_spent(self, marker: bytes) -> bool:
-        assert self.read is not None
-        answer = self.read(marker)
-        if type(answer) is not bool:
-            raise MigrationError(f"is_marker_spent answered {answer!r}, not a bool")
-        return answer
+    @property
+    def blocks_opening(self) -> bool:
+        """A first copy never verified: ids of the source may be missing, so a ledger
+        opened on this store could answer ``True`` for an id spent in the old one."""
+        return self.unfinished and not self.catch_up
 
-    def last_run(self) -> int:
-        """The highest run number started in the target (0: none)."""
-        run = 0
-        while run < MAX_RUNS and self.is_spent(_started(run + 1)):
-            run += 1
-        return run
+    def describe(self) -> str | None:
+        if not self.unfinished:
+            return None
+        kind = "catch-up run" if self.catch_up else "run"
+        return f"incomplete migration ({kind} {self.run} started and was never verified)"
+
+
+def last_run_steps() -> Steps[MarkerStep, int]:
+    """The highest run number started in the store (0: none)."""
+    run = 0
+    while run < MAX_RUNS and (yield (READ, _started(run + 1))):
+        run += 1
+    return run
+
+
+def run_state_steps() -> Steps[MarkerStep, RunState]:
+    run = yield from last_run_steps()
+    if run == 0:
+        return RunState(0, True, False)
+    done = bool((yield (READ, _done(run))))
+    catch_up = False if done else bool((yield (READ, _catch_up(run))))
+    return RunState(run, done, catch_up)
+
+
+def begin_run_steps(source_id: str | None, merge: bool) -> Steps[MarkerStep, tuple[int, bool]]:
+    """Number a run from ``source_id`` in the target, or resume its own interrupted one;
+    refuse a target holding spends from elsewhere unless ``merge``. ``(run, resumed)``."""
+    subject = source_id or ""
+    last = yield from last_run_steps()
+    if last and not (yield (READ, _done(last))) and (yield (READ, _source(last, subject))):
+        return last, True  # our own interrupted run (or the bridge's): resume it
+    continues = source_id is not None and bool((yield (READ, lineage_marker(source_id))))
+    if not (merge or continues) and (yield (HOLDS_IDS, None)):
+        raise MigrationError(_MERGE_REFUSAL)
+    run = last + 1
+    while not (yield (SPEND, _started(run))):
+        run += 1  # another migration took this number first
+        if run > MAX_RUNS:
+            raise MigrationError("too many migration runs recorded in the target")
+    yield (SPEND, _source(run, subject))
+    if continues:
+        yield (SPEND, _catch_up(run))
+    return run, False
+
+
+def has_markers(ledger: object) -> bool:
+    """Whether the ledger has a marker space (``spend_marker`` and ``is_marker_spent``)."""
+    return callable(getattr(ledger, SPEND, None)) and callable(getattr(ledger, READ, None))
+
+
+def _marker_answer(answer: object, method: str) -> bool:
+    if type(answer) is not bool:
+        raise MigrationError(f"{method} answered {answer!r}, not a bool")
+    return answer
+
+
+def marker_performer(ledger: object) -> Callable[[MarkerStep], bool]:
+    """Run one marker step on a sync ledger."""
+
+    def perform(step: MarkerStep) -> bool:
+        method, marker = step
+        if method == HOLDS_IDS:
+            return _holds_ids(ledger)
+        return _marker_answer(getattr(ledger, method)(marker), method)
+
+    return perform
+
+
+def async_marker_performer(ledger: object) -> Callable[[MarkerStep], Awaitable[bool]]:
+    """Run one marker step on an async ledger (a sync one is called as is)."""
+
+    async def perform(step: MarkerStep) -> bool:
+        method, marker = step
+        if method == HOLDS_IDS:
+            return await _holds_ids_async(ledger)
+        answer = getattr(ledger, method)(marker)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return _marker_answer(answer, method)
+
+    return perform
+
+
+def run_state(ledger: object) -> RunState:
+    """The last migration run recorded in a sync ledger (a ledger without markers:
+    never migrated into, as far as it can say)."""
+    if not has_markers(ledger):
+        return RunState(0, True, False)
+    return run_steps(run_state_steps(), marker_performer(ledger))
+
+
+async def run_state_async(ledger: object) -> RunState:
+    if not has_markers(ledger):
+        return RunState(0, True, False)
+    return await run_steps_async(run_state_steps(), async_marker_performer(ledger))
 
 
 def migration_state(ledger: object) -> str | None:
     """``None`` if no migration into ``ledger`` is unfinished, else what is unfinished
     (a host must not switch to a store whose copy was never verified)."""
-    markers = _Markers(ledger)
-    if not markers.present:
-        return None
-    run = markers.last_run()
-    if run == 0 or markers.is_spent(_done(run)):
-        return None
-    return f"incomplete migration (run {run} started and was never verified)"
+    return run_state(ledger).describe()
+
+
+def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
+    """What opening a store checks: refuse one whose first migration never finished.
+
+    A ledger that never proves (``proves`` false) and whose store refuses even this read
+    as unsafe (a Redis replica refuses every script) still opens: every spend and read of
+    it refuses the same way, and ``describe()`` says why. Any other failure refuses the
+    opening: an unchecked store is never served."""
+    try:
+        state = yield from run_state_steps()
+    except UnsafeStoreConfig:
+        if proves:
+            raise
+        return
+    refuse_incomplete(state, where)
+
+
+def check_opening(ledger: object, where: str) -> None:
+    """:func:`opening_steps` on a sync ledger (one without markers is not checked)."""
+    if has_markers(ledger):
+        proves = store_id_of(ledger) is not None
+        run_steps(opening_steps(proves, where), marker_performer(ledger))
+
+
+async def check_opening_async(ledger: object, where: str) -> None:
+    if has_markers(ledger):
+        proves = store_id_of(ledger) is not None
+        await run_steps_async(opening_steps(proves, where), async_marker_performer(ledger))
+
+
+class IncompleteMigration(MigrationError):
+    """The store is the target of a migration that never finished: a ledger opened on it
+    could answer ``True`` for an id spent in the old store and not copied yet."""
+
+
+def refuse_incomplete(state: RunState, where: str) -> None:
+    """Raise :class:`IncompleteMigration` when ``state`` forbids opening the store."""
+    if state.blocks_opening:
+        raise IncompleteMigration(
+            f"{where}: {state.describe()}; finish it (run the same `decision-ledger migrate "
+            "OLD NEW` again) before any host uses this store (the migration itself opens it "
+            "with allow_incomplete=True)"
+        )
 
 
 def migrate(
@@ -169,8 +314,13 @@ def migrate(
     if target_id is not None and target_id == source_id:
         raise MigrationError("source and target are the same store (equal store_id)")
 
-    markers = _Markers(target)
-    run, resumed = _begin(markers, target, source_id, merge)
+    markers = has_markers(target)
+    if markers:
+        run, resumed = run_steps(begin_run_steps(source_id, merge), marker_performer(target))
+    else:
+        if not merge and _holds_ids(target):
+            raise MigrationError(_MERGE_REFUSAL)
+        run, resumed = None, False
     copied = already = 0
     last: str | None = None
     start = time.monotonic()
@@ -194,11 +344,9 @@ def migrate(
     except KeyboardInterrupt:
         done = Progress(copied + already, copied, time.monotonic() - start, last, total)
         raise MigrationInterrupted(done) from None
-    lineage = _record_lineage(markers, source_id)
+    lineage = _record_lineage(target, source_id) if markers else None
     if run is not None:
-        markers.spend(_done(run))  # type: ignore[misc]
-        if not markers.is_spent(_done(run)):
-            raise MigrationError("the run's done marker does not read as spent in the target")
+        _spend_verified(target, _done(run), "the run's done marker")
     total = copied + already
     return MigrationReport(source_id, target_id, copied, already, total, lineage, run, resumed)
 
@@ -208,31 +356,6 @@ def count_ids(source: object) -> int:
     if not isinstance(source, ScannableLedger):
         raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
     return sum(1 for _ in source.spent_ids())
-
-
-def _begin(
-    markers: _Markers, target: object, source_id: str | None, merge: bool
-) -> tuple[int | None, bool]:
-    """Number this run in the target (resume an interrupted run from the same source);
-    refuse a target holding spends from elsewhere unless ``merge``."""
-    subject = source_id or ""
-    if not markers.present:
-        if not merge and _holds_ids(target):
-            raise MigrationError(_MERGE_REFUSAL)
-        return None, False
-    last = markers.last_run()
-    if last and not markers.is_spent(_done(last)) and markers.is_spent(_source(last, subject)):
-        return last, True  # our own interrupted run: resume it
-    continues = source_id is not None and markers.is_spent(lineage_marker(source_id))
-    if not (merge or continues) and _holds_ids(target):
-        raise MigrationError(_MERGE_REFUSAL)
-    run = last + 1
-    while not markers.spend(_started(run)):  # type: ignore[misc]
-        run += 1  # another migration took this number first
-        if run > MAX_RUNS:
-            raise MigrationError("too many migration runs recorded in the target")
-    markers.spend(_source(run, subject))  # type: ignore[misc]
-    return run, False
 
 
 _MERGE_REFUSAL = (
@@ -252,6 +375,25 @@ def _holds_ids(target: object) -> bool:
     return next(iter(listing()), None) is not None
 
 
+async def _holds_ids_async(target: object) -> bool:
+    """:func:`_holds_ids` for an async ledger (an async iterator, or a sync one)."""
+    listing = getattr(target, "spent_ids", None)
+    if not callable(listing):
+        return _holds_ids(target)  # raises the same refusal
+    ids = listing()
+    if hasattr(ids, "__anext__"):
+        try:
+            await ids.__anext__()
+        except StopAsyncIteration:
+            return False
+        finally:
+            closing = getattr(ids, "aclose", None)
+            if callable(closing):
+                await closing()
+        return True
+    return next(iter(ids), None) is not None
+
+
 def _batched(target: object, many: str, one: str) -> Callable[[Sequence[str]], list[bool]]:
     """The target's batch call, or its per-id call in a loop; every answer a bool."""
     call_many = getattr(target, many, None)
@@ -266,12 +408,16 @@ def _batched(target: object, many: str, one: str) -> Callable[[Sequence[str]], l
     return run
 
 
-def _record_lineage(markers: _Markers, source_id: str | None) -> str | None:
-    """Spend the lineage marker in the target, where it has a marker space."""
-    if source_id is None or not markers.present:
+def _record_lineage(target: object, source_id: str | None) -> str | None:
+    """Spend the lineage marker in the target (a target with a marker space)."""
+    if source_id is None:
         return None
-    marker = lineage_marker(source_id)
-    markers.spend(marker)  # type: ignore[misc]
-    if not markers.is_spent(marker):
-        raise MigrationError("the lineage marker does not read as spent in the target")
+    _spend_verified(target, lineage_marker(source_id), "the lineage marker")
     return source_id
+
+
+def _spend_verified(target: object, marker: bytes, what: str) -> None:
+    perform = marker_performer(target)
+    perform((SPEND, marker))
+    if not perform((READ, marker)):
+        raise MigrationError(f"{what} does not read as spent in the target")

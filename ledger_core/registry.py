@@ -8,6 +8,8 @@ scheme is opened, so a missing optional driver costs nothing until it is used.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import threading
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -21,6 +23,7 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
+from .migrate import check_opening, check_opening_async
 from .opening import OpenRequest
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
@@ -113,29 +116,84 @@ def _prepare(url: str, options: Mapping[str, Any]) -> tuple[Backend, OpenRequest
     return backend_for(request.url.scheme), request
 
 
+def _allow_incomplete(options: dict[str, Any]) -> bool:
+    """Take ``allow_incomplete`` out of the keyword options (never a URL option: a
+    backend refuses it there as unknown). Only a real bool counts."""
+    value = options.pop("allow_incomplete", False)
+    if type(value) is not bool:
+        raise InvalidLedgerURL(f"allow_incomplete must be True or False, not {value!r}")
+    return value
+
+
 def open_ledger(url: str, **options: Any) -> DecisionLedger:
     """Open a sync ledger, e.g. ``open_ledger("sqlite:///ledger.db", namespace="prod")``.
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
+    A store whose first migration never finished is refused (``IncompleteMigration``):
+    it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
+    for the migration itself and the tools that report on it (a keyword, never a URL
+    option: a host's configuration cannot turn it on by accident).
     Every error is a ``LedgerError`` that shows no secret of ``url``.
     """
+    allow_incomplete = _allow_incomplete(options)
     backend, request = _prepare(url, options)
     try:
-        return backend.open(request)
+        ledger = backend.open(request)
     except Exception as exc:
         failure = _opening_failure(request.url, exc)
+    else:
+        if allow_incomplete:
+            return ledger
+        try:
+            check_opening(ledger, str(request.url))
+            return ledger
+        except BaseException as exc:
+            _close_quietly(ledger)
+            failure = _opening_failure(request.url, exc) if isinstance(exc, Exception) else exc
     raise failure  # outside the except block: nothing unscrubbed rides on __context__
 
 
 async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
-    """Open an async ledger: connected, its ``store_id`` known, when this returns."""
+    """Open an async ledger: connected, its ``store_id`` known, when this returns
+    (``allow_incomplete``: see :func:`open_ledger`)."""
+    allow_incomplete = _allow_incomplete(options)
     backend, request = _prepare(url, options)
     try:
-        return await backend.open_async(request)
+        ledger = await backend.open_async(request)
     except Exception as exc:
         failure = _opening_failure(request.url, exc)
+    else:
+        if allow_incomplete:
+            return ledger
+        try:
+            await check_opening_async(ledger, str(request.url))
+            return ledger
+        except BaseException as exc:
+            await _aclose_quietly(ledger)
+            failure = _opening_failure(request.url, exc) if isinstance(exc, Exception) else exc
     raise failure
+
+
+def _close_quietly(ledger: object) -> None:
+    """Release a ledger being refused; the refusal is the error that matters."""
+    close = getattr(ledger, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):  # the refusal is raised instead
+            close()
+
+
+async def _aclose_quietly(ledger: object) -> None:
+    for name in ("aclose", "close"):
+        close = getattr(ledger, name, None)
+        if callable(close):
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # the refusal is raised instead
+                pass
+            return
 
 
 def setup_ledger(url: str, **options: Any) -> LedgerInfo:

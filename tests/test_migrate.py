@@ -21,6 +21,7 @@ from ledger_core import (
 from ledger_core.cli import main
 from ledger_core.migrate import MigrationInterrupted, Progress, migration_state
 from ledger_sqlite import SQLiteLedger
+from tests.cli_stops import press_ctrl_c_after
 
 IDS = ["a", "b:c", "nul\x00", "é", "x" * 1024, *[f"id-{i}" for i in range(2500)]]
 
@@ -233,17 +234,8 @@ def test_cli_progress_lines_and_ctrl_c(
     source.spend_many([f"i{n:05d}" for n in range(3000)])
     old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
     monkeypatch.setattr(cli._Meter, "EVERY", 0.0)  # a line per batch
-    calls = 0
     real = cli._Meter.__call__
-
-    def stop_at_second(self: object, p: Progress) -> None:
-        nonlocal calls
-        calls += 1
-        real(self, p)  # type: ignore[arg-type]
-        if calls == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli._Meter, "__call__", stop_at_second)
+    press_ctrl_c_after(monkeypatch, 2)
     assert main(["migrate", old, new, "--target-namespace", "n s"]) == 130
     err = capsys.readouterr().err
     assert "1,000 of 3,000 ids (1,000 copied)" in err

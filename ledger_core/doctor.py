@@ -1,0 +1,192 @@
+"""``decision-ledger doctor URL``: every safety check, pass or fail, and the fix for each.
+
+Built from what a ledger already knows (``describe()``: identity, the reason it cannot
+prove, durability), the migration markers, a backend's own itemized checks when it offers
+``doctor_checks()`` (versions, configuration), and a timed read-only probe: a random id
+and a random marker, both of which must read as not spent. Nothing is ever written, so
+running the doctor leaves no id (and no marker) spent.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .errors import LedgerError
+from .ids import marker_id
+from .migrate import has_markers, run_state
+from .protocol import Durability, LedgerInfo, describe
+
+PASS, FAIL, INFO = "pass", "fail", "info"
+PROBES = 3
+MAX_ROUND_TRIP = 1.0  # seconds, per read: above it a spend waits that long on every call
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report. ``status``: ``pass``, ``fail`` or ``info``
+    (nothing to judge: what the backend does not report). ``fix`` for a failure."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+    raised: bool = False  # the store raised a LedgerError: nothing could be checked
+
+
+def _identity(info: LedgerInfo) -> Check:
+    if info.store_id is not None:
+        where = f" ({info.identity})" if info.identity else ""
+        return Check("identity", PASS, f"store_id {info.store_id}{where}")
+    return Check(
+        "identity",
+        FAIL,
+        f"no store_id: this ledger never proves ({info.reason or 'no reason given'})",
+        "fix what the reason names (see the backend's page in docs/); until then hosts "
+        "record every closed pause as possibly run",
+    )
+
+
+def _durability(info: LedgerInfo) -> Check:
+    level = info.durability
+    if level == Durability.MACHINE or (not level and info.store_id is not None):
+        said = level or "not stated; a store_id claims machine-crash"
+        return Check("durability", PASS, f"{said}: an acknowledged spend survives a power loss")
+    if level == Durability.PROCESS and info.store_id is not None:
+        return Check(
+            "durability",
+            PASS,
+            "process-crash, accepted with durability=process: a spend survives a crash of "
+            "the server process, and may be lost with the machine",
+        )
+    if level == Durability.PROCESS:
+        return Check(
+            "durability",
+            FAIL,
+            "process-crash only: an acknowledged spend may be lost with the machine",
+            "put the store on a disk (not tmpfs/ramfs) or configure it to sync each write; "
+            "or accept the risk explicitly with durability=process",
+        )
+    return Check(
+        "durability",
+        FAIL,
+        f"{level or 'none stated'}: an acknowledged spend may be lost in a crash",
+        "configure the store to persist each write before it replies (see docs/)",
+    )
+
+
+def _migration(ledger: object) -> Check:
+    if not has_markers(ledger):
+        return Check("migration", INFO, "no marker space: migrations cannot be tracked here")
+    state = run_state(ledger)
+    if state.unfinished:
+        return Check(
+            "migration",
+            FAIL,
+            str(state.describe()),
+            "run the same `decision-ledger migrate OLD NEW` again to finish it; no host "
+            "may use this store before it finishes",
+        )
+    if state.run:
+        return Check("migration", PASS, f"last migration into it (run {state.run}) verified")
+    return Check("migration", PASS, "never migrated into")
+
+
+def _backend_checks(ledger: object, info: LedgerInfo) -> list[Check]:
+    """The backend's own itemized checks (versions, configuration), when it has them."""
+    own = getattr(ledger, "doctor_checks", None)
+    if callable(own):
+        checks = list(own())
+        if all(isinstance(c, Check) for c in checks):
+            return checks
+    name = type(ledger).__name__
+    configuration = (
+        "checked when it opened: nothing unsafe found"
+        if info.store_id is not None
+        else f"checked when it opened: {info.reason}"
+    )
+    return [
+        Check(
+            "configuration",
+            PASS if info.store_id is not None else FAIL,
+            configuration,
+            "" if info.store_id is not None else "see identity",
+        ),
+        Check("versions", INFO, f"{name} does not itemize its server's version checks"),
+    ]
+
+
+def _round_trip(ledger: object, limit: float) -> Check:
+    """Read a random id and a random marker (never spent): both must read ``False``."""
+    probe_id = f"decision-ledger-doctor-probe-{uuid.uuid4()}"
+    probe_marker = marker_id("doctor-probe", str(uuid.uuid4()))
+    is_spent = getattr(ledger, "is_spent", None)
+    if not callable(is_spent):
+        return Check(
+            "round trip",
+            FAIL,
+            f"{type(ledger).__name__} has no is_spent: a failed spend always counts as spent",
+            "use a ledger with is_spent (every backend shipped here has one)",
+        )
+    read_marker = getattr(ledger, "is_marker_spent", None) if has_markers(ledger) else None
+    took: list[float] = []
+    for _ in range(PROBES):
+        start = time.perf_counter()
+        answers = [is_spent(probe_id)]
+        if read_marker is not None:
+            answers.append(read_marker(probe_marker))
+        took.append((time.perf_counter() - start) / len(answers))
+        if any(answer is not False for answer in answers):
+            return Check(
+                "round trip",
+                FAIL,
+                f"a probe that was never spent read as {answers!r}: the store answers wrongly",
+                "do not use this store; check that the URL names the store you think",
+            )
+    median = statistics.median(took)
+    detail = f"{median * 1000:.2f} ms per read (median of {PROBES}; limit {limit * 1000:.0f} ms)"
+    if median > limit:
+        return Check(
+            "round trip",
+            FAIL,
+            detail,
+            "every spend waits at least this long: move the host nearer the store, or find "
+            "what slows the store (disk, load); --max-rtt raises the limit",
+        )
+    return Check("round trip", PASS, detail)
+
+
+def diagnose(ledger: object, *, max_round_trip: float = MAX_ROUND_TRIP) -> list[Check]:
+    """Every check on an open ledger, in order. Reads only."""
+    info = describe(ledger)
+    checks = [_identity(info), _durability(info), *_backend_checks(ledger, info)]
+    for check in (_migration, lambda led: _round_trip(led, max_round_trip)):
+        try:
+            checks.append(check(ledger))
+        except LedgerError as exc:
+            name = "migration" if check is _migration else "round trip"
+            checks.append(
+                Check(
+                    name,
+                    FAIL,
+                    f"{type(exc).__name__}: {exc}",
+                    "the store could not answer: make it reachable and run the doctor again",
+                    raised=True,
+                )
+            )
+    return checks
+
+
+def render(checks: Iterable[Check]) -> list[str]:
+    lines = []
+    for check in checks:
+        lines.append(f"{check.status.upper():<5} {check.name:<14} {check.detail}")
+        if check.status == FAIL and check.fix:
+            lines.append(f"{'':<5} {'':<14} fix: {check.fix}")
+    return lines
+
+
+__all__ = ["FAIL", "INFO", "PASS", "Check", "diagnose", "render"]

@@ -1,0 +1,75 @@
+"""The suite against a phase-1 bridge (issue 13): while a fleet moves, the ledger its hosts
+use is a ledger like any other, and must keep every clause. Two SQLite files, one
+namespace per store label; the bridge answers as the old store."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_core.bridge import AsyncBridge, Bridge
+from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
+from tests.test_conformance_sqlite import forget_everything, locked
+
+
+@pytest.fixture(scope="session")
+def bridge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bridge-conformance")
+
+
+async def _async_bridge(old: Path, new: Path, namespace: str) -> AsyncBridge:
+    return await AsyncBridge.open(
+        await AsyncSQLiteLedger.open(old, namespace=namespace),
+        await AsyncSQLiteLedger.open(new, namespace=namespace),
+        answer_as="old",
+        owns=True,
+    )
+
+
+@contextlib.contextmanager
+def _both_locked(old: Path, new: Path) -> Iterator[None]:
+    with locked(old), locked(new):
+        yield
+
+
+def _forget_both(old: Path, new: Path) -> None:
+    forget_everything(new)
+    forget_everything(old)
+
+
+class TestPhaseOneBridge(LedgerConformance):
+    @pytest.fixture
+    def ledger_factory(self, bridge_dir: Path) -> Any:
+        old, new = bridge_dir / "old.db", bridge_dir / "new.db"
+
+        def factory(ctx: LedgerContext) -> Any:
+            if ctx.flavor == "async":
+                return _async_bridge(old, new, ctx.store)
+            return Bridge(
+                SQLiteLedger(old, namespace=ctx.store),
+                SQLiteLedger(new, namespace=ctx.store),
+                answer_as="old",
+                owns=True,
+            )
+
+        return factory
+
+    @pytest.fixture
+    def ledger_local_faults(self, bridge_dir: Path) -> dict[str, Callable[[], Any]]:
+        """C4 without a network address: the old store's file is locked (the new store
+        answered first), or both are."""
+        old, new = bridge_dir / "old.db", bridge_dir / "new.db"
+        return {
+            "old locked": functools.partial(locked, old),
+            "both locked": functools.partial(_both_locked, old, new),
+        }
+
+    @pytest.fixture
+    def ledger_forget(self, bridge_dir: Path) -> Callable[[], object]:
+        return functools.partial(_forget_both, bridge_dir / "old.db", bridge_dir / "new.db")
