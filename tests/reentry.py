@@ -53,10 +53,14 @@ def _race_threads(ledger: Any, request_id: str) -> dict[str, bool | BaseExceptio
 
 
 async def _race_tasks(ledger: Any, request_id: str) -> dict[str, bool | BaseException]:
-    barrier = asyncio.Barrier(len(KEYS))
+    go = asyncio.Event()  # asyncio.Barrier is 3.11+: every task waits, the last releases
+    waiting = [0]
 
     async def attempt(key: str) -> bool:
-        await barrier.wait()
+        waiting[0] += 1
+        if waiting[0] == len(KEYS):
+            go.set()
+        await go.wait()
         result: bool = await ledger.spend_as(request_id, key)
         return result
 

@@ -17,7 +17,7 @@ from ledger_core.tokens import new_token
 from . import decisions
 from .commands import Request
 from .ledger import CODEC, where_of
-from .options import Settings, check_client_options
+from .options import Settings, client_settings
 
 
 class AsyncConnection:
@@ -73,7 +73,7 @@ class AsyncMongoLedger(AsyncLedgerBase):
         """A ledger on a host's ``AsyncMongoClient`` or Motor ``AsyncIOMotorClient``
         (its default database unless named); never closed by the ledger."""
         name = database or client.get_default_database("decision_ledger").name
-        settings = check_client_options(options)
+        settings = client_settings(options)
         where = where_of(client, name, settings)
         return await cls.open_on(AsyncConnection(client, name, owned=False), settings, where)
 

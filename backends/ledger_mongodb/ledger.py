@@ -20,7 +20,7 @@ from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
-from .options import CLIENT_OPTIONS, Settings, check_client_options
+from .options import CLIENT_OPTIONS, Settings, client_settings
 
 # Plain dicts, UUIDs as BSON Binary: the same decoding whatever the host's client says.
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
@@ -106,7 +106,7 @@ class MongoLedger(LedgerBase):
     ) -> MongoLedger:
         """A ledger on a host's ``MongoClient`` (its default database unless named)."""
         name = database or client.get_default_database("decision_ledger").name
-        settings = check_client_options(options)
+        settings = client_settings(options)
         where = where_of(client, name, settings)
         return cls.open_on(SyncConnection(client, name, owned=False), settings, where)
 
