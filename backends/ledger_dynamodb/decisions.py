@@ -378,29 +378,27 @@ def spend_as_steps(
     yield from checked(session)
     key = commands.record_key(session.namespace, request_id)
     put = commands.put_as(session.table, key, token, digest)
-    try:
-        yield put
-        return True
-    except Exception as exc:
-        if is_conditional(exc):
-            return binary(old_item(exc), DIGEST) == digest
-        if is_not_found(exc):
-            session.suspect = True
-        if write_fate(exc) is Fate.REJECTED:
-            fail(exc, "spend_as", session.location)
-        failure = exc
-    try:
-        yield put
-        return True
-    except Exception as exc:
-        if is_conditional(exc):
-            return binary(old_item(exc), DIGEST) == digest
-        if isinstance(exc, LedgerClosed):
-            fail(exc, "spend_as (resolving)", session.location)
-        raise AmbiguousSpend(
-            f"DynamoDB spend_as on {session.location}: the write's outcome is unknown and "
-            "sending it again failed; it may or may not be recorded (treat as spent)"
-        ) from failure
+    failure: Exception | None = None
+    while True:  # at most twice: the put, then the same put once to settle it
+        try:
+            yield put
+            return True
+        except Exception as exc:
+            if is_conditional(exc):
+                return binary(old_item(exc), DIGEST) == digest
+            if failure is not None:
+                if isinstance(exc, LedgerClosed):
+                    fail(exc, "spend_as (resolving)", session.location)
+                raise AmbiguousSpend(
+                    f"DynamoDB spend_as on {session.location}: the write's outcome is "
+                    "unknown and sending it again failed; it may or may not be recorded "
+                    "(treat as spent)"
+                ) from failure
+            if is_not_found(exc):
+                session.suspect = True
+            if write_fate(exc) is Fate.REJECTED:
+                fail(exc, "spend_as", session.location)
+            failure = exc
 
 
 def scan_page_steps(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bson.binary import Binary
@@ -348,22 +348,33 @@ def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> St
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     insert = cmd.insert(store.collection, key, token, store.namespace, store.uuid)
+    return (yield from _write_steps(store, insert, _insert_outcome, key, token, None))
+
+
+Judge = Callable[[Store, Mapping[str, Any]], "bool | None"]
+
+
+def _write_steps(
+    store: Store, request: Request, judge: Judge, key: Any, token: bytes, digest: bytes | None
+) -> Steps:
+    """The one write that records an id (a spend's insert, a spend_as's upsert), judged
+    by ``judge`` (``True``/``False``, ``None``: the write concern failed). Where no
+    collection UUID guards it, the genesis and the record are read back before the
+    answer; a lost reply is settled (C5)."""
     try:
-        outcome = _insert_outcome(store, (yield insert))
+        outcome = judge(store, (yield request))
     except LedgerError:
         raise
     except Exception as exc:
-        _unless_unknown(store, "spend", exc)
-        return (yield from _settle(store, key, token, exc))
+        _unless_unknown(store, request.what, exc)
+        return (yield from _settle(store, request, judge, key, token, digest, exc))
     if outcome is None:
-        return (yield from _settle_by_read(store, key, token, None))
+        return (yield from _settle_by_read(store, key, token, None, digest))
     if store.uuid is None:
-        # No collection UUID to guard the insert: prove the genesis after it (and that
-        # the stored token is ours), before answering.
-        read: _Read = yield from _read_steps(store, key, "spend (verify)")
+        read: _Read = yield from _read_steps(store, key, f"{request.what} (verify)")
         if not read.present:
-            raise _forgot(store, "the record vanished right after its insert")
-        return read.token == token if outcome else False
+            raise _forgot(store, "the record vanished right after its write")
+        return outcome and read.holds(token, digest)
     return outcome
 
 
@@ -376,22 +387,29 @@ def _unless_unknown(store: Store, what: str, exc: Exception) -> None:
         raise _driver_failure(store, what, exc) from exc
 
 
-def _settle(store: Store, key: Any, token: bytes, failure: Exception) -> Steps:
-    """C5: the same document again. Inserted now: ours. Duplicate: read whose it is."""
-    insert = cmd.insert(
-        store.collection, key, token, store.namespace, store.uuid, "spend (resolve)"
-    )
+def _settle(
+    store: Store,
+    request: Request,
+    judge: Judge,
+    key: Any,
+    token: bytes,
+    digest: bytes | None,
+    failure: Exception,
+) -> Steps:
+    """C5: the same write again. Recorded now (UUID-guarded): ours. Anything else (a
+    duplicate may be our own first write): read whose record it is."""
+    again = replace(request, what=f"{request.what} (resolve)")
     try:
-        outcome = _insert_outcome(store, (yield insert))
-    except LedgerError as exc:
-        raise errors.ambiguous(failure, exc) from failure
+        outcome = judge(store, (yield again))
+    except UnsafeStoreConfig:
+        raise
     except Exception as exc:
         if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-            raise _driver_failure(store, "spend (resolve)", exc) from exc
+            raise _driver_failure(store, again.what, exc) from exc
         raise errors.ambiguous(failure, exc) from failure
     if outcome is True and store.uuid is not None:
         return True
-    return (yield from _settle_by_read(store, key, token, failure))
+    return (yield from _settle_by_read(store, key, token, failure, digest))
 
 
 def _settle_by_read(
@@ -441,37 +459,7 @@ def spend_as_steps(
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     stored = cmd.digest_value(digest, store.encoding)
     request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
-    try:
-        outcome = _upsert_outcome(store, (yield request))
-    except LedgerError:
-        raise
-    except Exception as exc:
-        _unless_unknown(store, "spend_as", exc)
-        return (yield from _settle_as(store, request, key, token, digest, exc))
-    if outcome is None:
-        return (yield from _settle_by_read(store, key, token, None, digest))
-    if store.uuid is None:
-        read: _Read = yield from _read_steps(store, key, "spend_as (verify)")
-        if not read.present:
-            raise _forgot(store, "the record vanished right after its write")
-        return outcome and read.holds(token, digest)
-    return outcome
-
-
-def _settle_as(
-    store: Store, request: Request, key: Any, token: bytes, digest: bytes, failure: Exception
-) -> Steps:
-    try:
-        outcome = _upsert_outcome(store, (yield request))
-    except UnsafeStoreConfig:
-        raise
-    except Exception as exc:
-        if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-            raise _driver_failure(store, "spend_as (resolve)", exc) from exc
-        raise errors.ambiguous(failure, exc) from failure
-    if outcome is None or store.uuid is None:
-        return (yield from _settle_by_read(store, key, token, failure, digest))
-    return outcome
+    return (yield from _write_steps(store, request, _upsert_outcome, key, token, digest))
 
 
 BATCH = 1000  # records per insert (and keys per read) of a batch
