@@ -88,12 +88,4 @@ def check_race(ledger: Flavored, rounds: int) -> None:
 
 def namespaces(ledger: Flavored) -> list[str]:
     """The whole ``namespaces()`` listing (sync iterator or async iterator alike)."""
-    listing = ledger.ledger.namespaces()
-    if ledger.loop is None:
-        return list(listing)
-
-    async def collect() -> list[str]:
-        return [name async for name in listing]
-
-    result: list[str] = ledger.run(collect())
-    return result
+    return ledger.collect(ledger.ledger.namespaces())

@@ -137,42 +137,36 @@ def read(collection: str, key: Any, genesis: str, uuid: Any, what: str) -> Reque
 
 def read_many(collection: str, keys: list[Any], genesis: str, uuid: Any, what: str) -> Request:
     """The records that exist among ``keys`` and the genesis, in one read on the primary."""
-    size = len(keys) + 1
-    cmd: SON[str, Any] = SON(
-        [
-            ("find", collection),
-            ("filter", {"_id": {"$in": [*keys, genesis]}}),
-            ("projection", {"t": 1, "g": 1, "d": 1}),
-            ("limit", size),
-            ("batchSize", size),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
-        ]
-    )
-    return Request(_with_uuid(cmd, uuid), what)
+    flt = {"_id": {"$in": [*keys, genesis]}}
+    return _find(collection, flt, {"t": 1, "g": 1, "d": 1}, len(keys) + 1, uuid, what)
 
 
 def genesis_page(collection: str, after: str, size: int, uuid: Any) -> Request:
     """One page of the collection's genesis documents in ``_id`` order, after ``after``
     (on the ``_id`` index: the namespaces, without touching a record)."""
     flt = {"_id": {"$gt": after, "$lt": GENESIS_END}}
-    return _id_page(collection, flt, size, uuid, "namespaces")
+    return _find(collection, flt, {"_id": 1}, size, uuid, "namespaces", ordered=True)
 
 
-def _id_page(collection: str, flt: dict[str, Any], size: int, uuid: Any, what: str) -> Request:
-    """One page of the ``_id`` of the documents matching ``flt``, in ``_id`` order."""
-    cmd: SON[str, Any] = SON(
-        [
-            ("find", collection),
-            ("filter", flt),
-            ("projection", {"_id": 1}),
-            ("sort", {"_id": 1}),
-            ("limit", size),
-            ("batchSize", size),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
-        ]
-    )
+def _find(
+    collection: str,
+    flt: dict[str, Any],
+    projection: dict[str, Any],
+    size: int,
+    uuid: Any,
+    what: str,
+    *,
+    ordered: bool = False,
+) -> Request:
+    """One ``find`` of at most ``size`` documents in a single batch, read concern
+    majority (in ``_id`` order when ``ordered``: a page)."""
+    cmd: SON[str, Any] = SON([("find", collection), ("filter", flt), ("projection", projection)])
+    if ordered:
+        cmd["sort"] = {"_id": 1}
+    cmd["limit"] = size
+    cmd["batchSize"] = size
+    cmd["singleBatch"] = True
+    cmd["readConcern"] = READ_MAJORITY
     return Request(_with_uuid(cmd, uuid), what)
 
 
@@ -215,7 +209,7 @@ def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any)
     # ``after`` has the keys' BSON type (first: the smallest value of it): comparisons
     # bracket by type, so documents of the other encoding never show up.
     flt: dict[str, Any] = {"ns": namespace, "_id": {"$gt": after}}
-    return _id_page(collection, flt, size, uuid, "spent_ids")
+    return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", ordered=True)
 
 
 def hello() -> Request:
