@@ -31,6 +31,9 @@ TABLE = "decision-ledger-bench"
 _counter = itertools.count()
 
 
+ATTEMPT_KEY = "attempt-key-for-the-bench-0123456789"
+
+
 def fresh() -> str:
     return f"b-{os.getpid()}-{next(_counter)}"
 
@@ -106,8 +109,12 @@ def sync_sides(ledger: DynamoDBLedger) -> dict[str, Callable[[str], object]]:
         call = commands.exists(table, commands.record_key(namespace + "-raw", rid.encode()))
         return client.get_item(**call.params)
 
+    def spend_as(rid: str) -> object:
+        return ledger.spend_as(rid, ATTEMPT_KEY)
+
     return {
         "ledger spend": ledger.spend,
+        "ledger spend_as": spend_as,
         "raw put_item": raw_put,
         "ledger is_spent": ledger.is_spent,
         "raw get_item": raw_get,
@@ -221,6 +228,10 @@ def main() -> None:
             for other in ("raw put_item", "cachelib add", "powertools idempotent"):
                 if other in rates:
                     print(f"  sync {threads:>2}: spend / {other:<22} {base / rates[other]:.3f}")
+            print(
+                f"  sync {threads:>2}: spend_as / raw put_item    "
+                f"{rates['ledger spend_as'] / rates['raw put_item']:.3f}"
+            )
             print(
                 f"  sync {threads:>2}: is_spent / get_item       "
                 f"{rates['ledger is_spent'] / rates['raw get_item']:.3f}"

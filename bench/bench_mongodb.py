@@ -10,7 +10,9 @@ mongod, a container, else nx-27017), then measures, interleaved round by round:
 * async, 64 tasks on one ``AsyncMongoClient``: ``AsyncMongoLedger.spend`` vs
   ``insert_one``.
 
-Every spend writes a fresh id (the winning path). Prints ops/s and ours/raw as the
+Every spend writes a fresh id (the winning path); ``spend_as`` (C10) is timed beside
+``spend``. ``--migrate`` first times SQLite -> MongoDB with ``spend_many`` against id
+by id. Prints ops/s and ours/raw as the
 median of per-round ratios. Bounded by ``BUDGET`` seconds. ``--race`` also runs the
 conformance suite's C1 thread clause against cachelib's ``add`` (see :func:`cachelib_factory`).
 """
@@ -44,6 +46,8 @@ THREADS = 32
 TASKS = 64
 BUDGET = 120.0  # seconds
 COLLECTION = "bench"
+ATTEMPT_KEY = "attempt-key-for-the-bench-0123456789"
+MIGRATE_IDS = 20_000
 
 
 @contextmanager
@@ -105,9 +109,14 @@ def _sync_rates(found: servers.Found, deadline: float) -> dict[str, dict[str, li
         for rid in part:
             ledger.spend(rid)
 
+    def ours_as(part: list[str]) -> None:
+        for rid in part:
+            ledger.spend_as(rid, ATTEMPT_KEY)
+
     contenders: dict[str, Callable[[list[str]], None]] = {
         "raw insert_one": raw_insert,
         "ledger spend": ours,
+        "ledger spend_as": ours_as,
     }
     if ledger._store.uuid is None:
         contenders["raw insert+read"] = raw_insert_and_read
@@ -232,10 +241,54 @@ def cachelib_factory(ctx: LedgerContext) -> CachelibLedger:
     return CachelibLedger(os.environ[servers.ENV], f"cachelib_{label}")  # nx: identifiers only
 
 
+class _OneByOne:
+    """A target without its batch calls: migration then spends and reads id by id."""
+
+    def __init__(self, ledger: MongoLedger) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("spend_many", "is_spent_many"):
+            raise AttributeError(name)
+        return getattr(self._ledger, name)
+
+
+def _migrate_rates(found: servers.Found) -> None:
+    """SQLite -> MongoDB, ``MIGRATE_IDS`` ids: batched (``spend_many``) vs id by id."""
+    import tempfile
+    from pathlib import Path
+
+    from ledger_core import migrate
+    from ledger_sqlite import SQLiteLedger
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = SQLiteLedger(Path(tmp) / "old.db")
+        source.spend_many([f"request-{i:08d}" for i in range(MIGRATE_IDS)])
+        print(f"\nmigrate SQLite -> MongoDB, {MIGRATE_IDS:,} ids")
+        for label, wrap in (("spend_many", False), ("id by id", True)):
+            target = MongoLedger.from_client(
+                MongoClient(found.url, timeoutMS=30_000),
+                namespace=f"migrate-{wrap}-{os.urandom(4).hex()}",
+                collection="bench_migrate",
+                **found.proof_options,
+            )
+            try:
+                started = time.perf_counter()
+                report = migrate(source, _OneByOne(target) if wrap else target)
+                took = time.perf_counter() - started
+                print(f"  {label:<12} {report.verified / took:>9,.0f} ids/s ({took:.1f} s)")
+            finally:
+                target.close()
+                target._conn.client.close()
+        source.close()
+
+
 def main() -> None:
     deadline = time.monotonic() + BUDGET
     with _server() as found:
         print(f"server: {found.label} ({found.url})")
+        if "--migrate" in sys.argv:
+            _migrate_rates(found)
         sync = _sync_rates(found, deadline)
         async_rates = asyncio.run(_async_rates(found, deadline))
         if "--race" in sys.argv:
@@ -265,6 +318,8 @@ def main() -> None:
             ("ledger spend", "raw insert_one"),
             ("ledger spend", "raw insert+read"),
             ("ledger spend", "cachelib add"),
+            ("ledger spend_as", "raw insert_one"),
+            ("ledger spend_as", "ledger spend"),
         ]
         _report(title, rates, pairs)
     _report(f"async, {TASKS} tasks", async_rates, [("ledger spend", "raw insert_one")])

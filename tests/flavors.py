@@ -43,12 +43,15 @@ class Flavored:
 
     def spent_ids(self, **options: Any) -> list[str]:
         """The whole listing, collected (sync iterator or async iterator alike)."""
-        listing = self.ledger.spent_ids(**options)
+        return self.collect(self.ledger.spent_ids(**options))
+
+    def collect(self, listing: Any) -> list[str]:
+        """Every item of a sync iterator, or of an async iterator on this loop."""
         if self.loop is None:
             return list(listing)
 
         async def collect() -> list[str]:
-            return [request_id async for request_id in listing]
+            return [item async for item in listing]
 
         result: list[str] = self.run(collect())
         return result

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from ledger_core import migrate, migration_state, open_ledger
+from tests.dynamodb import tools as dynamodb_tools
+from tests.servers import dynamodb as dynamodb_servers
 from tests.servers import mongodb as mongo_servers
 from tests.servers import postgres as pg_servers
 from tests.servers import redis as redis_servers
 
-BACKENDS = ["sqlite", "postgres", "redis", "mongodb"]
+BACKENDS = ["sqlite", "postgres", "redis", "mongodb", "dynamodb"]
 IDS = ["a", "*", "[x]", "nul\x00:c", "é", "x" * 1024, *[f"id-{n}" for n in range(40)]]
 Opener = Callable[[], Any]
 
@@ -28,10 +30,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Open
             pg = stack.enter_context(pg_servers.postgres_server())
             redis_url = stack.enter_context(redis_servers.redis_url())
             mongo = stack.enter_context(mongo_servers.mongodb())
+            dynamo = stack.enter_context(dynamodb_servers.dynamodb_target("migrate-matrix"))
         except (
             pg_servers.ServerUnavailable,
             redis_servers.ServerUnavailable,
             mongo_servers.ServerUnavailable,
+            dynamodb_servers.ServerUnavailable,
         ) as exc:
             pytest.skip(str(exc))
         root = tmp_path_factory.mktemp("matrix")
@@ -44,6 +48,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Open
             "postgres": lambda: open_ledger(pg.url, table=name()),
             "redis": lambda: open_ledger(redis_url, namespace=name()),
             "mongodb": lambda: open_ledger(mongo.url, namespace=name(), **mongo.proof_options),
+            "dynamodb": lambda: open_ledger(
+                dynamo.url, namespace=name(), **dynamodb_tools.ledger_options(dynamo.url)
+            ),
         }
         yield openers
 

@@ -7,20 +7,20 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ledger_core.base import AsyncLedgerBase
+from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
 from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
-from .commands import SCAN_SEGMENTS, Call, Request, Verify
+from .commands import Call, Request, Verify
 from .decisions import Handle, Session
 from .options import Target
 
 AsyncClientFactory = Callable[[], Awaitable[Any]]
 
 
-class AsyncDynamoDBLedger(AsyncLedgerBase):
+class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     """The asyncio face of :class:`~.ledger.DynamoDBLedger`, same semantics (C9)."""
 
     def __init__(self, session: Session, handle: Handle):
@@ -92,20 +92,24 @@ class AsyncDynamoDBLedger(AsyncLedgerBase):
         result: bool = await self._run(decisions.is_spent_steps(self._session, request_id))
         return result
 
-    async def spent_ids(self) -> AsyncIterator[str]:
-        """Every id spent in this namespace: the Scan segments run concurrently."""
-        for ids in await asyncio.gather(*(self._segment(s) for s in range(SCAN_SEGMENTS))):
-            for request_id in ids:
-                yield request_id
+    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        steps = decisions.spend_as_steps(self._session, request_id, new_token(), digest)
+        result: bool = await self._run(steps)
+        return result
 
-    async def _segment(self, segment: int) -> list[str]:
-        found: list[str] = []
-        start: dict[str, Any] | None = None
-        while True:
-            ids, start = await self._run(decisions.scan_page_steps(self._session, segment, start))
-            found.extend(ids)
-            if start is None:
-                return found
+    def spent_ids(self) -> AsyncIterator[str]:
+        """Every id spent in this namespace: the Scan segments' pages run concurrently."""
+        return self._scan(decisions.scan_page_steps)
+
+    def namespaces(self) -> AsyncIterator[str]:
+        """Every namespace of this table, each once, streamed."""
+        return self._scan(decisions.namespace_page_steps)
+
+    async def _scan(self, page: decisions.PageSteps) -> AsyncIterator[str]:
+        scan = decisions.ParallelScan(self._session, page)
+        while pages := scan.next_pages():
+            for name in scan.listed(list(await asyncio.gather(*map(self._run, pages)))):
+                yield name
 
     async def aclose(self) -> None:
         if self._handle.closes():

@@ -6,16 +6,23 @@ boto3/aiobotocore are imported only when a ledger is opened; a missing one raise
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
-from ledger_core.errors import InvalidLedgerURL, LedgerError, MissingDriver
-from ledger_core.opening import OpenRequest
+from ledger_core.errors import LedgerError, MissingDriver
+from ledger_core.opening import OpenRequest, Route
 from ledger_core.protocol import LedgerInfo
 from ledger_core.urls import LedgerURL
 
 from .errors import unavailable
 from .options import LEDGER_OPTIONS, Settings, Target, client_config, parse
+
+CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout"}  # a host's client keeps its own timeouts
+_ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
+_AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 EXTRA = "pip install 'decision-ledger[dynamodb]'"
 
@@ -65,12 +72,8 @@ def async_factory(target: Target) -> Any:
 
 def client_target(client: Any, table: str, options: Mapping[str, Any]) -> Target:
     """A :class:`Target` describing a host's client (its region and endpoint)."""
-    unknown = sorted(set(options) - (LEDGER_OPTIONS - {"timeout"}))
-    if unknown:
-        raise InvalidLedgerURL(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for a DynamoDB ledger on a "
-            f"client (known: {', '.join(sorted(LEDGER_OPTIONS - {'timeout'}))})"
-        )
+    request = OpenRequest.build(f"dynamodb://{table}", **options)
+    request.check(CLIENT_OPTIONS)
     meta = getattr(client, "meta", None)
     if meta is not None and getattr(meta, "client", None) is not None:
         # A resource's client serializes Python values itself (boto3 injects handlers):
@@ -80,10 +83,8 @@ def client_target(client: Any, table: str, options: Mapping[str, Any]) -> Target
         raise TypeError(
             f"expected a boto3/aiobotocore DynamoDB client, not {type(client).__name__}"
         )
-    return parse(
-        LedgerURL.parse(f"dynamodb://{table}"),
-        {**options, "region": meta.region_name, "endpoint_url": _explicit_endpoint(meta)},
-    )
+    where = {"region": meta.region_name, "endpoint_url": _explicit_endpoint(meta)}
+    return parse(request.with_options(**{k: v for k, v in where.items() if v}))
 
 
 def _explicit_endpoint(meta: Any) -> str | None:
@@ -126,40 +127,75 @@ async def rebuild_async(client: Any) -> Any:
     return _carry_credentials(client, new)
 
 
-def _options(request: OpenRequest) -> dict[str, Any]:
-    """The request as the option mapping this package's parser reads."""
-    return {**request.options, "namespace": request.namespace}
+def _reroute_endpoint(value: str, route: Route) -> str | None:
+    """An ``endpoint_url`` value as written in the query (percent-encoded or not) with
+    its host:port sent through ``route``; every other byte kept."""
+    scheme = _ENDPOINT_START.match(value)
+    if scheme is None:
+        return None
+    start = scheme.end()
+    end = _AUTHORITY_END.search(value, start)
+    stop = len(value) if end is None else end.start()
+    written = value[start:stop]
+    authority = unquote(written)
+    try:
+        parts = urlsplit(f"//{authority}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or "@" in authority:
+        return None
+    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
+    new_host, new_port = route(host, port)
+    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
+    if "%" in written:  # written encoded: encode ours alike
+        shown = quote(shown, safe="")
+    return value[:start] + shown + value[stop:]
 
 
 class _DynamoDBBackend:
     """``dynamodb://TABLE?region=...&endpoint_url=...&profile=...``."""
 
     def open(self, request: OpenRequest) -> Any:
-        url, options = request.url, _options(request)
+        target = parse(request)
         from .ledger import DynamoDBLedger
 
-        target = parse(url, options)
         return DynamoDBLedger.open(target, sync_factory(target))
 
     async def open_async(self, request: OpenRequest) -> Any:
-        url, options = request.url, _options(request)
+        target = parse(request)
         from .aio import AsyncDynamoDBLedger
 
-        target = parse(url, options)
         return await AsyncDynamoDBLedger.open(target, async_factory(target))
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,
         write the namespace's genesis; idempotent."""
-        url, options = request.url, _options(request)
+        target = parse(request.with_options(create=True))
         from .ledger import DynamoDBLedger
 
-        target = parse(url, {**options, "create": True})
         ledger = DynamoDBLedger.open(target, sync_factory(target))
         try:
             return ledger.describe()
         finally:
             ledger.close()
+
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        """The URL with its ``endpoint_url``'s host:port sent through ``route``, the rest
+        byte for byte; ``None`` without an endpoint in the URL (AWS picks the host)."""
+        head, _, rest = url.raw.partition("?")
+        query, hash_, fragment = rest.partition("#")
+        segments = query.split("&")
+        for i, segment in enumerate(segments):
+            key, eq, value = segment.partition("=")
+            if not eq or unquote(key) != "endpoint_url":
+                continue
+            routed = _reroute_endpoint(value, route)
+            if routed is None:
+                return None
+            segments[i] = f"{key}={routed}"
+            return f"{head}?{'&'.join(segments)}{hash_}{fragment}"
+        return None
 
 
 BACKEND = _DynamoDBBackend()

@@ -17,7 +17,8 @@ from ledger_core.ids import ledger_key
 KEY = "pk"  # the partition key (binary)
 TOKEN = "tok"  # the attempt token of the spend that wrote the record (C5)
 GENESIS = "gen"  # the random identity value in a namespace's genesis item (C6)
-OUR_ATTRIBUTES = frozenset({KEY, TOKEN, GENESIS})
+DIGEST = "dig"  # the attempt key's digest of a spend_as record (C10)
+OUR_ATTRIBUTES = frozenset({KEY, TOKEN, GENESIS, DIGEST})
 GENESIS_PREFIX = b"g:"
 SCAN_SEGMENTS = 4
 
@@ -70,6 +71,24 @@ def put_new(table: str, key: bytes, token: bytes) -> Call:
             "Item": {KEY: {"B": key}, TOKEN: {"B": token}},
             "ConditionExpression": "attribute_not_exists(#k)",
             "ExpressionAttributeNames": {"#k": KEY},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        },
+    )
+
+
+def put_as(table: str, key: bytes, token: bytes, digest: bytes) -> Call:
+    """The re-entrant spend (C10): write the record with the attempt key's digest if no
+    item has this key or the stored one holds the same digest (the winner re-entering
+    rewrites the same record); a plain spend's record has no digest, so it never
+    matches. On a conditional failure, the stored item comes back."""
+    return Call(
+        "put_item",
+        {
+            "TableName": table,
+            "Item": {KEY: {"B": key}, TOKEN: {"B": token}, DIGEST: {"B": digest}},
+            "ConditionExpression": "attribute_not_exists(#k) OR #d = :d",
+            "ExpressionAttributeNames": {"#k": KEY, "#d": DIGEST},
+            "ExpressionAttributeValues": {":d": {"B": digest}},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
     )
@@ -129,8 +148,9 @@ def create_table(table: str) -> Call:
     )
 
 
-def scan(table: str, namespace: str, segment: int, start: dict[str, Any] | None) -> Call:
-    """One page of one parallel Scan segment, consistent, of ``namespace``'s records."""
+def scan(table: str, prefix: bytes, segment: int, start: dict[str, Any] | None) -> Call:
+    """One page of one parallel Scan segment, consistent, of the keys under ``prefix``
+    (a namespace's records, or every genesis item)."""
     params: dict[str, Any] = {
         "TableName": table,
         "ConsistentRead": True,
@@ -139,7 +159,7 @@ def scan(table: str, namespace: str, segment: int, start: dict[str, Any] | None)
         "ProjectionExpression": "#k",
         "FilterExpression": "begins_with(#k, :p)",
         "ExpressionAttributeNames": {"#k": KEY},
-        "ExpressionAttributeValues": {":p": {"B": record_prefix(namespace)}},
+        "ExpressionAttributeValues": {":p": {"B": prefix}},
     }
     if start is not None:
         params["ExclusiveStartKey"] = start

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
 
 from . import commands, identity
-from .commands import TOKEN, Request, binary
+from .commands import DIGEST, SCAN_SEGMENTS, TOKEN, Request, binary
 from .errors import Fate, fail, is_conditional, is_not_found, old_item, retried, write_fate
 from .identity import TableFacts
 from .options import Settings
@@ -365,6 +366,41 @@ def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
     return bool(answer.get("Item"))
 
 
+def spend_as_steps(
+    session: Session, request_id: bytes, token: bytes, digest: bytes
+) -> Steps[Request, bool]:
+    """C10 in one conditional ``PutItem`` (:func:`commands.put_as`): it succeeds when
+    no record exists or ours (same digest) does, so success is ``True``. A conditional
+    failure is ``False``: the stored record holds another digest or none, and a digest
+    never changes once written, so no earlier attempt of ours can have landed. A lost
+    reply is settled by the same put again (idempotent for this key), else
+    :class:`AmbiguousSpend` (C5)."""
+    yield from checked(session)
+    key = commands.record_key(session.namespace, request_id)
+    put = commands.put_as(session.table, key, token, digest)
+    failure: Exception | None = None
+    while True:  # at most twice: the put, then the same put once to settle it
+        try:
+            yield put
+            return True
+        except Exception as exc:
+            if is_conditional(exc):
+                return binary(old_item(exc), DIGEST) == digest
+            if failure is not None:
+                if isinstance(exc, LedgerClosed):
+                    fail(exc, "spend_as (resolving)", session.location)
+                raise AmbiguousSpend(
+                    f"DynamoDB spend_as on {session.location}: the write's outcome is "
+                    "unknown and sending it again failed; it may or may not be recorded "
+                    "(treat as spent)"
+                ) from failure
+            if is_not_found(exc):
+                session.suspect = True
+            if write_fate(exc) is Fate.REJECTED:
+                fail(exc, "spend_as", session.location)
+            failure = exc
+
+
 def scan_page_steps(
     session: Session, segment: int, start: dict[str, Any] | None
 ) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
@@ -372,17 +408,66 @@ def scan_page_steps(
     genesis or another namespace's records) and where the next page starts."""
     yield from checked(session)
     prefix = commands.record_prefix(session.namespace)
+    keys, following = yield from _scan_steps(session, prefix, segment, start)
+    ids = [raw.decode("utf-8") for raw in keys if raw and not is_marker(raw)]
+    return ids, following
+
+
+def namespace_page_steps(
+    session: Session, segment: int, start: dict[str, Any] | None
+) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
+    """One page of one consistent Scan segment of the table's genesis items: the
+    namespaces (a record is only ever written under its namespace's genesis)."""
+    yield from checked(session)
+    keys, following = yield from _scan_steps(session, commands.GENESIS_PREFIX, segment, start)
+    return [raw.decode("utf-8") for raw in keys if raw], following
+
+
+PageSteps = Callable[
+    [Session, int, "dict[str, Any] | None"],
+    Steps[Request, "tuple[list[str], dict[str, Any] | None]"],
+]
+
+
+class ParallelScan:
+    """Where each parallel Scan segment stands: the shells fetch one page of every
+    live segment at once (threads or tasks), hand the answers back, and stream what
+    they list, so memory stays bounded by the segments times one page."""
+
+    def __init__(self, session: Session, page: PageSteps) -> None:
+        self._session, self._page = session, page
+        self._starts: dict[int, dict[str, Any] | None] = dict.fromkeys(range(SCAN_SEGMENTS))
+        self._asked: list[int] = []
+
+    def next_pages(self) -> list[Steps[Request, Any]]:
+        """The steps of the next page of every segment not finished (none: all done)."""
+        self._asked = list(self._starts)
+        return [self._page(self._session, s, self._starts[s]) for s in self._asked]
+
+    def listed(self, answers: list[tuple[list[str], dict[str, Any] | None]]) -> list[str]:
+        """What those pages listed; finished segments drop out."""
+        found: list[str] = []
+        for segment, (names, following) in zip(self._asked, answers, strict=True):
+            found.extend(names)
+            if following is None:
+                del self._starts[segment]
+            else:
+                self._starts[segment] = following
+        return found
+
+
+def _scan_steps(
+    session: Session, prefix: bytes, segment: int, start: dict[str, Any] | None
+) -> Steps[Request, tuple[list[bytes], dict[str, Any] | None]]:
+    """The keys under ``prefix`` on one page, with the prefix cut off."""
     try:
-        answer = yield commands.scan(session.table, session.namespace, segment, start)
+        answer = yield commands.scan(session.table, prefix, segment, start)
     except Exception as exc:
         fail(exc, "Scan", session.location)
-    ids: list[str] = []
+    keys: list[bytes] = []
     for item in answer.get("Items") or []:
         key = binary(item, commands.KEY)
-        if key is None or not key.startswith(prefix):
-            continue
-        raw = key[len(prefix) :]
-        if raw and not is_marker(raw):
-            ids.append(raw.decode("utf-8"))
+        if key is not None and key.startswith(prefix):
+            keys.append(key[len(prefix) :])
     following = answer.get("LastEvaluatedKey")
-    return ids, following if isinstance(following, dict) and following else None
+    return keys, following if isinstance(following, dict) and following else None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ledger_core.base import LedgerBase
+from ledger_core.base import ReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
 from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
@@ -22,8 +22,9 @@ from .options import Settings, Target
 ClientFactory = Callable[[], Any]
 
 
-class DynamoDBLedger(LedgerBase):
-    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend.
+class DynamoDBLedger(ReentrantLedgerBase):
+    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend (and per
+    ``spend_as``, C10).
 
     Open one with ``open_ledger("dynamodb://TABLE?region=...")`` or :meth:`from_client`.
     """
@@ -99,21 +100,25 @@ class DynamoDBLedger(LedgerBase):
         result: bool = self._run(decisions.is_spent_steps(self._session, request_id))
         return result
 
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        steps = decisions.spend_as_steps(self._session, request_id, new_token(), digest)
+        result: bool = self._run(steps)
+        return result
+
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace (migration source): parallel consistent Scan
-        segments; markers, the genesis item and other namespaces are skipped."""
-        with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
-            for ids in pool.map(self._segment, range(SCAN_SEGMENTS)):
-                yield from ids
+        segments, streamed; markers, the genesis item and other namespaces are skipped."""
+        return self._scan(decisions.scan_page_steps)
 
-    def _segment(self, segment: int) -> list[str]:
-        found: list[str] = []
-        start: dict[str, Any] | None = None
-        while True:
-            ids, start = self._run(decisions.scan_page_steps(self._session, segment, start))
-            found.extend(ids)
-            if start is None:
-                return found
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace of this table (each has a genesis item), each once, streamed."""
+        return self._scan(decisions.namespace_page_steps)
+
+    def _scan(self, page: decisions.PageSteps) -> Iterator[str]:
+        scan = decisions.ParallelScan(self._session, page)
+        with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
+            while pages := scan.next_pages():
+                yield from scan.listed(list(pool.map(self._run, pages)))
 
     def close(self) -> None:
         if self._handle.closes():

@@ -7,15 +7,14 @@ role): a URL that carries any is refused, so no secret can sit in a URL, a log o
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
-from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
 
 DEFAULT_TIMEOUT = 10.0  # seconds for one whole call, botocore's retries included
 DEFAULT_IDENTITY_INTERVAL = 0.25  # seconds between genesis re-reads (see docs/dynamodb.md)
@@ -25,8 +24,9 @@ MAX_ATTEMPTS = 3  # botocore attempts per request (its retries; ours resolve by 
 # botocore's own names for where to connect; everything else in the query is ours.
 DRIVER_OPTIONS = frozenset({"region", "endpoint_url", "profile"})
 LEDGER_OPTIONS = frozenset(
-    {"namespace", "create", "timeout", "durability", "identity_interval", "config_interval"}
+    {"create", "timeout", "durability", "identity_interval", "config_interval"}
 )
+DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 OPTIONS = DRIVER_OPTIONS | LEDGER_OPTIONS
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
 _AWS_HOST = re.compile(r"(^|\.)(amazonaws\.com|amazonaws\.com\.cn|api\.aws)\Z", re.IGNORECASE)
@@ -44,20 +44,17 @@ class Settings:
     config_interval: float = DEFAULT_CONFIG_INTERVAL
 
     @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> Settings:
-        durability = str(options.get("durability", "machine")).lower()
-        if durability not in ("machine", "process"):
-            raise InvalidLedgerURL("option 'durability' must be 'machine' or 'process'")
-        timeout = option_float(options, "timeout", DEFAULT_TIMEOUT)
+    def of(cls, request: OpenRequest) -> Settings:
+        timeout = request.seconds("timeout", DEFAULT_TIMEOUT)
         if timeout <= 0:
             raise InvalidLedgerURL("option 'timeout' must be > 0 seconds")
         return cls(
-            namespace=validate_namespace(options.get("namespace", DEFAULT_NAMESPACE)),
-            create=option_bool(options, "create", True),
+            namespace=request.namespace,
+            create=request.create(),
             timeout=timeout,
-            durability=Durability.MACHINE if durability == "machine" else Durability.PROCESS,
-            identity_interval=option_float(options, "identity_interval", DEFAULT_IDENTITY_INTERVAL),
-            config_interval=option_float(options, "config_interval", DEFAULT_CONFIG_INTERVAL),
+            durability=DURABILITY[request.choice("durability", "machine", DURABILITY)],
+            identity_interval=request.seconds("identity_interval", DEFAULT_IDENTITY_INTERVAL),
+            config_interval=request.seconds("config_interval", DEFAULT_CONFIG_INTERVAL),
         )
 
 
@@ -109,9 +106,14 @@ def is_aws_endpoint(endpoint_url: str | None) -> bool:
     return bool(_AWS_HOST.search(host))
 
 
-def parse(url: LedgerURL, options: Mapping[str, Any]) -> Target:
-    """The URL and keyword options as one :class:`Target`; unknown options refused."""
-    check_options(url, options, OPTIONS)
+def _optional_text(request: OpenRequest, name: str) -> str | None:
+    return request.text(name, "") or None
+
+
+def parse(request: OpenRequest) -> Target:
+    """The request as one :class:`Target`; unknown options refused."""
+    request.check(OPTIONS)
+    url = request.url
     parts = url.parts
     if "@" in parts.netloc or parts.password or parts.username:
         raise InvalidLedgerURL(
@@ -123,15 +125,15 @@ def parse(url: LedgerURL, options: Mapping[str, Any]) -> Target:
         raise InvalidLedgerURL(
             f"{url}: expected dynamodb://TABLE with a table name of 3-255 characters [A-Za-z0-9_.-]"
         )
-    endpoint = options.get("endpoint_url") or None
+    endpoint = _optional_text(request, "endpoint_url")
     if endpoint is not None:
-        scheme = urlsplit(str(endpoint)).scheme
-        if scheme not in ("http", "https") or "@" in urlsplit(str(endpoint)).netloc:
+        scheme = urlsplit(endpoint).scheme
+        if scheme not in ("http", "https") or "@" in urlsplit(endpoint).netloc:
             raise InvalidLedgerURL("endpoint_url must be http(s)://host[:port] without credentials")
     return Target(
         table=table,
-        region=options.get("region") or None,
+        region=_optional_text(request, "region"),
         endpoint_url=endpoint,
-        profile=options.get("profile") or None,
-        settings=Settings.from_mapping(options),
+        profile=_optional_text(request, "profile"),
+        settings=Settings.of(request),
     )

@@ -4,20 +4,21 @@ client: the same decisions as the sync shell, awaited (C9)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pymongo import ReadPreference
 
-from ledger_core.base import AsyncLedgerBase
+from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
+from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
 from .ledger import CODEC, where_of
-from .options import Settings, check_client_options
+from .options import Settings, client_settings
 
 
 class AsyncConnection:
@@ -43,7 +44,7 @@ class AsyncConnection:
                 await closed
 
 
-class AsyncMongoLedger(AsyncLedgerBase):
+class AsyncMongoLedger(AsyncReentrantLedgerBase):
     """The asyncio face of :class:`~ledger_mongodb.MongoLedger`, same semantics (C9)."""
 
     def __init__(self, conn: AsyncConnection, store: decisions.Store) -> None:
@@ -73,7 +74,7 @@ class AsyncMongoLedger(AsyncLedgerBase):
         """A ledger on a host's ``AsyncMongoClient`` or Motor ``AsyncIOMotorClient``
         (its default database unless named); never closed by the ledger."""
         name = database or client.get_default_database("decision_ledger").name
-        settings = check_client_options(options)
+        settings = client_settings(options)
         where = where_of(client, name, settings)
         return await cls.open_on(AsyncConnection(client, name, owned=False), settings, where)
 
@@ -105,14 +106,36 @@ class AsyncMongoLedger(AsyncLedgerBase):
         )
         return result
 
-    async def spent_ids(self) -> AsyncIterator[str]:
+    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        now = time.monotonic()
+        steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
+        result: bool = await self._steps(steps)
+        return result
+
+    async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch (see :meth:`MongoLedger.spend_many`)."""
+        raws = [validate_request_id(r) for r in request_ids]
+        batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
+        return [won for steps in batches for won in await self._steps(steps)]
+
+    async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        raws = [validate_request_id(r) for r in request_ids]
+        batches = decisions.is_spent_many_batches(self._store, raws, time.monotonic)
+        return [spent for steps in batches for spent in await self._steps(steps)]
+
+    def spent_ids(self) -> AsyncIterator[str]:
+        return self._pages(decisions.list_steps)
+
+    def namespaces(self) -> AsyncIterator[str]:
+        """Every namespace of this collection, each once, streamed."""
+        return self._pages(decisions.namespace_steps)
+
+    async def _pages(self, page: decisions.Page) -> AsyncIterator[str]:
         after = None
         while True:
-            ids, after = await self._steps(
-                decisions.list_steps(self._store, after, time.monotonic())
-            )
-            for request_id in ids:
-                yield request_id
+            items, after = await self._steps(page(self._store, after, time.monotonic()))
+            for item in items:
+                yield item
             if after is None:
                 return
 

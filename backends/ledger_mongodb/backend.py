@@ -39,18 +39,12 @@ def _client(target: Target, cls: Any) -> Any:
         raise
 
 
-def _options(request: OpenRequest) -> dict[str, Any]:
-    """The request as the option mapping this package's parser reads."""
-    return {**request.options, "namespace": request.namespace}
-
-
 class _MongoBackend:
     def open(self, request: OpenRequest) -> Any:
-        url, options = request.url, _options(request)
+        target = parse(request)
         pymongo = _pymongo()
         from .ledger import MongoLedger, SyncConnection
 
-        target = parse(url, options)
         client = _client(target, pymongo.MongoClient)
         conn = SyncConnection(
             client,
@@ -61,11 +55,10 @@ class _MongoBackend:
         return MongoLedger.open_on(conn, target.settings, target.location)
 
     async def open_async(self, request: OpenRequest) -> Any:
-        url, options = request.url, _options(request)
+        target = parse(request)
         pymongo = _pymongo()
         from .aio import AsyncConnection, AsyncMongoLedger
 
-        target = parse(url, options)
         client = _client(target, pymongo.AsyncMongoClient)
         conn = AsyncConnection(client, target.database, owned=True)
         return await AsyncMongoLedger.open_on(conn, target.settings, target.location)

@@ -23,6 +23,7 @@ from bson.son import SON
 from ledger_core.ids import ledger_key
 
 GENESIS_PREFIX = "genesis\x00"
+GENESIS_END = "genesis\x01"  # every genesis _id sorts between the prefix and this
 PROBE_PREFIX = b"probe\x00"
 MAJORITY = {"w": "majority", "j": True}
 READ_MAJORITY = {"level": "majority"}
@@ -93,19 +94,79 @@ def insert(
     return Request(_with_uuid(cmd, uuid), what)
 
 
-def read(collection: str, key: Any, genesis: str, uuid: Any, what: str) -> Request:
-    """The record (if any) and the genesis, in one read on the primary."""
-    cmd: SON[str, Any] = SON(
+def insert_many(
+    collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any
+) -> Request:
+    """A batch of records in one unordered ``insert``: each document succeeds or meets
+    its own duplicate key, whatever the others do (one token for the batch)."""
+    docs = [SON([("_id", key), ("t", Binary(token)), ("ns", namespace)]) for key in keys]
+    cmd: SON[str, Any] = SON([("insert", collection), ("documents", docs), ("ordered", False)])
+    cmd["writeConcern"] = MAJORITY
+    return Request(_with_uuid(cmd, uuid), "spend_many")
+
+
+def digest_value(digest: bytes, encoding: str) -> Any:
+    """An attempt key's digest as stored: in the keys' encoding, since a server that
+    matches no BinData by equality (nx-27017) cannot match it in a query either."""
+    return Binary(digest) if encoding == BIN else digest.hex()
+
+
+def spend_as(
+    collection: str, key: Any, token: bytes, digest: Any, namespace: str, uuid: Any
+) -> Request:
+    """C10 in one ``update``: an upsert whose query is the record's ``_id``, namespace
+    and digest. No record: it is inserted with them (and the token, ``$setOnInsert``).
+    A record with this digest: matched, nothing changes. Any other record (another
+    key's, a plain spend's): the insert meets the ``_id`` and fails, duplicate key."""
+    update = SON(
         [
-            ("find", collection),
-            ("filter", {"_id": {"$in": [key, genesis]}}),
-            ("projection", {"t": 1, "g": 1}),
-            ("limit", 2),
-            ("batchSize", 2),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
+            ("q", SON([("_id", key), ("ns", namespace), ("d", digest)])),
+            ("u", {"$setOnInsert": {"t": Binary(token)}}),
+            ("upsert", True),
         ]
     )
+    cmd: SON[str, Any] = SON([("update", collection), ("updates", [update]), ("ordered", True)])
+    cmd["writeConcern"] = MAJORITY
+    return Request(_with_uuid(cmd, uuid), "spend_as")
+
+
+def read(collection: str, key: Any, genesis: str, uuid: Any, what: str) -> Request:
+    """The record (if any) and the genesis, in one read on the primary."""
+    return read_many(collection, [key], genesis, uuid, what)
+
+
+def read_many(collection: str, keys: list[Any], genesis: str, uuid: Any, what: str) -> Request:
+    """The records that exist among ``keys`` and the genesis, in one read on the primary."""
+    flt = {"_id": {"$in": [*keys, genesis]}}
+    return _find(collection, flt, {"t": 1, "g": 1, "d": 1}, len(keys) + 1, uuid, what)
+
+
+def genesis_page(collection: str, after: str, size: int, uuid: Any) -> Request:
+    """One page of the collection's genesis documents in ``_id`` order, after ``after``
+    (on the ``_id`` index: the namespaces, without touching a record)."""
+    flt = {"_id": {"$gt": after, "$lt": GENESIS_END}}
+    return _find(collection, flt, {"_id": 1}, size, uuid, "namespaces", ordered=True)
+
+
+def _find(
+    collection: str,
+    flt: dict[str, Any],
+    projection: dict[str, Any],
+    size: int,
+    uuid: Any,
+    what: str,
+    *,
+    ordered: bool = False,
+) -> Request:
+    """One ``find`` of at most ``size`` documents in a single batch, read concern
+    majority (in ``_id`` order when ``ordered``: a page)."""
+    cmd: SON[str, Any] = SON([("find", collection), ("filter", flt), ("projection", projection)])
+    if ordered:
+        cmd["sort"] = {"_id": 1}
+    cmd["limit"] = size
+    cmd["batchSize"] = size
+    cmd["singleBatch"] = True
+    cmd["readConcern"] = READ_MAJORITY
     return Request(_with_uuid(cmd, uuid), what)
 
 
@@ -143,24 +204,12 @@ def first_key(encoding: str) -> Any:
     return Binary(b"") if encoding == BIN else ""
 
 
-def list_page(collection: str, namespace: str, after: Any, size: int) -> Request:
+def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any) -> Request:
     """One page of a namespace's documents in ``_id`` order (migration source)."""
     # ``after`` has the keys' BSON type (first: the smallest value of it): comparisons
     # bracket by type, so documents of the other encoding never show up.
     flt: dict[str, Any] = {"ns": namespace, "_id": {"$gt": after}}
-    cmd: SON[str, Any] = SON(
-        [
-            ("find", collection),
-            ("filter", flt),
-            ("projection", {"_id": 1}),
-            ("sort", {"_id": 1}),
-            ("limit", size),
-            ("batchSize", size),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
-        ]
-    )
-    return Request(cmd, "spent_ids")
+    return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", ordered=True)
 
 
 def hello() -> Request:

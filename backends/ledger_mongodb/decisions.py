@@ -22,15 +22,16 @@ Once the store is found to have forgotten or changed, the ledger stays failed cl
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bson.binary import Binary
 
-from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import is_marker
 from ledger_core.protocol import LedgerInfo
+from ledger_core.tokens import new_token
 
 from . import commands as cmd
 from . import errors
@@ -39,6 +40,7 @@ from .identity import Facts, ledger_info
 from .options import Settings
 
 Steps = Generator[Request, Any, Any]
+Page = Callable[["Store", Any, float], Steps]  # a listing's page: (items, where next)
 GENESIS_BYTES = 16
 LIST_PAGE = 1000
 
@@ -255,31 +257,51 @@ def _raise_write_concern(reply: Mapping[str, Any], what: str) -> None:
         raise LedgerUnavailable(f"MongoDB {what}: write concern failed ({wce.get('code')})")
 
 
+def _binary(doc: Mapping[str, Any] | None, name: str) -> bytes | None:
+    value = None if doc is None else doc.get(name)
+    return bytes(value) if isinstance(value, bytes) else None
+
+
 @dataclass(frozen=True)
 class _Read:
     token: bytes | None  # the record's token, or None when absent
     present: bool
+    digest: bytes | None = None  # the attempt key's digest of a spend_as record (C10)
+
+    def holds(self, token: bytes, digest: bytes | None) -> bool:
+        """Whether the record is this call's (its token) or, for ``spend_as``, the same
+        attempt key's (its digest)."""
+        return self.token == token or (digest is not None and self.digest == digest)
+
+
+def _read_many_steps(store: Store, keys: list[Any], what: str) -> Steps:
+    """The records among ``keys`` (by key bytes) and the genesis in one ``find``; the
+    genesis must be ours."""
+    try:
+        reply = yield cmd.read_many(store.collection, keys, store.genesis_key, store.uuid, what)
+    except Exception as exc:
+        raise _driver_failure(store, what, exc) from exc
+    genesis = None
+    records: dict[Any, _Read] = {}
+    for doc in _first_batch(reply):
+        if cmd.same_key(doc["_id"], store.genesis_key):
+            genesis = doc
+        else:
+            found = _Read(_binary(doc, "t"), True, cmd.key_bytes(doc.get("d")))
+            records[cmd.key_bytes(doc["_id"])] = found
+    if store.genesis is not None and (genesis is None or _binary(genesis, "g") != store.genesis):
+        raise _forgot(store, "the namespace's genesis document is gone or different")
+    return {key: records.get(cmd.key_bytes(key), _ABSENT) for key in keys}
+
+
+_ABSENT = _Read(None, False)
 
 
 def _read_steps(store: Store, key: Any, what: str) -> Steps:
     """The record and the genesis in one ``find``; the genesis must be ours."""
-    try:
-        reply = yield cmd.read(store.collection, key, store.genesis_key, store.uuid, what)
-    except Exception as exc:
-        raise _driver_failure(store, what, exc) from exc
-    genesis = None
-    record = None
-    for doc in _first_batch(reply):
-        if cmd.same_key(doc["_id"], store.genesis_key):
-            genesis = doc
-        elif cmd.same_key(doc["_id"], key):
-            record = doc
-    if store.genesis is not None and (genesis is None or bytes(genesis["g"]) != store.genesis):
-        raise _forgot(store, "the namespace's genesis document is gone or different")
-    if record is None:
-        return _Read(None, False)
-    token = record.get("t")
-    return _Read(bytes(token) if token is not None else None, True)
+    found = yield from _read_many_steps(store, [key], what)
+    read: _Read = found[key]
+    return read
 
 
 def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
@@ -288,6 +310,19 @@ def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
         store, cmd.record_key(store.namespace, request_id, store.encoding), "read"
     )
     return read.present
+
+
+def is_spent_many_steps(store: Store, request_ids: Sequence[bytes], now: float) -> Steps:
+    """A batch read: one ``find`` of the records and the genesis."""
+    yield from _maybe_recheck(store, now)
+    keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
+    found = yield from _read_many_steps(store, _unique(keys), "is_spent_many")
+    return [found[key].present for key in keys]
+
+
+def _unique(keys: list[Any]) -> list[Any]:
+    """``keys`` without repeats, in order (BinData and hex text alike are hashable)."""
+    return list(dict.fromkeys(keys))
 
 
 def _insert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
@@ -313,56 +348,222 @@ def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> St
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     insert = cmd.insert(store.collection, key, token, store.namespace, store.uuid)
+    return (yield from _write_steps(store, insert, _insert_outcome, key, token, None))
+
+
+Judge = Callable[[Store, Mapping[str, Any]], "bool | None"]
+
+
+def _write_steps(
+    store: Store, request: Request, judge: Judge, key: Any, token: bytes, digest: bytes | None
+) -> Steps:
+    """The one write that records an id (a spend's insert, a spend_as's upsert), judged
+    by ``judge`` (``True``/``False``, ``None``: the write concern failed). Where no
+    collection UUID guards it, the genesis and the record are read back before the
+    answer; a lost reply is settled (C5)."""
     try:
-        outcome = _insert_outcome(store, (yield insert))
+        outcome = judge(store, (yield request))
     except LedgerError:
         raise
     except Exception as exc:
-        kind = errors.classify(exc)
-        if kind is not errors.Outcome.UNKNOWN or errors.code_of(exc) in errors.FORGOT_CODES:
-            raise _driver_failure(store, "spend", exc) from exc
-        return (yield from _settle(store, key, token, exc))
+        _unless_unknown(store, request.what, exc)
+        return (yield from _settle(store, request, judge, key, token, digest, exc))
     if outcome is None:
-        return (yield from _settle_by_read(store, key, token, None))
+        return (yield from _settle_by_read(store, key, token, None, digest))
     if store.uuid is None:
-        # No collection UUID to guard the insert: prove the genesis after it (and that
-        # the stored token is ours), before answering.
-        read: _Read = yield from _read_steps(store, key, "spend (verify)")
+        read: _Read = yield from _read_steps(store, key, f"{request.what} (verify)")
         if not read.present:
-            raise _forgot(store, "the record vanished right after its insert")
-        return read.token == token if outcome else False
+            raise _forgot(store, "the record vanished right after its write")
+        return outcome and read.holds(token, digest)
     return outcome
 
 
-def _settle(store: Store, key: Any, token: bytes, failure: Exception) -> Steps:
-    """C5: the same document again. Inserted now: ours. Duplicate: read whose it is."""
-    insert = cmd.insert(
-        store.collection, key, token, store.namespace, store.uuid, "spend (resolve)"
-    )
+def _unless_unknown(store: Store, what: str, exc: Exception) -> None:
+    """Raise the ledger's error for a failed write, unless its outcome is unknown (then
+    the caller settles it, C5)."""
+    if errors.classify(exc) is not errors.Outcome.UNKNOWN or errors.code_of(exc) in (
+        errors.FORGOT_CODES
+    ):
+        raise _driver_failure(store, what, exc) from exc
+
+
+def _settle(
+    store: Store,
+    request: Request,
+    judge: Judge,
+    key: Any,
+    token: bytes,
+    digest: bytes | None,
+    failure: Exception,
+) -> Steps:
+    """C5: the same write again. Recorded now (UUID-guarded): ours. Anything else (a
+    duplicate may be our own first write): read whose record it is."""
+    again = replace(request, what=f"{request.what} (resolve)")
     try:
-        outcome = _insert_outcome(store, (yield insert))
-    except LedgerError as exc:
-        raise errors.ambiguous(failure, exc) from failure
+        outcome = judge(store, (yield again))
+    except UnsafeStoreConfig:
+        raise
     except Exception as exc:
         if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-            raise _driver_failure(store, "spend (resolve)", exc) from exc
+            raise _driver_failure(store, again.what, exc) from exc
         raise errors.ambiguous(failure, exc) from failure
     if outcome is True and store.uuid is not None:
         return True
-    return (yield from _settle_by_read(store, key, token, failure))
+    return (yield from _settle_by_read(store, key, token, failure, digest))
 
 
-def _settle_by_read(store: Store, key: Any, token: bytes, failure: Exception | None) -> Steps:
+def _settle_by_read(
+    store: Store, key: Any, token: bytes, failure: Exception | None, digest: bytes | None = None
+) -> Steps:
     try:
         read: _Read = yield from _read_steps(store, key, "spend (resolve)")
     except UnsafeStoreConfig:
         raise
     except LedgerError as exc:
         raise errors.ambiguous(failure or exc, exc) from (failure or exc)
-    if read.token is None:
+    if not read.present:
         cause = failure or LedgerUnavailable("write concern not confirmed")
         raise errors.ambiguous(cause, LedgerUnavailable("no record found on the primary"))
-    return read.token == token
+    return read.holds(token, digest)
+
+
+def _upsert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
+    """What a ``spend_as`` upsert answered: ``True`` inserted or matched (the record holds
+    our digest), ``False`` a duplicate key (another's record), ``None`` unknown (the write
+    concern failed: applied on the primary, not confirmed)."""
+    write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
+    if write_errors:
+        code = write_errors[0].get("code")
+        if code == errors.DUPLICATE_KEY:
+            return False
+        if code in errors.FORGOT_CODES and store.uuid is not None:
+            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
+        raise LedgerUnavailable(f"MongoDB refused the spend_as (code {code})")
+    if reply.get("writeConcernError"):
+        return None
+    if reply.get("upserted") or reply.get("n") == 1:
+        return True
+    return None
+
+
+def spend_as_steps(
+    store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
+) -> Steps:
+    """C10 in one round trip (:func:`commands.spend_as`, an upsert on ``_id`` + digest):
+    ``True`` when it inserted the record or the record holds the same digest, ``False``
+    on a duplicate key. Identity as for a spend: ``collectionUUID`` where the server has
+    one, else the genesis (and the record) read back before answering. A lost reply is
+    settled by the same upsert again (it changes nothing once the record exists), then by
+    a read of the stored token and digest (C5)."""
+    yield from _maybe_recheck(store, now)
+    key = cmd.record_key(store.namespace, request_id, store.encoding)
+    stored = cmd.digest_value(digest, store.encoding)
+    request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
+    return (yield from _write_steps(store, request, _upsert_outcome, key, token, digest))
+
+
+BATCH = 1000  # records per insert (and keys per read) of a batch
+
+
+def spend_many_batches(
+    store: Store, request_ids: Sequence[bytes], clock: Callable[[], float]
+) -> Iterator[Steps]:
+    """The steps of each batch of ``request_ids``, a fresh token per batch."""
+    for i in range(0, len(request_ids), BATCH):
+        yield spend_many_steps(store, request_ids[i : i + BATCH], new_token(), clock())
+
+
+def is_spent_many_batches(
+    store: Store, request_ids: Sequence[bytes], clock: Callable[[], float]
+) -> Iterator[Steps]:
+    for i in range(0, len(request_ids), BATCH):
+        yield is_spent_many_steps(store, request_ids[i : i + BATCH], clock())
+
+
+def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bool] | None:
+    """Per document of an unordered insert: inserted, or a duplicate; ``None`` when the
+    write concern failed (applied on the primary, not confirmed): read then."""
+    won = [True] * count
+    for error in reply.get("writeErrors") or []:
+        code = error.get("code")
+        if code in errors.FORGOT_CODES and store.uuid is not None:
+            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
+        if code != errors.DUPLICATE_KEY:
+            raise AmbiguousSpend(
+                f"MongoDB refused part of a spend_many batch (code {code}); the other ids "
+                "of the batch may be recorded (treat them as spent)"
+            )
+        won[int(error.get("index", -1))] = False
+    if reply.get("writeConcernError"):
+        return None
+    if reply.get("n") != won.count(True):
+        raise AmbiguousSpend(f"MongoDB spend_many: unexpected reply n={reply.get('n')!r}")
+    return won
+
+
+def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, now: float) -> Steps:
+    """One unordered insert of the batch (w majority, journaled, ``collectionUUID``): each
+    id's answer is what ``spend`` would say (a repeat within the batch: ``False``). A
+    lost reply is settled by the same documents again and one read of whose token is
+    stored; without a collection UUID the genesis and the tokens are read back."""
+    yield from _maybe_recheck(store, now)
+    keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
+    unique = _unique(keys)
+    request = cmd.insert_many(store.collection, unique, token, store.namespace, store.uuid)
+    failure: Exception | None = None
+    try:
+        won = _many_outcome(store, (yield request), len(unique))
+    except LedgerError:
+        raise
+    except Exception as exc:
+        _unless_unknown(store, "spend_many", exc)
+        failure = exc
+        try:
+            _many_outcome(store, (yield request), len(unique))
+        except UnsafeStoreConfig:
+            raise
+        except Exception as again:
+            if errors.code_of(again) in errors.FORGOT_CODES and store.uuid is not None:
+                raise _driver_failure(store, "spend_many (resolve)", again) from again
+            raise errors.ambiguous(failure, again) from failure
+        won = None  # a duplicate now may be our own first write: read the tokens
+    if won is None or store.uuid is None:
+        try:
+            found = yield from _read_many_steps(store, unique, "spend_many (verify)")
+        except UnsafeStoreConfig:
+            raise
+        except LedgerError as exc:
+            raise errors.ambiguous(failure or exc, exc) from (failure or exc)
+        if not all(found[key].present for key in unique):
+            raise errors.ambiguous(
+                failure or LedgerUnavailable("write concern not confirmed"),
+                LedgerUnavailable("a record of the batch is not on the primary"),
+            )
+        mine = [found[key].token == token for key in unique]
+        won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
+    answer = dict(zip(unique, won, strict=True))
+    out = []
+    for key in keys:  # a repeat within the batch: its first copy answered
+        out.append(answer.pop(key, False))
+    return out
+
+
+def namespace_steps(store: Store, after: Any, now: float) -> Steps:
+    """One page of the collection's namespaces: the genesis documents, on the ``_id``
+    index (a record is only ever written under its namespace's genesis)."""
+    yield from _maybe_recheck(store, now)
+    first = cmd.GENESIS_PREFIX if after is None else after
+    try:
+        reply = yield cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid)
+    except Exception as exc:
+        raise _driver_failure(store, "namespaces", exc) from exc
+    docs = _first_batch(reply)
+    names = [
+        doc["_id"][len(cmd.GENESIS_PREFIX) :]
+        for doc in docs
+        if isinstance(doc["_id"], str) and doc["_id"].startswith(cmd.GENESIS_PREFIX)
+    ]
+    return names, (docs[-1]["_id"] if len(docs) == LIST_PAGE else None)
 
 
 def list_steps(store: Store, after: Any, now: float) -> Steps:
@@ -370,7 +571,7 @@ def list_steps(store: Store, after: Any, now: float) -> Steps:
     yield from _maybe_recheck(store, now)
     try:
         first = cmd.first_key(store.encoding) if after is None else after
-        reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE)
+        reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
     except Exception as exc:
         raise _driver_failure(store, "spent_ids", exc) from exc
     prefix = cmd.record_prefix(store.namespace)

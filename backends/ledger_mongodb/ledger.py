@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from bson.codec_options import CodecOptions
@@ -13,14 +13,15 @@ from pymongo import MongoClient, ReadPreference
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from ledger_core.base import LedgerBase
+from ledger_core.base import ReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
+from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
-from .options import CLIENT_OPTIONS, Settings, check_client_options
+from .options import CLIENT_OPTIONS, Settings, client_settings
 
 # Plain dicts, UUIDs as BSON Binary: the same decoding whatever the host's client says.
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
@@ -73,7 +74,7 @@ class SyncConnection:
             self.client.close()
 
 
-class MongoLedger(LedgerBase):
+class MongoLedger(ReentrantLedgerBase):
     """A sync ledger in one MongoDB collection: one ``insert`` per spend (w majority,
     journaled), ``_id`` = namespace + id as exact bytes. Open one with
     ``open_ledger("mongodb://...")`` or :meth:`from_client` / :meth:`from_database` /
@@ -106,7 +107,7 @@ class MongoLedger(LedgerBase):
     ) -> MongoLedger:
         """A ledger on a host's ``MongoClient`` (its default database unless named)."""
         name = database or client.get_default_database("decision_ledger").name
-        settings = check_client_options(options)
+        settings = client_settings(options)
         where = where_of(client, name, settings)
         return cls.open_on(SyncConnection(client, name, owned=False), settings, where)
 
@@ -141,13 +142,39 @@ class MongoLedger(LedgerBase):
         )
         return result
 
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        now = time.monotonic()
+        steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
+        result: bool = self._steps(steps)
+        return result
+
+    def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Spend a batch: one unordered insert per 1000 ids, each answer what
+        :meth:`spend` would say (``True`` only if this call recorded it)."""
+        raws = [validate_request_id(r) for r in request_ids]
+        batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
+        return [won for steps in batches for won in self._steps(steps)]
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Read a batch: one ``find`` per 1000 ids."""
+        raws = [validate_request_id(r) for r in request_ids]
+        batches = decisions.is_spent_many_batches(self._store, raws, time.monotonic)
+        return [spent for steps in batches for spent in self._steps(steps)]
+
     def spent_ids(self) -> Iterator[str]:
         """Every spent request id of this namespace, streamed in pages (markers and the
         genesis left out): the migration source."""
+        return self._pages(decisions.list_steps)
+
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace of this collection (each has a genesis), each once, streamed."""
+        return self._pages(decisions.namespace_steps)
+
+    def _pages(self, page: decisions.Page) -> Iterator[str]:
         after = None
         while True:
-            ids, after = self._steps(decisions.list_steps(self._store, after, time.monotonic()))
-            yield from ids
+            items, after = self._steps(page(self._store, after, time.monotonic()))
+            yield from items
             if after is None:
                 return
 

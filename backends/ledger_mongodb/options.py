@@ -13,9 +13,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
-from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
+from ledger_core.urls import LedgerURL
 
 DEFAULT_DATABASE = "decision_ledger"
 DEFAULT_COLLECTION = "decision_ledger"
@@ -23,19 +24,12 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_RECHECK = 10.0
 
 # Ours; every other query key belongs to PyMongo and is passed through untouched.
-OPTIONS = frozenset({"namespace", "collection", "create", "timeout", "recheck", "durability"})
+OPTIONS = frozenset({"collection", "create", "timeout", "recheck", "durability"})
 # A client the host gives keeps its own timeouts and connection settings.
-CLIENT_OPTIONS = frozenset({"namespace", "collection", "create", "recheck", "durability"})
+CLIENT_OPTIONS = OPTIONS - {"timeout"}
 DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 _FORBIDDEN_NAME = frozenset('/\\. "$\x00')
-
-
-def _durability(value: object) -> str:
-    if value not in DURABILITY:
-        raise InvalidLedgerURL(
-            f"option 'durability' must be one of {', '.join(DURABILITY)}, not {value!r}"
-        )
-    return DURABILITY[str(value)]
+_CLIENT_URL = LedgerURL.parse("mongodb://client")
 
 
 @dataclass(frozen=True)
@@ -51,26 +45,25 @@ class Settings:
     durability: str = Durability.MACHINE
 
     @classmethod
-    def from_mapping(cls, options: Mapping[str, Any], *, timeout: bool = True) -> Settings:
-        collection = options.get("collection", DEFAULT_COLLECTION)
+    def of(cls, request: OpenRequest) -> Settings:
+        collection = request.text("collection", DEFAULT_COLLECTION)
         if (
-            not isinstance(collection, str)
-            or not collection
+            not collection
             or collection.startswith("system.")
             or "$" in collection
             or "\x00" in collection
         ):
             raise InvalidLedgerURL(f"option 'collection' is not a usable name: {collection!r}")
-        number = option_float(options, "timeout", DEFAULT_TIMEOUT) if timeout else DEFAULT_TIMEOUT
-        if number <= 0:
+        timeout = request.seconds("timeout", DEFAULT_TIMEOUT)
+        if timeout <= 0:
             raise InvalidLedgerURL("option 'timeout' must be greater than 0 (seconds)")
         return cls(
-            namespace=validate_namespace(options.get("namespace", DEFAULT_NAMESPACE)),
+            namespace=request.namespace,
             collection=collection,
-            create=option_bool(options, "create", True),
-            timeout=number,
-            recheck=option_float(options, "recheck", DEFAULT_RECHECK),
-            durability=_durability(options.get("durability", "machine")),
+            create=request.create(),
+            timeout=timeout,
+            recheck=request.seconds("recheck", DEFAULT_RECHECK),
+            durability=DURABILITY[request.choice("durability", "machine", DURABILITY)],
         )
 
 
@@ -115,31 +108,30 @@ def _database(url: LedgerURL) -> str:
     return name
 
 
-def parse(url: LedgerURL, options: Mapping[str, Any]) -> Target:
-    """Split ``url`` + ``options`` into the driver's URL and our :class:`Settings`."""
+def parse(request: OpenRequest) -> Target:
+    """Split the request into the driver's URL and our :class:`Settings`.
+
+    Query keys that are not ours are PyMongo's (it refuses the ones it does not know);
+    a keyword option must be ours."""
+    url = request.url
     if url.scheme not in ("mongodb", "mongodb+srv"):
         raise InvalidLedgerURL(f"expected a mongodb:// or mongodb+srv:// URL, not {url}")
-    driver_keys = frozenset(k.lower() for k in url.query if k not in OPTIONS)
-    check_options(url, {k: v for k, v in options.items() if k not in url.query}, OPTIONS)
-    settings = Settings.from_mapping(options)
+    request.check(OPTIONS | set(url.query))
+    settings = Settings.of(request)
     database = _database(url)
     location = url.without_query(*url.query)  # no query at all: it may carry secrets
     shown = LedgerURL.parse(location).redacted if location else str(url)
     return Target(
-        driver_url=url.without_query(*OPTIONS),
+        driver_url=request.driver_url(OPTIONS),
         database=database,
         settings=settings,
         location=f"{shown}?collection={settings.collection}",
-        driver_keys=driver_keys,
+        driver_keys=frozenset(k.lower() for k in url.query if k not in {*OPTIONS, "namespace"}),
     )
 
 
-def check_client_options(options: Mapping[str, Any]) -> Settings:
+def client_settings(options: Mapping[str, Any]) -> Settings:
     """Our options for a ledger over a host's client (which keeps its own timeouts)."""
-    unknown = sorted(set(options) - CLIENT_OPTIONS)
-    if unknown:
-        raise InvalidLedgerURL(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for a MongoDB ledger on a "
-            f"client (known: {', '.join(sorted(CLIENT_OPTIONS))})"
-        )
-    return Settings.from_mapping(options, timeout=False)
+    request = OpenRequest.build(_CLIENT_URL, **options)
+    request.check(CLIENT_OPTIONS)
+    return Settings.of(request)

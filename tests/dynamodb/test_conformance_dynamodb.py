@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from ledger_conformance import LedgerConformance
+from ledger_conformance.clauses.c45_faults import C45Faults
+from ledger_conformance.urlmode import URLFactory
 from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
 
@@ -28,3 +30,15 @@ class TestDynamoDB(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, dynamodb_url: str) -> Callable[[], object]:
         return lambda: tools.forget(dynamodb_url)
+
+
+class TestDynamoDBURLModeFaults(C45Faults):
+    """C4/C5 as ``--ledger-url`` runs them: the suite's URL mode finds the address through
+    the backend's ``reroute`` hook (the ``endpoint_url`` in the query), not our factory."""
+
+    @pytest.fixture
+    def ledger_factory(self, dynamodb_url: str) -> Any:
+        url = tools.with_query(dynamodb_url, **tools.ledger_options(dynamodb_url))
+        factory = URLFactory(url, f"url-{tools.RUN}")
+        assert factory.routable
+        return factory

@@ -341,6 +341,38 @@ def test_url_never_holds_credentials_and_options_are_checked() -> None:
         open_ledger("dynamodb://ab")
 
 
+@pytest.mark.parametrize(
+    ("url", "routed"),
+    [
+        (
+            "dynamodb://t-1?region=a+b&endpoint_url=http%3A%2F%2F127.0.0.1%3A8000&timeout=3",
+            "dynamodb://t-1?region=a+b&endpoint_url=http%3A%2F%2F127.0.0.9%3A8001&timeout=3",
+        ),
+        (
+            "dynamodb://t-1?endpoint_url=http://localhost:8000/x%20y&namespace=n%2Fs#f",
+            "dynamodb://t-1?endpoint_url=http://127.0.0.9:8001/x%20y&namespace=n%2Fs#f",
+        ),
+        (
+            "dynamodb://t-1?endpoint_url=https://h.example",
+            "dynamodb://t-1?endpoint_url=https://127.0.0.9:444",
+        ),
+        (
+            "dynamodb://t-1?endpoint_url=http://[::1]:9/",
+            "dynamodb://t-1?endpoint_url=http://127.0.0.9:10/",
+        ),
+        ("dynamodb://t-1?region=eu-west-1", None),  # AWS picks the host: nothing to route
+        ("dynamodb://t-1?endpoint_url=ftp://h:1", None),
+    ],
+)
+def test_reroute_sends_only_the_endpoint_through_the_route(url: str, routed: str | None) -> None:
+    """The suite's URL mode (C4/C5 through the fault proxy) asks this hook; every byte
+    but the endpoint's host:port stays as written."""
+    from ledger_core.urls import LedgerURL
+    from ledger_dynamodb import BACKEND
+
+    assert BACKEND.reroute(LedgerURL.parse(url), lambda h, p: ("127.0.0.9", p + 1)) == routed
+
+
 def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
     client = tools.admin_client(dynamodb_url)
     table = tools.url_parts(dynamodb_url)[0]

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import boto3
 
 from ledger_conformance import LedgerContext
+from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_dynamodb import commands
 from ledger_dynamodb.options import is_aws_endpoint
@@ -31,17 +32,6 @@ def with_query(url: str, **changes: str) -> str:
     return f"dynamodb://{table}?{urlencode(query)}"
 
 
-def routed(url: str, ctx: LedgerContext) -> str:
-    """``url`` with its ``endpoint_url`` host:port replaced by ``ctx.route``'s."""
-    _table, query = url_parts(url)
-    endpoint = query.get("endpoint_url")
-    if not endpoint:
-        return url
-    parts = urlsplit(endpoint)
-    host, port = ctx.route(parts.hostname or "127.0.0.1", parts.port or 80)
-    return with_query(url, endpoint_url=f"{parts.scheme}://{host}:{port}")
-
-
 def emulator(url: str) -> bool:
     return not is_aws_endpoint(url_parts(url)[1].get("endpoint_url"))
 
@@ -57,7 +47,7 @@ def ledger_options(url: str, **extra: str) -> dict[str, str]:
 
 def factory(url: str, prefix: str = "conf") -> Callable[[LedgerContext], Any]:
     def make(ctx: LedgerContext) -> Any:
-        target = routed(url, ctx)
+        target = rewrite(url, ctx)  # the backend's reroute hook, as in URL mode
         namespace = f"{prefix}-{RUN}-{ctx.store}"[:256]
         opener = open_async_ledger if ctx.flavor == "async" else open_ledger
         return opener(target, namespace=namespace, **ledger_options(url))

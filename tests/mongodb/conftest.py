@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from pymongo import MongoClient
 
+from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.servers import mongodb as servers
+
+
+def _db(client: MongoClient[dict[str, Any]]) -> Any:
+    return client.get_default_database(DEFAULT_DATABASE)
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +46,20 @@ def ledger_url(mongo: servers.Found) -> str:
 def namespace(request: pytest.FixtureRequest) -> str:
     """A namespace of its own for each test, so tests never see each other's ids."""
     return f"t-{request.node.name}"[:200]
+
+
+@pytest.fixture
+def client(mongo_url: str) -> Iterator[MongoClient[dict[str, Any]]]:
+    c: MongoClient[dict[str, Any]] = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def coll(request: pytest.FixtureRequest, client: MongoClient[dict[str, Any]]) -> Iterator[str]:
+    """A collection of the test's own, dropped before and after."""
+    name = f"t_{request.node.name}"[:60].replace("[", "_").replace("]", "")
+    db = _db(client)
+    db.drop_collection(name)
+    yield name
+    db.drop_collection(name)

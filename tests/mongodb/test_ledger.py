@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,36 +28,16 @@ from ledger_mongodb import AsyncMongoLedger, MongoLedger, decisions
 from ledger_mongodb import commands as cmd
 from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.flavors import Flavored
+from tests.mongodb.conftest import _db
 from tests.servers import mongodb as servers
 
 FLAVORS = ["sync", "async"]
-
-
-def _db(client: MongoClient[dict[str, Any]]) -> Any:
-    return client.get_default_database(DEFAULT_DATABASE)
 
 
 def _open(url: str, **options: Any) -> MongoLedger:
     ledger = open_ledger(url, **options)
     assert isinstance(ledger, MongoLedger)
     return ledger
-
-
-@pytest.fixture
-def client(mongo_url: str) -> Iterator[MongoClient[dict[str, Any]]]:
-    c: MongoClient[dict[str, Any]] = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def coll(request: pytest.FixtureRequest, client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    """A collection of the test's own, dropped before and after."""
-    name = f"t_{request.node.name}"[:60].replace("[", "_").replace("]", "")
-    db = _db(client)
-    db.drop_collection(name)
-    yield name
-    db.drop_collection(name)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

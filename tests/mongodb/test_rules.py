@@ -8,7 +8,7 @@ import pytest
 from bson.binary import UUID_SUBTYPE, Binary
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.urls import LedgerURL
+from ledger_core.opening import OpenRequest
 from ledger_mongodb.identity import Facts, ledger_info
 from ledger_mongodb.options import DEFAULT_COLLECTION, DEFAULT_DATABASE, parse
 
@@ -16,8 +16,7 @@ UUID = Binary(bytes(range(1, 17)), UUID_SUBTYPE)
 
 
 def _parse(url: str, **options: Any) -> Any:
-    parsed = LedgerURL.parse(url)
-    return parse(parsed, {**parsed.query, "namespace": "default", **options})
+    return parse(OpenRequest.build(url, **options))
 
 
 def test_url_keeps_driver_options_and_takes_ours() -> None:
