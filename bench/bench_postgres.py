@@ -254,7 +254,8 @@ def _per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
 
 def _guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
     """What the in-statement guard costs per call: raw vs genesis-only vs full guard."""
-    from ledger_postgres.rules import Guard, PgConfig, Statements
+    from ledger_postgres.commands import Guard, Statements
+    from ledger_postgres.options import PgConfig
 
     table = "bench_guard"
     own = open_ledger(url, table=table)
