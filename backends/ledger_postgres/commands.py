@@ -155,8 +155,10 @@ _PAGE = (
 # the genesis row (none: the store forgot). The genesis namespace (0xFF) comes last.
 _NAMESPACES = (
     "WITH RECURSIVE ns(n, k) AS ("
-    "SELECT (SELECT min(namespace) FROM {table} WHERE namespace > {after}), 1 "
-    "UNION ALL SELECT (SELECT min(namespace) FROM {table} WHERE namespace > ns.n), k + 1 "
+    "SELECT (SELECT namespace FROM {table} WHERE namespace > {after} "
+    "ORDER BY namespace LIMIT 1), 1 "
+    "UNION ALL SELECT (SELECT namespace FROM {table} WHERE namespace > ns.n "
+    "ORDER BY namespace LIMIT 1), k + 1 "
     "FROM ns WHERE ns.n IS NOT NULL AND k < {limit}) "
     "SELECT (SELECT array_agg(n ORDER BY n) FROM ns WHERE n IS NOT NULL) "
     "FROM {table} AS g WHERE {guard}"
