@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import generators
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
@@ -19,7 +20,7 @@ from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 
 from . import decisions, errors
-from .commands import FIRST_SHARE, Op, Row, Statements
+from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
 from .decisions import Steps
 from .identity import in_hot_standby
 from .options import PgConfig, PoolOptions, Target, forked_pool_kwargs
@@ -34,6 +35,12 @@ APoolFactory = Callable[[], "AsyncConnectionPool[Any]"]
 
 async def run_op(conn: AConn, op: Op) -> Row:
     """Send one op's message and read the answer it names (see the sync ``run_op``)."""
+    if type(op.query) is Prepared:
+        pgconn, values = conn.pgconn, op.params or ()
+        async with conn.lock:
+            pgconn.send_query_prepared(op.query, values, BINARY[: len(values)], 1)
+            results = await conn.wait(generators.execute(pgconn))
+        return prepared_answer(results, op, conn.info.encoding)
     cur = psycopg.AsyncCursor(conn, row_factory=tuple_row)
     await cur.execute(op.query, op.params, prepare=False if op.params is None else None)
     if op.counted or op.result is None:
@@ -105,9 +112,11 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
     @classmethod
     async def from_target(cls, target: Target) -> AsyncPostgresLedger:
         setup = Statements(target.config).session_setup
+        opened: list[AsyncPostgresLedger] = []  # the pool opens (and connects) after open
 
         async def configure(conn: AConn) -> None:
             await conn.execute(setup)
+            await conn.execute(opened[0]._st.prepare_all())
 
         def make_pool() -> AsyncConnectionPool[Any]:
             return AsyncConnectionPool(**target.pool_kwargs(), configure=configure)
@@ -116,6 +125,7 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
         kwargs = {"conninfo": target.conninfo, "password": target.password}
         ledger = cls(pool, target.config, owns_pool=True, make_pool=make_pool, **kwargs)
         await ledger._start(target.location)
+        opened.append(ledger)
         await pool.open(wait=False)  # only once the server has been found fit
         return ledger
 
@@ -145,10 +155,13 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
             if op.fresh and self._conninfo is not None:
                 async with self._fresh(op.due) as conn:
                     row = await self._on(conn, op, op.due)
-            else:
-                async with self._pool.connection(timeout=left) as conn:
-                    now = time.monotonic()
-                    row = await self._on(conn, op, self._answer_due(op, now))
+            else:  # getconn/putconn, as in the sync ledger's _run
+                pool = self._pool
+                conn = await pool.getconn(left)
+                try:
+                    row = await self._on(conn, op, self._answer_due(op, time.monotonic()))
+                finally:
+                    await pool.putconn(conn)
         except Exception as exc:
             self._check_outcome(op, None, exc)
             raise

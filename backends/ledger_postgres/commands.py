@@ -11,7 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, NamedTuple
 
-from psycopg import sql
+from psycopg import errors as pg_errors
+from psycopg import pq, sql
 
 from .options import DEFAULT_SCHEMA, PgConfig
 
@@ -32,7 +33,31 @@ PAGE_SIZE = 1000
 BATCH_SIZE = 1000
 
 Row = tuple[Any, ...] | None
+
+
+class Prepared(bytes):
+    """The name of a statement prepared on each session of the ledger's own pool (at
+    connect, by ``configure``): the shells send it with binary parameters straight
+    through libpq, without psycopg's per-call cursor, query and adaptation work (most
+    of a spend's client-side cost). Its answer is a row count, or one boolean."""
+
+
 Query = sql.SQL | sql.Composed | bytes
+BINARY = (1, 1, 1, 1)  # bytea parameters as bytes, answers as binary (a boolean: one byte)
+_FATAL = pq.ExecStatus.FATAL_ERROR
+
+
+def prepared_answer(results: list[Any], op: Any, encoding: str) -> Row:
+    """A :class:`Prepared` op's answer from libpq's results (one statement: one
+    result), or the driver exception psycopg's cursor would have raised."""
+    result = results[-1]
+    if result.status == _FATAL:
+        raise pg_errors.error_from_result(result, encoding=encoding)
+    if op.counted:
+        return () if result.command_tuples else None
+    if not result.ntuples:
+        return None
+    return (result.get_value(0, 0) == b"\x01",)
 
 
 class Op(NamedTuple):
@@ -238,9 +263,12 @@ class Statements:
     SETTLE_RESULT = 3
     IDENTITY_RESULT = SETTLE_RESULT
 
-    def __init__(self, config: PgConfig, guard: Guard | None = None) -> None:
+    def __init__(
+        self, config: PgConfig, guard: Guard | None = None, reentrant: bool = True
+    ) -> None:
         self.config = config
         self.guard = guard
+        self.reentrant = reentrant  # the table has C10's attempt_digest column
         self.table = sql.Identifier(config.schema, config.table)
         # The server gives up first (a clean error: nothing recorded); the client's own
         # deadline is for a server that can no longer answer at all.
@@ -277,9 +305,9 @@ class Statements:
         if guard is not None:
             self._build(guard)
 
-    def guarded(self, guard: Guard) -> Statements:
+    def guarded(self, guard: Guard, reentrant: bool) -> Statements:
         """The statements of an opened ledger: each one proves ``guard``."""
-        return Statements(self.config, guard)
+        return Statements(self.config, guard, reentrant)
 
     def _build(self, guard: Guard) -> None:
         spend, is_spent = self._bind(_SPEND, guard), self._bind(_IS_SPENT, guard)
@@ -295,6 +323,16 @@ class Statements:
         self._spend_framed = self._render(self.framed(self._bind(_SPEND + _RETURNING, guard)))
         self._spend_as_framed = self._render(self.framed(self._bind(_SPEND_AS + _RETURNING, guard)))
         self._is_spent_framed = self._render(self.framed(is_spent))
+        # The hot statements, prepared once per session of our own pool.
+        self.prepared: dict[Prepared, bytes] = {}
+        self.spend_prepared = self._prepare("spend", _SPEND, guard, 3)
+        self.is_spent_prepared = self._prepare("is_spent", _IS_SPENT, guard, 2)
+        # A table without the column (create=false) cannot even prepare it: spend_as
+        # is then refused before any I/O (decisions.spend_as).
+        label = Prepared(b"decision_ledger_spend_as")
+        self.spend_as_prepared = (
+            self._prepare("spend_as", _SPEND_AS, guard, 4) if self.reentrant else label
+        )
         # Read inside the transaction: at READ COMMITTED the SELECT takes a new snapshot
         # after the INSERT has waited out any writer of the same key; the answer only
         # counts if the COMMIT after it succeeds too (the script raises otherwise).
@@ -304,6 +342,23 @@ class Statements:
         self._settle_as = self._render(
             _script(_BEGIN, self._settings, spend_as, read_both, _COMMIT)
         )
+
+    def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
+        """A ``PREPARE`` of ``template`` (bytea parameters ``$1``..), run by
+        :meth:`prepare_all` on each new session of our own pool."""
+        numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
+        condition = guard.condition(spend=template.startswith("INSERT"))
+        body = sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **numbered)
+        # The order in which the template names its values is ns, rid, token, digest.
+        label = Prepared(f"decision_ledger_{name}".encode())
+        types = sql.SQL(", ").join([sql.SQL("bytea")] * values)
+        statement = sql.SQL("PREPARE {} ({}) AS ").format(sql.Identifier(label.decode()), types)
+        self.prepared[label] = self._render(statement + body)
+        return label
+
+    def prepare_all(self) -> bytes:
+        """One script that prepares every hot statement (a new session of our pool)."""
+        return b"; ".join(self.prepared.values())
 
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         """``template`` with the guard and a placeholder for each value, in text order."""

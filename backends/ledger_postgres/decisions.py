@@ -131,7 +131,8 @@ def spend(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) 
     if framed:
         op = Op(st.spend_framed(request_id, token), None, st.FRAMED_RESULT, first=True, due=due)
     else:
-        op = Op(st.spend, (st.namespace, request_id, token), counted=True, first=True, due=due)
+        params = (st.namespace, request_id, token)
+        op = Op(st.spend_prepared, params, counted=True, first=True, due=due)
     try:
         row = yield op
     except Exception as exc:
@@ -159,7 +160,7 @@ def spend_as(
         op = Op(query, None, st.FRAMED_RESULT, first=True, due=due)
     else:
         params = (st.namespace, request_id, token, digest)
-        op = Op(st.spend_as, params, counted=True, first=True, due=due)
+        op = Op(st.spend_as_prepared, params, counted=True, first=True, due=due)
     try:
         row = yield op
     except Exception as exc:
@@ -177,13 +178,16 @@ def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: An
         query = st.is_spent_framed(request_id)
         op = Op(query, None, st.FRAMED_RESULT, guarded=True, first=True, due=due)
     else:
-        op = Op(st.is_spent, (st.namespace, request_id), guarded=True, first=True, due=due)
+        params = (st.namespace, request_id)
+        op = Op(st.is_spent_prepared, params, guarded=True, first=True, due=due)
     try:
         row = yield op
     except Exception as first:
         _unless_unknown("is_spent", first, pw)
+        # On a new connection (not one of our pool's: nothing is prepared there).
+        again = op if framed else op._replace(query=st.is_spent)
         try:
-            row = yield op._replace(fresh=True, first=False)
+            row = yield again._replace(fresh=True, first=False)
         except LedgerError:
             raise
         except Exception as exc:
@@ -341,7 +345,7 @@ class GuardedShell:
     def _opened(self, opened: Opened) -> None:
         self._info = opened.info
         self._reentrant = opened.reentrant
-        self._st = self._st.guarded(opened.guard)
+        self._st = self._st.guarded(opened.guard, opened.reentrant)
 
     # The decisions of this ledger's calls, bound to its statements and settings.
 

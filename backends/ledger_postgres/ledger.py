@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import generators
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
@@ -19,7 +20,7 @@ from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 
 from . import decisions, errors, options
-from .commands import FIRST_SHARE, Op, Row, Statements
+from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
 from .identity import in_hot_standby
 from .watchdog import Watchdog
 
@@ -45,6 +46,13 @@ os.register_at_fork(after_in_child=_new_fork_lock)
 
 def run_op(conn: Conn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
+    if type(op.query) is Prepared:  # the hot path: straight through libpq
+        pgconn, params = conn.pgconn, op.params
+        assert params is not None
+        with conn.lock:
+            pgconn.send_query_prepared(op.query, params, BINARY[: len(params)], 1)
+            results = conn.wait(generators.execute(pgconn))
+        return prepared_answer(results, op, conn.info.encoding)
     # Our own cursor class and row shape, whatever factories the host's pool configured.
     cur = psycopg.Cursor(conn, row_factory=tuple_row)
     # A script (no parameters) can never be a prepared statement, whatever the host's
@@ -159,10 +167,12 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
 
     @classmethod
     def from_target(cls, target: options.Target) -> PostgresLedger:
-        st = Statements(target.config)
+        setup = Statements(target.config).session_setup
+        opened: list[PostgresLedger] = []  # the pool opens (and connects) after open
 
         def configure(conn: Conn) -> None:
-            conn.execute(st.session_setup)
+            conn.execute(setup)
+            conn.execute(opened[0]._st.prepare_all())
 
         def make_pool() -> ConnectionPool[Any]:
             return ConnectionPool(**target.pool_kwargs(), configure=configure)
@@ -177,6 +187,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             password=target.password,
             make_pool=make_pool,
         )
+        opened.append(ledger)
         pool.open(wait=False)  # only once the server has been found fit
         return ledger
 
@@ -209,10 +220,15 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             if op.fresh and self._conninfo is not None:
                 with self._fresh(op.due) as conn:
                     row = self._on(conn, op, op.due)
-            else:
-                with self._pool.connection(timeout=left) as conn:
+            else:  # getconn/putconn: _on leaves the session as it came, so the pool's
+                # connection() context (a commit() call, a generator) would only cost
+                pool = self._pool
+                conn = pool.getconn(left)
+                try:
                     due = min(op.due, time.monotonic() + self._first_share) if op.first else op.due
                     row = self._on(conn, op, due)
+                finally:
+                    pool.putconn(conn)
         except Exception as exc:
             self._check_outcome(op, None, exc)
             raise
