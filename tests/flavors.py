@@ -43,7 +43,11 @@ class Flavored:
 
     def spent_ids(self, **options: Any) -> list[str]:
         """The whole listing, collected (sync iterator or async iterator alike)."""
-        listing = self.ledger.spent_ids(**options)
+        return self.collect(self.ledger.spent_ids(**options))
+
+    def collect(self, listing: Any) -> list[str]:
+        """A whole listing (``spent_ids()``, ``namespaces()``): a sync iterator, or an
+        async one driven on this ledger's loop."""
         if self.loop is None:
             return list(listing)
 

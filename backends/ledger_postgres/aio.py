@@ -40,7 +40,7 @@ async def run_op(conn: AConn, op: Op) -> Row:
         async with conn.lock:
             pgconn.send_query_prepared(op.query, values, BINARY[: len(values)], 1)
             results = await conn.wait(generators.execute(pgconn))
-        return prepared_answer(results, op, conn.info.encoding)
+        return prepared_answer(results, op, conn)
     cur = psycopg.AsyncCursor(conn, row_factory=tuple_row)
     await cur.execute(op.query, op.params, prepare=False if op.params is None else None)
     if op.counted or op.result is None:

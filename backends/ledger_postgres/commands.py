@@ -47,12 +47,12 @@ BINARY = (1, 1, 1, 1)  # bytea parameters as bytes, answers as binary (a boolean
 _FATAL = pq.ExecStatus.FATAL_ERROR
 
 
-def prepared_answer(results: list[Any], op: Any, encoding: str) -> Row:
+def prepared_answer(results: list[Any], op: Any, conn: Any) -> Row:
     """A :class:`Prepared` op's answer from libpq's results (one statement: one
     result), or the driver exception psycopg's cursor would have raised."""
     result = results[-1]
     if result.status == _FATAL:
-        raise pg_errors.error_from_result(result, encoding=encoding)
+        raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
     if op.counted:
         return () if result.command_tuples else None
     if not result.ntuples:

@@ -52,7 +52,7 @@ def run_op(conn: Conn, op: Op) -> Row:
         with conn.lock:
             pgconn.send_query_prepared(op.query, params, BINARY[: len(params)], 1)
             results = conn.wait(generators.execute(pgconn))
-        return prepared_answer(results, op, conn.info.encoding)
+        return prepared_answer(results, op, conn)
     # Our own cursor class and row shape, whatever factories the host's pool configured.
     cur = psycopg.Cursor(conn, row_factory=tuple_row)
     # A script (no parameters) can never be a prepared statement, whatever the host's

@@ -17,15 +17,7 @@ from .conftest import Opener
 
 
 def namespaces(ledger: Flavored) -> list[str]:
-    listing = ledger.ledger.namespaces()
-    if ledger.loop is None:
-        return list(listing)
-
-    async def collect() -> list[str]:
-        return [name async for name in listing]
-
-    result: list[str] = ledger.run(collect())
-    return result
+    return ledger.collect(ledger.ledger.namespaces())
 
 
 def test_every_namespace_once_own_included(open_pg: Opener) -> None:

@@ -191,3 +191,26 @@ def test_setup_adds_the_column_to_an_old_table(
         assert ledger.spend_as("after-setup", OTHER) is False
     finally:
         ledger.close()
+
+
+def test_a_least_privilege_role_needs_update_on_the_digest_column(
+    open_pg: Opener, admin: psycopg.Connection[Any], pg_server: PostgresServer, table: str
+) -> None:
+    """Re-entry is ``ON CONFLICT DO UPDATE``: without UPDATE on ``attempt_digest`` it is
+    refused by the server (an error, never a False); spend is unaffected."""
+    setup(pg_server.url, table=table)
+    name = sql.Identifier(table)
+    admin.execute("DROP ROLE IF EXISTS ledger_reentry")
+    admin.execute("CREATE ROLE ledger_reentry LOGIN")
+    admin.execute(sql.SQL("GRANT SELECT, INSERT ON {} TO ledger_reentry").format(name))
+    try:
+        ledger = open_pg(pg_server.url_for(user="ledger_reentry"), create=False)
+        assert ledger.spend("plain") is True
+        with pytest.raises(LedgerUnavailable, match="permission"):
+            spend_as(ledger, "keyed", KEY)
+        admin.execute(sql.SQL("GRANT UPDATE (attempt_digest) ON {} TO ledger_reentry").format(name))
+        assert spend_as(ledger, "keyed", KEY) is True
+        assert spend_as(ledger, "keyed", KEY) is True
+        assert spend_as(ledger, "keyed", OTHER) is False
+    finally:
+        admin.execute(sql.SQL("REVOKE ALL ON {} FROM ledger_reentry").format(name))
