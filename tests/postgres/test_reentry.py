@@ -139,7 +139,9 @@ def test_a_lost_answer_is_settled_with_the_digest(
     """C5 for spend_as: the answer is lost; the settle on a new connection finds our
     token (first win), or another token with our digest (re-entry), or neither."""
     with proxied(pg_server) as (proxy, url):
-        ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
+        # A generous timeout: half of it is left for the settle's new connection, and
+        # the pool's replacement connection must be ready for the next warm-up.
+        ledger = open_pg(url, timeout=4, pool_min=1, pool_max=1)
         for n, (key, expected) in enumerate(((KEY, True), (KEY, True), (OTHER, False))):
             # The pool's one connection is live: the fault hits it, not a connect.
             assert ledger.spend(f"warm-up-{n}") is True
