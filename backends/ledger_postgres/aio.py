@@ -111,12 +111,11 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
 
     @classmethod
     async def from_target(cls, target: Target) -> AsyncPostgresLedger:
-        setup = Statements(target.config).session_setup
         opened: list[AsyncPostgresLedger] = []  # the pool opens (and connects) after open
 
         async def configure(conn: AConn) -> None:
-            await conn.execute(setup)
-            await conn.execute(opened[0]._st.prepare_all())
+            # One round trip: a new session is set up while a call may be waiting for it.
+            await conn.execute(opened[0]._st.session_script())
 
         def make_pool() -> AsyncConnectionPool[Any]:
             return AsyncConnectionPool(**target.pool_kwargs(), configure=configure)

@@ -356,9 +356,10 @@ class Statements:
         self.prepared[label] = self._render(statement + body)
         return label
 
-    def prepare_all(self) -> bytes:
-        """One script that prepares every hot statement (a new session of our pool)."""
-        return b"; ".join(self.prepared.values())
+    def session_script(self) -> bytes:
+        """What a new session of our own pool runs once, in one message: the session
+        settings, then a ``PREPARE`` of every hot statement."""
+        return b"; ".join([self._render(self.session_setup), *self.prepared.values()])
 
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         """``template`` with the guard and a placeholder for each value, in text order."""

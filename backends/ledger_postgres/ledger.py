@@ -167,12 +167,11 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
 
     @classmethod
     def from_target(cls, target: options.Target) -> PostgresLedger:
-        setup = Statements(target.config).session_setup
         opened: list[PostgresLedger] = []  # the pool opens (and connects) after open
 
         def configure(conn: Conn) -> None:
-            conn.execute(setup)
-            conn.execute(opened[0]._st.prepare_all())
+            # One round trip: a new session is set up while a call may be waiting for it.
+            conn.execute(opened[0]._st.session_script())
 
         def make_pool() -> ConnectionPool[Any]:
             return ConnectionPool(**target.pool_kwargs(), configure=configure)
