@@ -23,6 +23,9 @@ mode measures what the ledger adds on the client, the default mode what a host s
 alternated rounds of 1000 each side, wall and thread CPU microseconds per call, paired
 per round (median of ours minus raw).
 
+``--own`` runs only what issue 16 targets, on the ledger's own pool: sync at 32
+threads and async at 32 tasks, ``--repeat N`` times (default 3) to show the spread.
+
 ``--guard-cost`` prices the guard each statement carries (the genesis row, and for a
 proving ledger's spends ``fsync`` and the table's persistence) on the server: the raw
 INSERT and SELECT against the ledger's guarded statements, genesis only and full, on one
@@ -190,13 +193,15 @@ async def _async_case(name: str, ledger: Any, pool: AsyncConnectionPool[Any], ta
         _report(f"{name} {label} async x{CONCURRENCY}", ours, raw, CONCURRENCY)
 
 
-async def _async_main(url: str) -> None:
+async def _async_main(url: str, own_only: bool = False) -> None:
     own = await open_async_ledger(url, table="bench_async", pool_max=CONCURRENCY)
     assert isinstance(own, AsyncPostgresLedger)
     try:
         await _async_case("own pool", own, own._pool, "bench_async")  # the ledger's pool
     finally:
         await own.aclose()
+    if own_only:
+        return
     host: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=CONCURRENCY, max_size=CONCURRENCY, open=False
     )
@@ -254,7 +259,8 @@ def _per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
 
 def _guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
     """What the in-statement guard costs per call: raw vs genesis-only vs full guard."""
-    from ledger_postgres.rules import Guard, PgConfig, Statements
+    from ledger_postgres.commands import Guard, Statements
+    from ledger_postgres.options import PgConfig
 
     table = "bench_guard"
     own = open_ledger(url, table=table)
@@ -311,7 +317,9 @@ def main() -> None:
         if client_cost:
             _set_fsync(url, off=True)
         try:
-            if per_call:
+            if "--own" in sys.argv[1:]:
+                _own_pool(url, _repeat())
+            elif per_call:
                 _per_call(url)
             elif guard_cost:
                 _guard_cost(url)
@@ -323,6 +331,23 @@ def main() -> None:
     took = time.monotonic() - started
     mode = "client cost: server fsync off" if client_cost else "durable: server defaults"
     print(f"({mode}; ratio = ours/raw throughput, rounds alternated; {took:.0f} s in all)")
+
+
+def _repeat() -> int:
+    args = sys.argv[1:]
+    return int(args[args.index("--repeat") + 1]) if "--repeat" in args else 3
+
+
+def _own_pool(url: str, repeat: int) -> None:
+    """Issue 16's target: the ledger's own pool at 32 threads and 32 tasks, repeated."""
+    for _ in range(repeat):
+        own = open_ledger(url, table="bench_sync", pool_max=CONCURRENCY)
+        assert isinstance(own, PostgresLedger)
+        try:
+            _sync_case("own pool", own, own._pool, "bench_sync", CONCURRENCY)
+        finally:
+            own.close()
+        asyncio.run(_async_main(url, own_only=True))
 
 
 def _measure(url: str) -> None:

@@ -46,7 +46,8 @@ class Flavored:
         return self.collect(self.ledger.spent_ids(**options))
 
     def collect(self, listing: Any) -> list[str]:
-        """Every item of a sync iterator, or of an async iterator on this loop."""
+        """A whole listing (``spent_ids()``, ``namespaces()``): a sync iterator, or an
+        async one driven on this ledger's loop."""
         if self.loop is None:
             return list(listing)
 

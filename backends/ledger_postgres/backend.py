@@ -1,7 +1,7 @@
-"""``postgresql://`` and ``postgres://`` URLs, and the one-off ``setup``.
+"""``postgresql://`` and ``postgres://`` URLs -> ledgers, and the one-off ``setup``.
 
-This module imports the driver only when a URL is opened, so ``ledger_postgres``
-imports (and says what to install) without psycopg.
+The driver is imported only when a URL is opened, so ``ledger_postgres`` imports (and
+says what to install) without psycopg.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ledger_core.urls import LedgerURL
 if TYPE_CHECKING:
     from .aio import AsyncPostgresLedger
     from .ledger import PostgresLedger
+    from .options import Target
 
 _INSTALL = "the PostgreSQL backend needs psycopg 3: pip install 'decision-ledger[postgres]'"
 
@@ -28,30 +29,28 @@ def require_driver() -> None:
         raise MissingDriver(_INSTALL) from exc
 
 
-def _options(request: OpenRequest) -> dict[str, Any]:
-    return {**request.options, "namespace": request.namespace}
-
-
 class _PostgresBackend:
     def open(self, request: OpenRequest) -> PostgresLedger:
         require_driver()
         from .ledger import PostgresLedger
-        from .options import target_from_url
+        from .options import parse
 
-        return PostgresLedger.from_target(target_from_url(request.url, _options(request)))
+        return PostgresLedger.from_target(parse(request))
 
     async def open_async(self, request: OpenRequest) -> AsyncPostgresLedger:
         require_driver()
         from .aio import AsyncPostgresLedger
-        from .options import target_from_url
+        from .options import parse
 
-        return await AsyncPostgresLedger.from_target(
-            target_from_url(request.url, _options(request))
-        )
+        return await AsyncPostgresLedger.from_target(parse(request))
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
-        """``decision-ledger setup``: create the table even where ledgers open with create=false."""
-        return setup(request.url.raw, **_options(request))
+        """``decision-ledger setup``: create the table (or add the columns a newer
+        version needs) even where ledgers open with create=false."""
+        require_driver()
+        from .options import parse
+
+        return _setup(parse(request))
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
         return reroute_address(url, route, 5432)
@@ -60,8 +59,32 @@ class _PostgresBackend:
 BACKEND = _PostgresBackend()
 
 
+def _setup(target: Target) -> LedgerInfo:
+    """Open's decision with ``setup=True``, each op on a direct connection of its own."""
+    import psycopg
+
+    from ledger_core.steps import run_steps
+
+    from . import decisions
+    from .commands import Op, Row, Statements
+    from .identity import Opened
+    from .ledger import run_op
+
+    st = Statements(target.config)
+    # No deadline of ours: each connection is bounded by libpq's connect_timeout.
+    steps = decisions.open_ledger(st, target.location, target.password, float("inf"), setup=True)
+
+    def run(op: Op) -> Row:
+        with psycopg.connect(target.conninfo, autocommit=True) as conn:
+            return run_op(conn, op)
+
+    opened: Opened = run_steps(steps, run)
+    return opened.info
+
+
 def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
-    """Create the ledger's schema and table if missing (idempotent), and describe it.
+    """Create the ledger's schema and table if missing (idempotent), add the C10
+    ``attempt_digest`` column to a table made by an older version, and describe it.
 
     ``url_or_conninfo`` is a ``postgresql://`` URL (its query may carry ``schema``,
     ``table``, ``namespace``, ``timeout``) or a libpq ``key=value`` string; keyword
@@ -69,25 +92,9 @@ def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     then open with ``create=false`` under a role that may only INSERT and SELECT.
     """
     require_driver()
-    import psycopg
+    from .options import parse_conninfo
 
-    from ledger_core.steps import run_steps
-
-    from . import flows
-    from .ledger import run_op
-    from .options import target_from_conninfo
-    from .rules import Opened, Statements
-
-    target = target_from_conninfo(url_or_conninfo, options)
-    st = Statements(target.config)
-    flow = flows.open_flow(st, target.location, target.password, setup=True)
-
-    def run(op: flows.Op) -> flows.Row:
-        with psycopg.connect(target.conninfo, autocommit=True) as conn:
-            return run_op(conn, op)
-
-    opened: Opened = run_steps(flow, run)
-    return opened.info
+    return _setup(parse_conninfo(url_or_conninfo, options))
 
 
 async def setup_async(url_or_conninfo: str, **options: Any) -> LedgerInfo:

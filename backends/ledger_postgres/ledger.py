@@ -1,4 +1,4 @@
-"""The sync PostgreSQL ledger: a thin shell that runs :mod:`.flows` on psycopg."""
+"""The sync PostgreSQL ledger: a thin shell that runs :mod:`.decisions` on psycopg."""
 
 from __future__ import annotations
 
@@ -7,24 +7,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import generators
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from ledger_core.base import LedgerBase
-from ledger_core.ids import DEFAULT_NAMESPACE, is_marker, validate_request_id
-from ledger_core.protocol import LedgerInfo
+from ledger_core.base import ReentrantLedgerBase
+from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
-from ledger_core.tokens import new_token
 
-from . import flows, rules
-from .flows import Op, Row
-from .options import Target, forked_pool_kwargs
-from .rules import PgConfig, Statements
+from . import decisions, errors, options
+from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
+from .identity import in_hot_standby
 from .watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 Conn = psycopg.Connection[Any]
 PoolFactory = Callable[[], "ConnectionPool[Any]"]
@@ -45,6 +46,13 @@ os.register_at_fork(after_in_child=_new_fork_lock)
 
 def run_op(conn: Conn, op: Op) -> Row:
     """Send one op's message and read the answer it names."""
+    if type(op.query) is Prepared:  # the hot path: straight through libpq
+        pgconn, params = conn.pgconn, op.params
+        assert params is not None
+        with conn.lock:
+            pgconn.send_query_prepared(op.query, params, BINARY[: len(params)], 1)
+            results = conn.wait(generators.execute(pgconn))
+        return prepared_answer(results, op, conn)
     # Our own cursor class and row shape, whatever factories the host's pool configured.
     cur = psycopg.Cursor(conn, row_factory=tuple_row)
     # A script (no parameters) can never be a prepared statement, whatever the host's
@@ -60,7 +68,7 @@ def run_op(conn: Conn, op: Op) -> Row:
 
 
 def connect_within(conninfo: str, seconds: float) -> Conn:
-    """A new autocommit connection, or :class:`rules.OutOfTime` after ``seconds``.
+    """A new autocommit connection, or :class:`errors.OutOfTime` after ``seconds``.
 
     libpq's ``connect_timeout`` has a 2 s floor and counts per host, so a call's own
     deadline is kept here: the connection is made on a helper thread, and one that
@@ -93,7 +101,7 @@ def connect_within(conninfo: str, seconds: float) -> Conn:
         if "error" in box:
             raise box["error"]
         box["abandoned"] = True
-    raise rules.OutOfTime(f"no connection within the call's timeout ({seconds:.2f} s left)")
+    raise errors.OutOfTime(f"no connection within the call's timeout ({seconds:.2f} s left)")
 
 
 def _tidy(conn: Conn, autocommit: bool) -> None:
@@ -111,11 +119,11 @@ def _tidy(conn: Conn, autocommit: bool) -> None:
 
 def _child_pool(host: ConnectionPool[Any], timeout: float) -> PoolFactory:
     """In a forked child, a pool like the host's (see ``options.forked_pool_kwargs``)."""
-    return lambda: ConnectionPool(**forked_pool_kwargs(host, timeout))
+    return lambda: ConnectionPool(**options.forked_pool_kwargs(host, timeout))
 
 
-class PostgresLedger(flows.GuardedShell, LedgerBase):
-    """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT DO NOTHING`` per spend.
+class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
+    """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT`` per spend.
 
     Open it with ``open_ledger("postgresql://...")`` (the ledger then owns its pool) or
     :meth:`from_pool` on a pool the host already has (never closed by the ledger).
@@ -124,7 +132,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
     def __init__(
         self,
         pool: ConnectionPool[Any],
-        config: PgConfig,
+        config: options.PgConfig,
         *,
         owns_pool: bool,
         conninfo: str | None = None,
@@ -141,30 +149,29 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         # A pool we configured runs bare statements; a host's pool gets framed ones.
         self._framed = not owns_pool
         self._closed = False
-        self._first_share = config.timeout * rules.FIRST_SHARE
-        self._forks = flows.forks
+        self._first_share = config.timeout * FIRST_SHARE
+        self._forks = decisions.forks
         self._make_pool = make_pool or _child_pool(pool, config.timeout)
         self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
-        flow = flows.open_flow(self._st, location, password)
-        due = time.monotonic() + config.timeout  # one deadline for the whole open
+        steps = decisions.open_ledger(self._st, location, password, self._due())
         try:
             if conninfo is None:
-                opened = run_steps(flow, lambda op: self._run(op, due))
+                opened = run_steps(steps, self._run)
             else:  # one direct connection: a failure shows libpq's reason, not a pool timeout
-                with self._fresh(due) as conn:
-                    opened = run_steps(flow, lambda op: self._on(conn, op, due))
+                with self._fresh(self._due()) as conn:
+                    opened = run_steps(steps, lambda op: self._on(conn, op, op.due))
         except BaseException:
             self.close()
             raise
-        self._info: LedgerInfo = opened.info
-        self._st = self._st.guarded(opened.guard)
+        self._opened(opened)
 
     @classmethod
-    def from_target(cls, target: Target) -> PostgresLedger:
-        st = Statements(target.config)
+    def from_target(cls, target: options.Target) -> PostgresLedger:
+        opened: list[PostgresLedger] = []  # the pool opens (and connects) after open
 
         def configure(conn: Conn) -> None:
-            conn.execute(st.session_setup)
+            # One round trip: a new session is set up while a call may be waiting for it.
+            conn.execute(opened[0]._st.session_script())
 
         def make_pool() -> ConnectionPool[Any]:
             return ConnectionPool(**target.pool_kwargs(), configure=configure)
@@ -179,6 +186,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
             password=target.password,
             make_pool=make_pool,
         )
+        opened.append(ledger)
         pool.open(wait=False)  # only once the server has been found fit
         return ledger
 
@@ -186,41 +194,40 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
     def from_pool(
         cls,
         pool: ConnectionPool[Any],
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        schema: str = rules.DEFAULT_SCHEMA,
-        table: str = rules.DEFAULT_TABLE,
-        create: bool = True,
-        timeout: float = rules.DEFAULT_TIMEOUT,
+        **kwargs: Unpack[options.PoolOptions],
     ) -> PostgresLedger:
         """A ledger on the host's pool, whatever its sessions' defaults (isolation,
         autocommit, row factory): each spend runs in its own framed transaction."""
-        config = PgConfig(namespace, schema, table, create, timeout)
+        config = options.PgConfig(**kwargs)
         name = pool.name or "host pool"
         return cls(pool, config, owns_pool=False, location=f"{name} table={config.qualified}")
 
     # -- I/O ---------------------------------------------------------------------
 
-    def _run(self, op: Op, due: float, first: bool = False) -> Row:
-        """Run one op before ``due``, the end of its call; a store that forgot fails
-        this ledger for good.
+    def _run(self, op: Op) -> Row:
+        """Run one op before its call's deadline; a store that forgot fails this ledger
+        for good.
 
         Waiting for a pooled connection sends nothing, so it may take the whole call; a
         ``first`` attempt's answer is then awaited for a share of the timeout at most,
         which leaves the rest for a settle or a re-read on a new connection.
         """
-        if self._forks != flows.forks:
+        if self._forks != decisions.forks:
             self._after_fork()
-        left = self._time_left(due)
+        left = self._time_left(op.due)
         try:
             if op.fresh and self._conninfo is not None:
-                with self._fresh(due) as conn:
+                with self._fresh(op.due) as conn:
+                    row = self._on(conn, op, op.due)
+            else:  # getconn/putconn: _on leaves the session as it came, so the pool's
+                # connection() context (a commit() call, a generator) would only cost
+                pool = self._pool
+                conn = pool.getconn(left)
+                try:
+                    due = min(op.due, time.monotonic() + self._first_share) if op.first else op.due
                     row = self._on(conn, op, due)
-            else:
-                with self._pool.connection(timeout=left) as conn:
-                    if first:
-                        due = min(due, time.monotonic() + self._first_share)
-                    row = self._on(conn, op, due)
+                finally:
+                    pool.putconn(conn)
         except Exception as exc:
             self._check_outcome(op, None, exc)
             raise
@@ -237,13 +244,13 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         pool and a watchdog of its own, lazily, here.
         """
         with _fork_lock:
-            if self._forks == flows.forks:
+            if self._forks == decisions.forks:
                 return
             self._watchdog = Watchdog(self._first_share, "ledger-postgres-deadlines")
             self._pool = self._make_pool()
             self._pool.open(wait=False)
             self._owns_pool = True
-            self._forks = flows.forks
+            self._forks = decisions.forks
 
     @contextmanager
     def _fresh(self, due: float) -> Iterator[Conn]:
@@ -251,7 +258,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         try:
             conn = connect_within(self._conninfo, due - time.monotonic())
         except Exception as exc:  # libpq, psycopg's host resolution (idna), the OS, time
-            raise rules.unavailable("connecting", exc, self._password) from exc
+            raise errors.unavailable("connecting", exc, self._password) from exc
         try:
             yield conn
         finally:
@@ -261,8 +268,8 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         """Run ``op`` on ``conn`` under a deadline, and give ``conn`` back as it came,
         whatever ends the call (an error, KeyboardInterrupt): disarmed first, so a
         deadline can never shut a socket that is no longer this op's."""
-        if rules.in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
-            raise rules.standby_error(f"ledger {self._config.qualified}")
+        if in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
+            raise errors.standby_error(f"ledger {self._config.qualified}")
         host_autocommit = conn.autocommit
         ticket: int | None = None
         expired = False
@@ -274,7 +281,7 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
         except Exception as exc:
             expired, ticket = ticket is not None and self._watchdog.disarm(ticket), None
             if expired:
-                raise rules.DeadlineExceeded(f"no answer within {self._config.timeout} s") from exc
+                raise self._deadline_passed() from exc
             raise
         finally:
             if ticket is not None:
@@ -284,96 +291,53 @@ class PostgresLedger(flows.GuardedShell, LedgerBase):
             elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
                 _tidy(conn, host_autocommit)
 
-    # -- the ledger --------------------------------------------------------------
+    # -- the ledger: each call runs its decision --------------------------------
+
+    def _drive(self, steps: decisions.Steps) -> Any:
+        return run_steps(steps, self._run)
 
     def _spend(self, request_id: bytes) -> bool:
-        start = time.monotonic()
-        token = new_token()
-        op = flows.spend_op(self._st, self._framed, request_id, token)
-        try:
-            row = self._run(op, start + self._config.timeout, first=True)
-        except Exception as exc:
-            due = start + self._config.timeout
-            flow = flows.spend_failed(self._st, request_id, token, exc, self._password)
-            return bool(run_steps(flow, lambda next_op: self._run(next_op, due)))
-        return row is not None
+        return bool(self._drive(self._spend_steps(request_id)))
+
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        return bool(self._drive(self._spend_as_steps(request_id, digest)))
 
     def _is_spent(self, request_id: bytes) -> bool:
-        start = time.monotonic()
-        op = flows.is_spent_op(self._st, self._framed, request_id)
-        try:
-            row = self._run(op, start + self._config.timeout, first=True)
-        except Exception as exc:
-            due = start + self._config.timeout
-            flow = flows.is_spent_failed(op, exc, self._password)
-            return bool(run_steps(flow, lambda next_op: self._run(next_op, due)))
-        return flows.is_spent_answer(row)
+        return bool(self._drive(self._is_spent_steps(request_id)))
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, in byte order, a page per round trip
         (what ``ledger_core.migrate`` reads from a source)."""
-        after = b""
-        while True:
-            try:
-                row = self._run(flows.page_op(self._st, after), self._due())
-            except Exception as exc:
-                raise flows.listing_failed(exc, self._password) from exc
-            ids = flows.page_ids(row)
-            for request_id in ids:
-                if not is_marker(request_id):
-                    yield request_id.decode("utf-8")
-            if len(ids) < rules.PAGE_SIZE:
-                return
-            after = ids[-1]
+        return self._pages("ids")
+
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace of this table, own included, in byte order, a page per
+        round trip (``NamespaceListing``)."""
+        return self._pages("namespaces")
+
+    def _pages(self, what: str) -> Iterator[str]:
+        after: bytes | None = b""
+        while after is not None:
+            names, after = self._drive(self._page_steps(what, after))
+            yield from names
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one multi-row INSERT per 1000 ids, each id's answer
         as :meth:`spend` would give it (``True`` only if this call recorded it)."""
         raws = [validate_request_id(r) for r in request_ids]
-        out: list[bool] = []
-        for i in range(0, len(raws), rules.BATCH_SIZE):
-            chunk = raws[i : i + rules.BATCH_SIZE]
-            if self._framed:  # a host's sessions: each spend in its own framed script
-                out += [self._spend(rid) for rid in chunk]
-                continue
-            op = flows.spend_many_op(self._st, chunk, new_token())
-            try:
-                row = self._run(op, self._due(), first=True)
-            except Exception as exc:
-                raise flows.spend_many_failed(exc, self._password) from exc
-            out += flows.spend_many_answer(chunk, row)
-        return out
+        return list(self._drive(self._spend_many_steps(raws)))
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Read a batch: one guarded statement per 1000 ids."""
         raws = [validate_request_id(r) for r in request_ids]
-        out: list[bool] = []
-        for i in range(0, len(raws), rules.BATCH_SIZE):
-            chunk = raws[i : i + rules.BATCH_SIZE]
-            try:
-                row = self._run(flows.spent_among_op(self._st, chunk), self._due())
-            except Exception as exc:
-                raise flows.listing_failed(exc, self._password) from exc
-            out += flows.spent_among_answer(chunk, row)
-        return out
+        return list(self._drive(self._spent_among_steps(raws)))
 
     def lineage(self) -> list[str]:
         """The store_ids this store was migrated from (its lineage markers)."""
-        try:
-            row = self._run(flows.lineage_op(self._st), self._due())
-        except Exception as exc:
-            raise flows.listing_failed(exc, self._password) from exc
-        return flows.lineage_answer(row)
-
-    def _due(self) -> float:
-        return time.monotonic() + self._config.timeout
+        return list(self._drive(self._lineage_steps()))
 
     def close(self) -> None:
         """Close what this ledger opened; in a forked child that has not rebuilt yet,
         nothing (everything it holds is the parent's)."""
-        self._closed = True
-        if self._forks != flows.forks:
-            return
-        self._watchdog.stop()
-        if self._owns_pool:
+        if self._closing() and self._owns_pool:
             self._pool.close()

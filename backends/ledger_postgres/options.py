@@ -1,14 +1,17 @@
-"""Options and URLs: what the host gives, split into libpq's part and the ledger's.
+"""``OpenRequest`` -> one frozen :class:`Target`: libpq's part and the ledger's, no I/O.
 
 A ``postgresql://`` URL is a libpq URI; the query keys in :data:`OPTIONS` are ours and
-are taken out before libpq sees the rest. Parse errors never echo a password.
+are taken out (the rest byte for byte) before libpq sees it. Keyword options must be
+ours; query keys that are not go to libpq (``sslmode``, ``target_session_attrs``, ...),
+which refuses the ones it does not know. Parse errors never echo a password.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import unquote
 
 from psycopg import Error as PgError
@@ -16,35 +19,64 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
-from ledger_core.urls import LedgerURL, check_options, option_bool, option_float
+from ledger_core.opening import OpenRequest
+from ledger_core.urls import LedgerURL
 
-from .rules import DEFAULT_SCHEMA, DEFAULT_TABLE, DEFAULT_TIMEOUT, PgConfig, scrub
+from .errors import scrub
 
+DEFAULT_SCHEMA = "public"
+DEFAULT_TABLE = "decision_ledger"
+DEFAULT_TIMEOUT = 5.0
 DEFAULT_POOL_MAX = 10
+MAX_POOL = 1000
 
 # Options that are ours; every other key of a URL's query string belongs to libpq.
 OPTIONS = frozenset({"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max"})
 
-
-def config_from(options: Mapping[str, Any]) -> PgConfig:
-    return PgConfig(
-        namespace=options.get("namespace", DEFAULT_NAMESPACE),
-        schema=options.get("schema", DEFAULT_SCHEMA),
-        table=options.get("table", DEFAULT_TABLE),
-        create=option_bool(options, "create", True),
-        timeout=option_float(options, "timeout", DEFAULT_TIMEOUT),
-    )
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
-def _option_int(options: Mapping[str, Any], name: str, default: int, low: int) -> int:
-    value = options.get(name, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise InvalidLedgerURL(f"option {name!r} must be an integer, not {value!r}") from None
-    if not low <= number <= 1000:
-        raise InvalidLedgerURL(f"option {name!r} must be between {low} and 1000")
-    return number
+def check_identifier(kind: str, name: object) -> str:
+    """A schema or table name must be a plain identifier; it is still always quoted.
+
+    Schema names starting with ``pg_`` are PostgreSQL's own (``pg_catalog``, and
+    ``pg_temp``, which would make the ledger a temporary table that forgets).
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise InvalidLedgerURL(
+            f"{kind} name {name!r} is not a plain identifier "
+            "(ASCII letters, digits and _, not starting with a digit, at most 63 bytes)"
+        )
+    if kind == "schema" and name.startswith("pg_"):
+        raise InvalidLedgerURL(f"schema name {name!r}: the pg_ prefix is PostgreSQL's own")
+    return name
+
+
+@dataclass(frozen=True)
+class PgConfig:
+    """What a ledger needs besides its connections, validated once."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    schema: str = DEFAULT_SCHEMA
+    table: str = DEFAULT_TABLE
+    create: bool = True
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        validate_namespace(self.namespace)
+        check_identifier("schema", self.schema)
+        check_identifier("table", self.table)
+        if not 0 < self.timeout <= 3600:
+            raise InvalidLedgerURL("option 'timeout' must be more than 0 and at most 3600 s")
+
+    @property
+    def namespace_bytes(self) -> bytes:
+        return self.namespace.encode("utf-8")
+
+    @property
+    def qualified(self) -> str:
+        """``schema.table`` for messages (plain identifiers: nothing to hide or escape)."""
+        return f"{self.schema}.{self.table}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +107,22 @@ class Target:
         }
 
 
+def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
+    """In a forked child, a pool like the host's (its conninfo, connection kwargs and
+    class, its size), owned by the ledger: the host's pool, its threads and sockets
+    are the parent's. Not its ``configure``: framed scripts need no session setup."""
+    return {
+        "conninfo": host.conninfo,
+        "kwargs": host.kwargs,
+        "connection_class": host.connection_class,
+        "min_size": 0,
+        "max_size": host.max_size,
+        "timeout": timeout,
+        "open": False,
+        "name": "decision-ledger (forked child)",
+    }
+
+
 def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
     """The URL without its userinfo, and the user and password it held.
 
@@ -102,22 +150,6 @@ def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
         if colon:
             params["password"] = unquote(password)
     return f"postgresql://{hostinfo}{tail}", params
-
-
-def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
-    """In a forked child, a pool like the host's (its conninfo, connection kwargs and
-    class, its size), owned by the ledger: the host's pool, its threads and sockets
-    are the parent's. Not its ``configure``: framed scripts need no session setup."""
-    return {
-        "conninfo": host.conninfo,
-        "kwargs": host.kwargs,
-        "connection_class": host.connection_class,
-        "min_size": 0,
-        "max_size": host.max_size,
-        "timeout": timeout,
-        "open": False,
-        "name": "decision-ledger (forked child)",
-    }
 
 
 def _libpq(
@@ -151,17 +183,32 @@ def _libpq(
     return make_conninfo("", **params), None if password is None else str(password)
 
 
-def target_from_url(url: LedgerURL, options: Mapping[str, Any]) -> Target:
-    """Split a ``postgresql://`` URL into libpq's part and ours.
+def _pool_size(request: OpenRequest, name: str, default: int, minimum: int) -> int:
+    number = request.count(name, default, minimum)
+    if number > MAX_POOL:
+        raise InvalidLedgerURL(f"option {name!r} must be between {minimum} and {MAX_POOL}")
+    return number
 
-    Keyword options must be ours; query keys that are not ours go to libpq (``sslmode``,
-    ``target_session_attrs``, ...), which rejects the ones it does not know.
-    """
-    check_options(url, {k: v for k, v in options.items() if k not in url.query}, OPTIONS)
-    config = config_from(options)
-    pool_max = _option_int(options, "pool_max", DEFAULT_POOL_MAX, 1)
-    pool_min = min(_option_int(options, "pool_min", 1, 0), pool_max)
-    raw, userinfo = _without_userinfo(url.without_query(*OPTIONS))
+
+def config_from(request: OpenRequest) -> PgConfig:
+    return PgConfig(
+        namespace=request.namespace,
+        schema=request.text("schema", DEFAULT_SCHEMA),
+        table=request.text("table", DEFAULT_TABLE),
+        create=request.create(),
+        timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
+    )
+
+
+def parse(request: OpenRequest) -> Target:
+    """Split a ``postgresql://`` request into libpq's part and ours."""
+    # Keyword options must be ours; the URL's own query keys that are not go to libpq.
+    request.check({*OPTIONS, *request.url.query})
+    config = config_from(request)
+    pool_max = _pool_size(request, "pool_max", DEFAULT_POOL_MAX, 1)
+    pool_min = min(_pool_size(request, "pool_min", 1, 0), pool_max)
+    url = request.url
+    raw, userinfo = _without_userinfo(request.driver_url(OPTIONS))
     secrets = [s for s in (url.parts.password, url.query.get("password")) if s]
     conninfo, password = _libpq(raw, config.timeout, str(url), secrets, userinfo)
     return Target(
@@ -174,14 +221,23 @@ def target_from_url(url: LedgerURL, options: Mapping[str, Any]) -> Target:
     )
 
 
-def target_from_conninfo(url_or_conninfo: str, options: Mapping[str, Any]) -> Target:
-    """For :func:`setup`: a ``postgresql://`` URL (our options allowed) or a conninfo."""
+def parse_conninfo(url_or_conninfo: str, options: Mapping[str, Any]) -> Target:
+    """For :func:`~ledger_postgres.setup`: a ``postgresql://`` URL (our options allowed
+    in its query) or a libpq ``key=value`` string, plus keyword options."""
     if "://" in url_or_conninfo:
-        parsed = LedgerURL.parse(url_or_conninfo)
-        merged = {**parsed.query, **options}
-        merged["namespace"] = validate_namespace(merged.get("namespace", DEFAULT_NAMESPACE))
-        return target_from_url(parsed, merged)
-    check_options(LedgerURL.parse("postgresql://"), options, OPTIONS)
-    config = config_from(options)
+        return parse(OpenRequest.build(url_or_conninfo, **options))
+    request = OpenRequest.build(LedgerURL.parse("postgresql://"), **options)
+    request.check(OPTIONS)
+    config = config_from(request)
     conninfo, password = _libpq(url_or_conninfo, config.timeout, "connection string", None)
     return Target(conninfo, config, 1, 1, f"libpq conninfo table={config.qualified}", password)
+
+
+class PoolOptions(TypedDict, total=False):
+    """``from_pool``'s keyword options (a ledger on a pool the host owns)."""
+
+    namespace: str
+    schema: str
+    table: str
+    create: bool
+    timeout: float

@@ -13,11 +13,12 @@ would cost more than the operation's client-side work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
+import socket
 import threading
 import time
-
-from .rules import shutdown_socket
 
 
 class DeadlineQueue:
@@ -149,3 +150,18 @@ class LoopWatchdog:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def shutdown_socket(fileno: int) -> None:
+    """End a connection's socket from outside the call blocked on it.
+
+    The blocked wait wakes to an end of stream and the driver raises, so a black-holed
+    network ends in a raise after the timeout rather than a hang. A socket already gone
+    needs no shutting down.
+    """
+    try:
+        dup = os.dup(fileno)
+    except OSError:
+        return
+    with socket.socket(fileno=dup) as sock, contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
 
+from ledger_conformance.faults import FaultProxy, Toxic
 from tests.flavors import Flavored
 from tests.servers.postgres import PostgresServer, ServerUnavailable, postgres_server
 
@@ -58,3 +60,35 @@ def open_pg(flavor: str, pg_server: PostgresServer, table: str) -> Iterator[Open
     finally:
         for ledger in opened:
             ledger.dispose()
+
+
+@contextmanager
+def proxied(server: PostgresServer) -> Iterator[tuple[FaultProxy, str]]:
+    """The shipped fault proxy in front of ``server``, and the server's URL through it."""
+    with FaultProxy(server.host, server.port) as proxy:
+        port = proxy.address[1]
+        yield proxy, server.url.replace(f":{server.port}/", f":{port}/")
+
+
+@contextmanager
+def on_open_links(proxy: FaultProxy, toxic: Toxic) -> Iterator[None]:
+    """``toxic`` for the connections open now only, as when one link dies alone: the
+    first new connection anyone makes (the ledger's settle or re-read, the pool's
+    replacement) heals the proxy before it connects, so it goes through."""
+    sync_connect = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
+    async_connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+
+    def connect(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        proxy.heal()
+        return sync_connect(cls, *args, **kwargs)
+
+    async def connect_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        proxy.heal()
+        return await async_connect(cls, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(psycopg.Connection, "connect", classmethod(connect))
+        patch.setattr(psycopg, "connect", psycopg.Connection.connect)
+        patch.setattr(psycopg.AsyncConnection, "connect", classmethod(connect_async))
+        proxy.set(toxic)
+        yield

@@ -12,12 +12,12 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from ledger_conformance.faults import Toxic
 from ledger_core.errors import LedgerUnavailable
 from ledger_postgres import AsyncPostgresLedger
 from tests.servers.postgres import PostgresServer
 
-from .conftest import Opener
-from .proxy import relay
+from .conftest import Opener, proxied
 
 SLACK = 0.5  # seconds past the timeout for the raise to travel back
 
@@ -29,11 +29,10 @@ def test_a_stopped_server_raises_within_the_timeout(
     """The server stops answering everything (SIGSTOP): the first attempt times out, the
     settle (or re-read) on a new connection cannot connect either; the whole call,
     reconnect included, still ends within its one timeout."""
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("warm-up") is True
-        r.stop_server()
+        proxy.set(Toxic.BLACKHOLE)
         started = time.monotonic()
         with pytest.raises(LedgerUnavailable):
             getattr(ledger, op)("stopped")
@@ -44,9 +43,8 @@ def test_a_stopped_server_raises_within_the_timeout(
 def test_opening_against_a_stopped_server_raises_within_the_timeout(
     open_pg: Opener, pg_server: PostgresServer
 ) -> None:
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
-        r.stop_server()
+    with proxied(pg_server) as (proxy, url):
+        proxy.set(Toxic.BLACKHOLE)
         started = time.monotonic()
         with pytest.raises(LedgerUnavailable):
             open_pg(url, timeout=1)

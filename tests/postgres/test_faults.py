@@ -10,18 +10,23 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from ledger_conformance.faults import Toxic
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from ledger_core.registry import open_ledger
 from tests.servers.postgres import PostgresServer
 
-from .conftest import Opener
-from .proxy import black_hole, relay
+from .conftest import Opener, on_open_links, proxied
 
 SECRET = "s3cr3t-Pa55"
+SLACK = 0.5  # seconds past the timeout for the raise to travel back
 
 
-def test_black_holed_server_raises_within_the_timeout(open_pg: Opener) -> None:
-    with black_hole() as port:
+def test_black_holed_server_raises_within_the_timeout(
+    open_pg: Opener, pg_server: PostgresServer
+) -> None:
+    with proxied(pg_server) as (proxy, _):
+        proxy.set(Toxic.BLACKHOLE)
+        port = proxy.address[1]
         started = time.monotonic()
         with pytest.raises(LedgerUnavailable):
             open_pg(f"postgresql://u:{SECRET}@127.0.0.1:{port}/db", timeout=2)
@@ -33,16 +38,17 @@ def test_answer_lost_after_commit_is_settled_by_the_token(
 ) -> None:
     """C5: the INSERT commits, its answer never arrives; the ledger times out, settles on
     a new connection, finds its own token and answers True (a second spend: False)."""
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("warm-up") is True  # the pool's one connection is now open
-        r.silence_replies()
-        started = time.monotonic()
-        assert ledger.spend("lost-answer") is True
-        # It waited out the first attempt's share of the call's one timeout, then settled
-        # in what was left: the whole call within the timeout.
-        assert 0.5 <= time.monotonic() - started < 1.5
+        with on_open_links(proxy, Toxic.DROP_REPLIES):
+            started = time.monotonic()
+            assert ledger.spend("lost-answer") is True
+            # It waited out the first attempt's share of the call's one timeout, then
+            # settled in what was left: the whole call within the timeout.
+            took = time.monotonic() - started
+        assert proxy.stats.replies_dropped > 0  # the fault did happen
+        assert 0.5 <= took < 1 + SLACK, took
         assert ledger.spend("lost-answer") is False
         assert ledger.is_spent("lost-answer") is True
 
@@ -52,14 +58,13 @@ def test_request_lost_before_the_server_is_recorded_by_the_settling_insert(
 ) -> None:
     """C5, the other way: the INSERT never arrives; settling records it with the same
     token, so the call that recorded it answers True, exactly once."""
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("warm-up") is True
-        r.silence_requests()
-        started = time.monotonic()
-        assert ledger.spend("never-sent") is True  # on the muted link, then settled
-        assert time.monotonic() - started >= 0.5  # it did wait out the first attempt
+        with on_open_links(proxy, Toxic.BLACKHOLE):
+            started = time.monotonic()
+            assert ledger.spend("never-sent") is True  # on the muted link, then settled
+            assert time.monotonic() - started >= 0.5  # it did wait out the first attempt
         assert ledger.spend("never-sent") is False
         assert ledger.is_spent("never-sent") is True
 
@@ -69,34 +74,32 @@ def test_lost_answer_on_an_id_spent_elsewhere_is_false(
 ) -> None:
     other = open_pg()
     assert other.spend("theirs") is True
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("warm-up") is True
-        r.silence_replies()
-        assert ledger.spend("theirs") is False  # a foreign token: not ours
+        with on_open_links(proxy, Toxic.DROP_REPLIES):
+            assert ledger.spend("theirs") is False  # a foreign token: not ours
+        assert proxy.stats.replies_dropped > 0
 
 
 def test_is_spent_after_a_silenced_connection_reads_again(
     open_pg: Opener, pg_server: PostgresServer
 ) -> None:
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("seen") is True
-        r.silence_replies()
-        assert ledger.is_spent("seen") is True
+        with on_open_links(proxy, Toxic.DROP_REPLIES):
+            assert ledger.is_spent("seen") is True
+        assert proxy.stats.replies_dropped > 0
 
 
 def test_silence_everywhere_is_ambiguous_not_a_guess(
     open_pg: Opener, pg_server: PostgresServer
 ) -> None:
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger = open_pg(url, timeout=1, pool_min=1, pool_max=1)
         assert ledger.spend("warm-up") is True
-        r.silence_replies()
-        r.close()  # and no new connection gets through either
+        proxy.set(Toxic.DROP_REPLIES)  # on every link, the new ones too
         started = time.monotonic()
         with pytest.raises(AmbiguousSpend):
             ledger.spend("unknowable")

@@ -24,11 +24,12 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from ledger_conformance.faults import Toxic
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
 from tests.servers.postgres import PostgresServer
 
-from .proxy import relay
+from .conftest import proxied
 
 CHILDREN = 6
 IDS = [f"fork-{i}" for i in range(100)]
@@ -171,12 +172,11 @@ def test_a_childs_operation_keeps_its_timeout(
 ) -> None:
     """The deadline watchdog is a thread: a child has none of its parent's threads. A
     child whose server stops answering must still raise within the timeout."""
-    with relay(pg_server.host, pg_server.port) as r:
-        url = pg_server.url.replace(f":{pg_server.port}/", f":{r.port}/")
+    with proxied(pg_server) as (proxy, url):
         ledger: Any = open_ledger(url, table=table, timeout=1, pool_max=1)
         try:
             assert ledger.spend("parent") is True  # the parent's watchdog thread runs
-            r.stop_server()
+            proxy.set(Toxic.BLACKHOLE)
 
             def work(i: int) -> dict[str, Any]:
                 started = time.monotonic()

@@ -68,7 +68,7 @@ def test_hostile_ids_are_data(open_pg: Opener, admin: psycopg.Connection[Any], t
 def test_spent_ids_lists_this_namespace_in_pages(
     flavor: str, open_pg: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ledger_postgres.rules.PAGE_SIZE", 3)  # several pages, a short last
+    monkeypatch.setattr("ledger_postgres.decisions.PAGE_SIZE", 3)  # several pages, a short last
     ledger = open_pg(namespace="listed")
     open_pg(namespace="other").spend("not-mine")
     ids = ["b", "a", "\x00nul", "é", "e\u0301", "zz", "Z", "b:c"]

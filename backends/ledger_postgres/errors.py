@@ -1,0 +1,136 @@
+"""Driver exception -> ``LedgerError``: not sent, rejected, or an unknown outcome (C4, C5).
+
+Every message that may quote the server or libpq passes through :func:`scrub` first, so
+no form of the password (nor a piece of it cut at a URL delimiter) reaches an error.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from urllib.parse import quote
+
+from psycopg import Error as PgError
+from psycopg import errors as pg_errors
+from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
+
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+)
+
+_DELIMITERS = re.compile(r"[@:/?#&=%\s]+")
+
+
+def secret_forms(password: str) -> list[str]:
+    """Every form in which a password (or a part of it) could be echoed, longest first.
+
+    libpq and Python split a URL's userinfo differently (the first ``@`` against the
+    last), so a message may quote a piece of a password cut at a delimiter; pieces of
+    three characters or more are scrubbed too, and the percent-encoded form.
+    """
+    forms = {password, quote(password, safe="")}
+    forms.update(p for p in _DELIMITERS.split(password) if len(p) >= 3)
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def scrub(text: str, password: str | None) -> str:
+    """A driver message with any echo of the password, or of a piece of it, removed."""
+    if not password:
+        return text
+    for form in secret_forms(password):
+        text = text.replace(form, "***")
+    return text
+
+
+class DeadlineExceeded(Exception):
+    """An operation got no answer in time; its socket was shut down (outcome unknown)."""
+
+
+class OutOfTime(Exception):
+    """The call's one deadline passed before this op could be sent (nothing was sent)."""
+
+
+class Failure(Enum):
+    """What a driver exception says about a statement that may have been sent."""
+
+    NOT_SENT = "not sent"  # no connection was had: nothing reached the server
+    REJECTED = "rejected"  # the server answered with an error: the transaction rolled back
+    UNKNOWN = "unknown"  # lost or timed out after sending: it may have committed
+
+
+# Errors that end the session may arrive after a commit (e.g. a shutdown while waiting
+# for a synchronous standby): only statement errors prove a rollback.
+_SESSION_ENDING = ("08", "57P", "XX", "58")
+
+
+def classify(exc: BaseException) -> Failure:
+    if isinstance(exc, (PoolTimeout, PoolClosed, TooManyRequests, OutOfTime)):
+        return Failure.NOT_SENT
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(exc, PgError) and sqlstate and not sqlstate.startswith(_SESSION_ENDING):
+        return Failure.REJECTED
+    return Failure.UNKNOWN
+
+
+def _detail(exc: BaseException, password: str | None) -> str:
+    return scrub(str(exc).strip() or type(exc).__name__, password)
+
+
+def unavailable(what: str, exc: BaseException, password: str | None) -> LedgerError:
+    """The one mapping of a failure that proves nothing was recorded."""
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return UnsafeStoreConfig(
+            f"{what} refused: the server is read-only (a standby, or "
+            f"default_transaction_read_only): {_detail(exc, password)}"
+        )
+    return LedgerUnavailable(f"{what} failed: {_detail(exc, password)}")
+
+
+def ambiguous(first: BaseException, second: BaseException | None, pw: str | None) -> AmbiguousSpend:
+    tail = "" if second is None else f"; re-reading its token failed: {_detail(second, pw)}"
+    return AmbiguousSpend(f"spend outcome unknown: {_detail(first, pw)}{tail}")
+
+
+def standby_error(what: str) -> UnsafeStoreConfig:
+    return UnsafeStoreConfig(
+        f"{what} refused: the server is a read-only standby (pg_is_in_recovery()); a ledger "
+        "spends and reads on the primary only: add target_session_attrs=read-write to the URL"
+    )
+
+
+def missing_table(qualified: str) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"ledger table {qualified} does not exist and create=false: run "
+        "`decision-ledger setup URL` (or ledger_postgres.setup) as a role that may create it"
+    )
+
+
+def missing_attempt_column(qualified: str) -> LedgerUnavailable:
+    """spend_as on a table made before re-entry (C10) that may not be altered here."""
+    return LedgerUnavailable(
+        f"spend_as refused: ledger table {qualified} has no attempt_digest column (it was "
+        "created by an older version) and this ledger opened with create=false: run "
+        "`decision-ledger setup URL` (or ledger_postgres.setup) once as a role that may "
+        "alter it; spend and is_spent work meanwhile"
+    )
+
+
+class StoreChanged(UnsafeStoreConfig):
+    """The store is no longer the one this ledger opened and proved; it stays failed."""
+
+
+def store_changed(qualified: str) -> StoreChanged:
+    return StoreChanged(
+        f"ledger {qualified}: the store forgot, or can now forget, since this ledger "
+        "opened (its genesis row is gone or different: TRUNCATE, DROP and re-create; or "
+        "the table is no longer logged and permanent, or fsync was turned off); this ledger "
+        "stays failed: reopen it (a store that forgot gets a new store_id)"
+    )
+
+
+def is_guard_failure(exc: BaseException) -> bool:
+    """A spend's INSERT got a NULL token: the guard found no genesis row to prove."""
+    return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "token"
