@@ -183,8 +183,23 @@ def _summary(runs: Sequence[StoreRun]) -> list[str]:
     return lines
 
 
-def summary_table(runs: Sequence[StoreRun]) -> str:
-    return "\n".join(_summary(runs))
+README_START, README_END = "<!-- bench:summary -->", "<!-- /bench:summary -->"
+
+
+def splice_summary(readme: str, runs: Sequence[StoreRun], machine: Machine) -> str:
+    """The README with the text between its two summary markers rewritten."""
+    start, end = readme.index(README_START), readme.index(README_END)
+    loaded = "a loaded " if machine.loaded else ""
+    body = [
+        "",
+        f"Measured {machine.started:%Y-%m-%d} on {loaded}{machine.cores}-core machine "
+        f"(load average {max(machine.load, default=0):.1f}); ledger / raw throughput, "
+        "median of paired rounds:",
+        "",
+        *_summary(runs),
+        "",
+    ]
+    return readme[: start + len(README_START)] + "\n".join(body) + readme[end:]
 
 
 def markdown(
@@ -250,7 +265,8 @@ def markdown(
 
 
 def chart(runs: Sequence[StoreRun], machine: Machine, path: Path) -> None:
-    """Ratios per store, mode and operation; latency against ids stored."""
+    """Top: ledger / raw per store, mode and operation. Bottom: p50 per call (sync x1)
+    against the ids already stored, ledger solid, raw dashed, one colour per store."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -258,10 +274,10 @@ def chart(runs: Sequence[StoreRun], machine: Machine, path: Path) -> None:
     from matplotlib.ticker import FuncFormatter
 
     measured = [r for r in runs if r.cells]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
-    colors = {SYNC_1.label: "#4c72b0", MODES[1].label: "#dd8452", MODES[2].label: "#55a868"}
-    for ax, operation in zip(axes.flat, OPERATIONS, strict=False):
-        width = 0.8 / len(MODES)
+    fig, axes = plt.subplots(2, len(OPERATIONS), figsize=(16, 9))
+    colors = ("#4c72b0", "#dd8452", "#55a868")
+    width = 0.8 / len(MODES)
+    for ax, operation in zip(axes[0], OPERATIONS, strict=True):
         for i, mode in enumerate(MODES):
             xs, ys = [], []
             for x, run in enumerate(measured):
@@ -271,53 +287,49 @@ def chart(runs: Sequence[StoreRun], machine: Machine, path: Path) -> None:
                     if cell.operation == operation and value is not None:
                         xs.append(x + (i - 1) * width)
                         ys.append(value)
-            ax.bar(xs, ys, width, label=mode.label, color=colors[mode.label])
+            ax.bar(xs, ys, width, label=mode.label, color=colors[i])
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.axhline(TARGET, color="red", linewidth=0.8, linestyle=":", label=f"{TARGET} target")
         ax.set_xticks(range(len(measured)), [r.store for r in measured])
         ax.set_title(f"{operation}: ledger / raw throughput")
-        ax.set_ylim(0, max([1.3, *(bar.get_height() + 0.1 for bar in ax.patches)]))
-        ax.legend(fontsize=8, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.0))
-    ax = axes.flat[3]
-    for run in measured:
-        cells = [c for c in _growth(run) if c.operation == SPEND_NEW]
-        ours = [(c.stored, c.side(LEDGER)) for c in cells]
-        raws = [(c.stored, c.side(RAW)) for c in cells]
-        (line,) = ax.plot(
-            [n for n, _ in ours],
-            [_p50_ms(s) for _, s in ours],
-            marker="o",
-            label=f"{run.store} ledger",
-        )
-        ax.plot(
-            [n for n, _ in raws],
-            [_p50_ms(s) for _, s in raws],
-            marker="x",
-            linestyle="--",
-            color=line.get_color(),
-            label=f"{run.store} raw",
-        )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _count(v)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    ax.set_xlabel("ids already stored")
-    ax.set_ylabel("p50 ms per call")
-    ax.set_title("spend (new id), sync x1: cost as the store grows")
-    ax.legend(fontsize=7, ncol=2)
+        ax.set_ylim(0, max([1.2, *(bar.get_height() + 0.05 for bar in ax.patches)]))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 0.955))
+    for ax, operation in zip(axes[1], OPERATIONS, strict=True):
+        for run in measured:
+            cells = [c for c in _growth(run) if c.operation == operation]
+            xs = [c.stored for c in cells]
+            (line,) = ax.plot(
+                xs, [_p50_us(c.side(LEDGER)) for c in cells], marker="o", label=run.store
+            )
+            ax.plot(
+                xs,
+                [_p50_us(c.side(RAW)) for c in cells],
+                marker="x",
+                linestyle="--",
+                color=line.get_color(),
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _count(v)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.set_xlabel("ids already stored")
+        ax.set_ylabel("p50 µs per call (sync x1)")
+        ax.set_title(f"{operation}: ledger (solid) and raw (dashed)")
+        ax.legend(fontsize=8)
     fig.suptitle(
         f"decision-ledger vs the raw driver call, {machine.started:%Y-%m-%d}: "
         f"{'a loaded ' if machine.loaded else ''}{machine.cores}-core machine"
         f" (load average {max(machine.load, default=0):.1f})"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def _p50_ms(side: Side | None) -> float:
-    return float("nan") if side is None else side.percentile(0.5) * 1e3
+def _p50_us(side: Side | None) -> float:
+    return float("nan") if side is None else side.percentile(0.5) * 1e6
 
 
 def _count(value: float) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import measure, run
+from bench import measure, report, run
 from bench.measure import LEDGER, RAW, SYNC_1, SYNC_32, Contender, ops
 from bench.stores import ORDER
 
@@ -83,3 +83,13 @@ def test_spent_ids_are_only_ids_already_taken() -> None:
     ids = measure.Ids("t")
     taken = {ids.fresh() for _ in range(5)}
     assert {ids.spent() for _ in range(20)} == taken
+
+
+def test_the_readme_summary_is_rewritten_between_its_markers_only() -> None:
+    readme = f"intro\n{report.README_START}\nold figures\n{report.README_END}\nrest\n"
+    machine = report.Machine.now()
+    new = report.splice_summary(readme, [], machine)
+    assert new.startswith(f"intro\n{report.README_START}\n")
+    assert new.endswith(f"{report.README_END}\nrest\n")
+    assert "old figures" not in new
+    assert "| store |" in new
