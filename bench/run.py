@@ -98,7 +98,7 @@ def _preload(subject: Subject, stored: _Stored, target: int, budget: float) -> s
         if need > step and took + (need - step) / rate > budget:
             return (
                 f"{target:,} ids not reached: preloading ran at {rate:,.0f} ids/s and would "
-                f"take over {budget:.0f} s (stopped at {stored():,})"
+                f"take over {budget:.0f} s (stopped at {stored():,}, measured there)"
             )
         chunk = min(chunk * 2, 200_000)
     return None
@@ -107,11 +107,14 @@ def _preload(subject: Subject, stored: _Stored, target: int, budget: float) -> s
 def _run_store(subject: Subject, plan: Plan, run: StoreRun) -> None:
     stored = _Stored()
     measure.warm_up(subject.contenders)
+    reached = 0
     for index, size in enumerate(plan.sizes):
-        why = _preload(subject, stored, size, plan.preload_budget)
-        if why is not None:
-            run.notes.append(why)
+        if reached:  # the last size could not be reached in the budget: stop growing
             break
+        why = _preload(subject, stored, size, plan.preload_budget)
+        if why is not None:  # still measure where the store got to, then stop
+            run.notes.append(why)
+            reached = stored()
         first = index == 0
         contenders = [
             c for c in subject.contenders if first or c.role in (LEDGER, RAW)
@@ -123,11 +126,11 @@ def _run_store(subject: Subject, plan: Plan, run: StoreRun) -> None:
                 spec = Spec(subject.store, stored(), mode, operation, plan.rounds, plan.seconds)
                 cell = measure.sync_cell(spec, contenders)
                 if cell is not None:
-                    cell.size = size
+                    cell.size = reached or size
                     stored.cells.append(cell)
                     print(report.cell_line(cell), flush=True)
         if first and ASYNC_64 in plan.modes and subject.open_async is not None:
-            asyncio.run(_async_cells(subject, plan, stored, size))
+            asyncio.run(_async_cells(subject, plan, stored, reached or size))
     run.cells = stored.cells
 
 
