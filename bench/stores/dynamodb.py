@@ -134,6 +134,12 @@ def subject(url: str, stack: ExitStack) -> Subject:
         preload,
         open_async,
         versions("boto3", "aiobotocore", "cachelib", "aws-lambda-powertools"),
+        [
+            "Powertools idempotent: `@idempotent_function` (its conditional put of an "
+            "in-progress record, then the save of the result: two writes per new id)."
+        ]
+        if any(c.name == "Powertools idempotent" for c in contenders)
+        else [],
     )
 
 

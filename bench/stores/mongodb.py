@@ -123,6 +123,12 @@ def subject(url: str, stack: ExitStack) -> Subject:
         preload,
         open_async,
         versions("pymongo", "nx-27017", "cachelib"),
+        []
+        if guarded
+        else [
+            "No collection UUIDs here: a ledger spend is two round trips (the insert, then "
+            "the record and genesis read back); `insert_one + find_one` times that raw pair."
+        ],
     )
 
 
