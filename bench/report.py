@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.measure import (
-    IS_SPENT,
     LEDGER,
     MODES,
     OPERATIONS,
     PEER,
     RAW,
-    SPEND_NEW,
     SYNC_1,
     Cell,
     Side,
@@ -175,25 +173,23 @@ def _growth_table(runs: Sequence[StoreRun]) -> list[str]:
 
 
 def _summary(runs: Sequence[StoreRun]) -> list[str]:
-    """One line per store: the spend ratios by mode, for the README."""
-    lines = _head(
-        "store", "spend (new id), ledger / raw: sync x1 / sync x32 / async x64", "is_spent"
-    )
+    """One line per store: ledger / raw per operation, each as sync x1 / sync x32 / async
+    x64 (for the README)."""
+    modes = " / ".join(m.label for m in MODES)
+    lines = _head("store", *(f"{op}: {modes}" for op in OPERATIONS))
     for run in runs:
-        cells = _first_cells(run)
-        if not cells:
+        found = {(c.mode, c.operation): c for c in _first_cells(run)}
+        if not found:
             continue
-
-        def ratio(mode: object, operation: str, cells: list[Cell] = cells) -> str:
-            for cell in cells:
-                if cell.mode == mode and cell.operation == operation:
-                    raw = cell.side(RAW)
-                    return _ratio(cell.ratio(raw) if raw else None)
-            return "-"
-
-        spend = " / ".join(ratio(m, SPEND_NEW) for m in MODES)
-        reads = " / ".join(ratio(m, IS_SPENT) for m in MODES)
-        lines.append(f"| {run.store} | {spend} | {reads} |")
+        columns = []
+        for operation in OPERATIONS:
+            values = []
+            for mode in MODES:
+                cell = found.get((mode, operation))
+                raw = cell.side(RAW) if cell else None
+                values.append(_ratio(cell.ratio(raw) if cell and raw else None))
+            columns.append(" / ".join(values))
+        lines.append(f"| {run.store} | " + " | ".join(columns) + " |")
     return lines
 
 
