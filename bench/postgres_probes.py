@@ -1,0 +1,150 @@
+"""PostgreSQL-only probes of where a spend's time goes (the one bench gives the ratios).
+
+    python -m bench.postgres_probes --per-call     # client work per spend, 1 thread
+    python -m bench.postgres_probes --guard-cost   # server work of the in-statement guard
+
+``--per-call`` runs the server with ``fsync = off`` (``ALTER SYSTEM``, for this run only;
+never how a ledger should run) so no commit waits for the disk, whose flush times swing
+far more than the client's work: 30 alternated rounds of 1000 single-thread spends each
+side, wall and thread-CPU microseconds per call, paired per round (median of ours - raw).
+
+``--guard-cost`` prices the guard each statement carries (the genesis row, and for a
+proving ledger's spends ``fsync`` and the table's persistence): the raw INSERT and SELECT
+against the ledger's guarded statements, genesis only and full, on one connection whose
+commits do not wait for the disk (``synchronous_commit = off`` there only), medians per call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.stores import postgres as store
+from ledger_core import open_ledger
+
+_ids = itertools.count()
+NS = b"default"
+
+
+def _rid(tag: str) -> bytes:
+    return f"{tag}-{next(_ids)}".encode()
+
+
+def per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
+    """Per-spend client cost at one thread: paired rounds, medians."""
+    table = "bench_per_call"
+    own: Any = open_ledger(url, table=table, pool_max=2)
+    pool = store.pool_of(own)
+    insert, _ = store.statements(sql.Identifier(table))
+
+    def raw() -> None:
+        with pool.connection() as conn:
+            conn.execute(insert, (NS, _rid("raw"), b"t" * 16))
+
+    def ours() -> None:
+        own.spend(_rid("ours").decode())
+
+    def timed(op: Callable[[], None]) -> tuple[float, float]:
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        for _ in range(calls):
+            op()
+        return (
+            (time.perf_counter_ns() - wall) / calls / 1e3,
+            (time.thread_time_ns() - cpu) / calls / 1e3,
+        )
+
+    try:
+        for _ in range(calls):  # warm up: pool, prepared statements
+            raw()
+            ours()
+        got: dict[str, list[tuple[float, float]]] = {"ours": [], "raw": []}
+        for i in range(rounds):
+            sides = (("ours", ours), ("raw", raw))
+            for side, op in sides if i % 2 == 0 else sides[::-1]:
+                got[side].append(timed(op))
+    finally:
+        own.close()
+    for k, what in ((0, "wall"), (1, "cpu")):
+        o = statistics.median(x[k] for x in got["ours"])
+        r = statistics.median(x[k] for x in got["raw"])
+        diff = statistics.median(a[k] - b[k] for a, b in zip(got["ours"], got["raw"], strict=True))
+        ratio = statistics.median(b[k] / a[k] for a, b in zip(got["ours"], got["raw"], strict=True))
+        print(
+            f"spend x1 {what:<4} ours {o:6.1f} us  raw {r:6.1f} us  "
+            f"ours-raw {diff:5.1f} us  ratio {ratio:4.2f}"
+        )
+
+
+def guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
+    """What the in-statement guard costs per call: raw vs genesis-only vs full guard."""
+    from ledger_postgres.commands import Guard, Statements
+    from ledger_postgres.options import PgConfig
+
+    table = "bench_guard"
+    own: Any = open_ledger(url, table=table)
+    guard = own._st.guard
+    own.close()
+    assert guard is not None
+    config = PgConfig(table=table)
+    genesis_only = Statements(config, Guard(guard.genesis, guard.table_oid, durable=False))
+    full = Statements(config, Guard(guard.genesis, guard.table_oid, durable=True))
+    raw_insert, raw_select = store.statements(sql.Identifier(table))
+    cases: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
+        "spend raw": lambda c: c.execute(raw_insert, (NS, _rid("r"), b"t" * 16)),
+        "spend genesis": lambda c: c.execute(genesis_only.spend, (NS, _rid("g"), b"t" * 16)),
+        "spend full": lambda c: c.execute(full.spend, (NS, _rid("f"), b"t" * 16)),
+        "is_spent raw": lambda c: c.execute(raw_select, (NS, b"x")).fetchone(),
+        # A read proves the genesis only, whether the ledger proves or not.
+        "is_spent genesis": lambda c: c.execute(full.is_spent, (NS, b"x")).fetchone(),
+    }
+    got: dict[str, list[float]] = {name: [] for name in cases}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = off")
+        for op in cases.values():  # warm up, and let psycopg prepare every statement
+            for _ in range(20):
+                op(conn)
+        names = list(cases)
+        for i in range(rounds):
+            for name in names if i % 2 == 0 else names[::-1]:
+                started = time.perf_counter_ns()
+                for _ in range(calls):
+                    cases[name](conn)
+                got[name].append((time.perf_counter_ns() - started) / calls / 1e3)
+    for name, times in got.items():
+        base = got[name.split()[0] + " raw"]
+        extra = statistics.median(a - b for a, b in zip(times, base, strict=True))
+        print(f"{name:<18} {statistics.median(times):6.1f} us/call  vs raw {extra:+5.1f} us")
+
+
+def _set_fsync(url: str, off: bool) -> None:
+    """Server-wide ``fsync`` for the per-call probe (needs a superuser)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off" if off else "ALTER SYSTEM RESET fsync")
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def main(argv: list[str]) -> int:
+    if argv not in (["--per-call"], ["--guard-cost"]):
+        print(__doc__)
+        return 2
+    with store.server() as url:
+        if argv == ["--guard-cost"]:
+            guard_cost(url)
+            return 0
+        _set_fsync(url, off=True)
+        try:
+            per_call(url)
+        finally:
+            _set_fsync(url, off=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,160 @@
+"""MongoDB: the ledger against ``insert_one`` with a unique ``_id`` and the ledger's own
+write concern (``w="majority", j=True``), on the same client and into the same collection.
+
+The server is the harness's (a local ``mongod`` replica set, else nx-27017, which proves
+only with ``durability=process``), or the URL given. The peer is cachelib's
+``MongoDbCache.add`` (no timeout) on the same client. On a server without collection
+UUIDs (nx-27017, MongoDB < 6.0) a spend is two round trips (the insert, then the record
+and genesis read back): see docs/mongodb.md.
+
+``cachelib_factory`` shapes cachelib's ``add`` as a ledger for the conformance suite's
+C1 clause (``--ledger-factory bench.stores.mongodb:cachelib_factory``), which shows it racy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from typing import Any
+
+from pymongo import AsyncMongoClient, MongoClient, WriteConcern
+from pymongo.errors import DuplicateKeyError
+from pymongo.read_concern import ReadConcern
+
+from bench.measure import PEER, AsyncContender, Contender, async_pair, ops, pair
+from bench.stores import Subject, chunks, optional, split_url, versions
+from ledger_conformance import LedgerContext
+from ledger_mongodb import AsyncMongoLedger, MongoLedger
+from ledger_mongodb.options import CLIENT_OPTIONS, DEFAULT_COLLECTION, DEFAULT_DATABASE
+from tests.servers import mongodb as servers
+
+NAME = "mongodb"
+SCHEMES = ("mongodb", "mongodb+srv")
+
+UNAVAILABLE = servers.ServerUnavailable
+RAW_CALLS = "insert_one / find_one"
+MAJORITY = WriteConcern(w="majority", j=True)  # the ledger's own concerns
+READ_MAJORITY = ReadConcern("majority")
+TOKEN = os.urandom(16)
+
+
+@contextmanager
+def server() -> Iterator[str]:
+    with servers.mongodb() as found:
+        extra = "".join(f"&{k}={v}" for k, v in found.proof_options.items())
+        yield found.url + extra
+
+
+def subject(url: str, stack: ExitStack) -> Subject:
+    driver_url, options = split_url(url, CLIENT_OPTIONS)
+    client: MongoClient[dict[str, Any]] = MongoClient(driver_url, timeoutMS=30_000)
+    stack.callback(client.close)
+    db = client.get_default_database(DEFAULT_DATABASE)
+    name = str(options.get("collection", DEFAULT_COLLECTION))
+    ledger = MongoLedger.from_database(db, **options)
+    stack.callback(ledger.close)
+    raw = db.get_collection(name, write_concern=MAJORITY, read_concern=READ_MAJORITY)
+    # Without collection UUIDs (nx-27017, MongoDB < 6.0) a spend is the insert, then the
+    # record and the genesis read back: timed raw too, to tell that cost from the ledger's.
+    guarded = getattr(getattr(ledger, "_store", None), "uuid", None) is not None
+
+    def raw_spend(rid: str) -> object:
+        try:
+            return raw.insert_one({"_id": "raw:" + rid, "t": TOKEN}).acknowledged
+        except DuplicateKeyError:  # the raw call's "already spent"
+            return False
+
+    def raw_is_spent(rid: str) -> object:
+        return raw.find_one({"_id": "raw:" + rid}) is not None
+
+    def insert_and_read(rid: str) -> object:
+        spent = raw_spend(rid)
+        raw.find_one({"_id": {"$in": ["raw:" + rid, "genesis\x00raw"]}})
+        return spent
+
+    contenders = pair(ledger, RAW_CALLS, raw_spend, raw_is_spent)
+    if not guarded:
+        contenders.append(Contender("insert_one + find_one", PEER, ops(insert_and_read, None)))
+    cachelib = optional("cachelib.mongodb")
+    if cachelib is not None:
+        cache = cachelib.MongoDbCache(client=client, db=db.name, collection="bench_cachelib")
+
+        def add(rid: str) -> object:
+            return cache.add(rid, TOKEN, timeout=0)
+
+        contenders.append(Contender("cachelib add / has", PEER, ops(add, cache.has)))
+
+    def preload(numbers: range) -> None:
+        for part in chunks(len(numbers), 5_000):
+            raw.insert_many([{"_id": f"pre:{numbers[i]}", "t": TOKEN} for i in part], ordered=False)
+
+    @asynccontextmanager
+    async def open_async() -> AsyncIterator[list[AsyncContender]]:
+        aclient: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(driver_url, timeoutMS=30_000)
+        aledger = await AsyncMongoLedger.from_client(aclient, database=db.name, **options)
+        araw = aclient.get_database(db.name).get_collection(
+            name, write_concern=MAJORITY, read_concern=READ_MAJORITY
+        )
+
+        async def araw_spend(rid: str) -> object:
+            try:
+                return (await araw.insert_one({"_id": "raw:" + rid, "t": TOKEN})).acknowledged
+            except DuplicateKeyError:
+                return False
+
+        async def araw_is_spent(rid: str) -> object:
+            return await araw.find_one({"_id": "raw:" + rid}) is not None
+
+        try:
+            yield async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent)
+        finally:
+            await aledger.aclose()
+            await aclient.close()
+
+    build: Any = client.admin.command("buildInfo")
+    uuids = "inserts guarded by collectionUUID" if guarded else "no collection UUIDs: 2 trips"
+    return Subject(
+        NAME,
+        f"MongoDB wire protocol {build.get('version', '?')} ({uuids}, "
+        f"durability {ledger.describe().durability})",
+        contenders,
+        preload,
+        open_async,
+        versions("pymongo", "nx-27017", "cachelib"),
+        []
+        if guarded
+        else [
+            "No collection UUIDs here: a ledger spend is two round trips (the insert, then "
+            "the record and genesis read back); `insert_one + find_one` times that raw pair."
+        ],
+    )
+
+
+class CachelibLedger:
+    """cachelib's ``MongoDbCache.add`` shaped as a ledger, for the suite's C1 clause:
+    ``add`` reads (``has``) and then upserts, so racing callers can all get ``True``."""
+
+    def __init__(self, url: str, collection: str) -> None:
+        from cachelib.mongodb import MongoDbCache
+
+        self._client: MongoClient[dict[str, Any]] = MongoClient(url)
+        self._cache = MongoDbCache(
+            client=self._client,
+            db=self._client.get_default_database(DEFAULT_DATABASE).name,
+            collection=collection,
+        )
+
+    def spend(self, request_id: str) -> bool:
+        return bool(self._cache.add(request_id, b"x", timeout=0))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def cachelib_factory(ctx: LedgerContext) -> CachelibLedger:
+    """``--ledger-factory bench.stores.mongodb:cachelib_factory`` (needs
+    ``LEDGER_TEST_MONGODB_URL``)."""
+    label = hashlib.sha256(ctx.store.encode()).hexdigest()[:16]
+    return CachelibLedger(os.environ[servers.ENV], f"cachelib_{label}")  # nx: identifiers only
