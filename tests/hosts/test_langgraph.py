@@ -48,7 +48,11 @@ def test_two_processes_resuming_run_the_tool_once(tmp_path: Path) -> None:
     secrets = [new_attempt_secret() for _ in range(2)]
     results, codes = in_processes(resume_in_process, [(str(tmp_path), s, False) for s in secrets])
     assert codes == [0, 0]
-    assert results == sorted([ALREADY, "sent"])
+    # The loser is refused, or, when the winner's graph finished before the loser read
+    # the checkpoint, answered with the final state without running anything: what ran
+    # is judged by the tool's own log.
+    assert "sent" in results
+    assert set(results) <= {ALREADY, "sent"}, results
     assert lines(tmp_path / "tool.log") == ["start", "done"]
 
 
