@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from typing_extensions import TypedDict
 
 from ledger_core import open_ledger
 from ledger_langgraph import SECRET_KEY, Action, AttemptSecret, LedgerGate
-from tests.hosts.common import ledger_url, tool
+from tests.hosts.common import ledger_url, lines, log_line, tool
 
 THREAD = "thread-1"
 
@@ -96,12 +97,23 @@ def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
         ledger.close()
 
 
+def _both_resumed(marks: Path, parties: int = 2, within: float = 60.0) -> None:
+    """A rendezvous: wait (bounded) until both racing processes have resumed the pause,
+    so the control race is a real one even when one process would otherwise finish
+    before the other reads the checkpoint."""
+    log_line(marks, "resumed")
+    deadline = time.monotonic() + within
+    while len(lines(marks)) < parties and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def build_unguarded(saver: Any, log: Path) -> Any:
     """The same approval with a bare ``interrupt()`` and no ledger: the control group."""
     from langgraph.types import interrupt
 
     def transfer(state: State) -> Any:
         if interrupt({"question": "Send?"}) is True:
+            _both_resumed(log.with_name("resumed.log"))
             return {"result": tool(log, False)}
         return {"result": "denied"}
 
