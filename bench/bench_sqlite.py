@@ -13,9 +13,13 @@ import time
 
 from bench.harness import Comparison, compare
 from ledger_core import MemoryLedger
-from ledger_sqlite import SQLiteLedger, schema
+from ledger_sqlite import SQLiteLedger
+from ledger_sqlite import commands as schema
 
-RAW_INSERT = "INSERT OR IGNORE INTO decision_ledger VALUES (?, ?, ?, ?)"
+RAW_INSERT = (
+    "INSERT OR IGNORE INTO decision_ledger (namespace, request_id, token, spent_at) "
+    "VALUES (?, ?, ?, ?)"
+)
 RAW_SELECT = "SELECT 1 FROM decision_ledger WHERE namespace = ? AND request_id = ?"
 
 
