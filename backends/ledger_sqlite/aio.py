@@ -48,6 +48,9 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
             durability=target.durability,
         )
 
+    async def __aenter__(self) -> AsyncSQLiteLedger:
+        return self
+
     def _workers(self) -> ThreadPoolExecutor:
         """The worker threads; a forked child gets its own (the parent's do not exist)."""
         if self._pid != os.getpid():

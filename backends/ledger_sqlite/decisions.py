@@ -331,10 +331,10 @@ def lineage_steps(store: Store) -> Steps[Request, list[str]]:
 def namespaces_page_steps(
     store: Store, after: str, page: int
 ) -> Steps[Request, tuple[list[str], str | None]]:
-    """The next ``page`` namespaces after ``after`` that hold a record (one primary-key
-    seek each, in one snapshot), in order, this ledger's own included even when it holds
-    nothing yet (the file's identity is every namespace's genesis); and where the next
-    page starts (``None``: this was the last)."""
+    """The next ``page`` namespaces after ``after`` that hold a record, an id or a marker
+    (one primary-key seek each, in one snapshot), in order; this ledger's own included
+    even when it holds nothing yet (the file's uuid is its genesis; a namespace leaves
+    no other trace until it records). And where the next page starts (``None``: last)."""
     found = yield from _snapshot(store, _seek(after, page), "namespaces")
     last = len(found) < page
     own = store.namespace

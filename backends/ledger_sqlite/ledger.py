@@ -242,6 +242,9 @@ class SQLiteLedger(ReentrantLedgerBase):
             durability=target.durability,
         )
 
+    def __enter__(self) -> SQLiteLedger:
+        return self
+
     def _spend(self, request_id: bytes) -> bool:
         return self._conns.run(decisions.spend_steps(self._store, request_id, new_token()))
 
