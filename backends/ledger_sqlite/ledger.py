@@ -63,19 +63,33 @@ def _stat(path: str) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+class _Connection(sqlite3.Connection):
+    """A pooled connection that remembers whether SQLite may have opened it read-only."""
+
+    read_only = False
+
+
+def _writable(path: str) -> bool:
+    """Whether a file SQLite opens now would be opened for writing: ``access(W_OK)`` sees
+    what its ``open(O_RDWR)`` sees (immutable, a read-only mount, permissions) without an
+    fd of ours, whose close would drop the process's POSIX locks on the file."""
+    wal = f"{path}-wal"
+    return os.access(path, os.W_OK) and (not os.path.exists(wal) or os.access(wal, os.W_OK))
+
+
 class Connections:
     """A ledger's connections: an idle pool, each used by one thread at a time."""
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self.uri = Path(target.path).as_uri()
-        self.idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self.all: list[sqlite3.Connection] = []
+        self.idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
+        self.all: list[_Connection] = []
         self.lock = threading.Lock()
         self.pid = os.getpid()
         _POOLS.add(self)
 
-    def connect(self, mode: str = "rw", *, must_hold_ledger: bool = False) -> sqlite3.Connection:
+    def connect(self, mode: str = "rw", *, must_hold_ledger: bool = False) -> _Connection:
         """A new connection; ``rw`` never creates the file (only the first open may)."""
         try:
             conn = sqlite3.connect(
@@ -84,9 +98,14 @@ class Connections:
                 timeout=self.target.busy_timeout,
                 isolation_level=None,  # autocommit: each statement is its own transaction
                 check_same_thread=False,  # pooled, but only ever used by one thread at a time
+                factory=_Connection,
             )
         except sqlite3.Error as exc:
             raise errors.unavailable("cannot open", self.target.path, exc) from exc
+        # SQLite opens a write-protected file read-only, silently, for good: such a
+        # connection serves its call (reads work) and is never pooled, so none outlives
+        # a read-only spell of the file.
+        conn.read_only = not _writable(self.target.path)
         try:
             steps = decisions.prepare_steps(self.target, must_hold_ledger=must_hold_ledger)
             run_steps(steps, _Call(self, conn).perform)
@@ -109,7 +128,7 @@ class Connections:
         )
         return self.run(decisions.open_steps(store, filesystem_of(target.path)))
 
-    def acquire(self) -> sqlite3.Connection:
+    def acquire(self) -> _Connection:
         # No getpid() here (a syscall, 0.7 us): os.register_at_fork resets the pool in a
         # child before any code of the child can reach it.
         try:
@@ -117,8 +136,9 @@ class Connections:
         except queue.Empty:
             return self.connect()
 
-    def release(self, conn: sqlite3.Connection, spoiled: bool) -> None:
+    def release(self, conn: _Connection, spoiled: bool) -> None:
         """Pool ``conn`` again, with no transaction left open; close it when spoiled."""
+        spoiled = spoiled or conn.read_only
         if not spoiled and conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
@@ -167,7 +187,7 @@ class _Call:
 
     __slots__ = ("conn", "pool", "spoiled")
 
-    def __init__(self, pool: Connections, conn: sqlite3.Connection | None) -> None:
+    def __init__(self, pool: Connections, conn: _Connection | None) -> None:
         self.pool = pool
         self.conn = conn
         self.spoiled = False
