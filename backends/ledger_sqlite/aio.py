@@ -40,13 +40,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
 
     @classmethod
     async def open_target(cls, target: Target) -> AsyncSQLiteLedger:
-        return await cls.open(
-            target.path,
-            namespace=target.namespace,
-            busy_timeout=target.busy_timeout,
-            create=target.create,
-            durability=target.durability,
-        )
+        return await cls.open(target.path, **target.keywords())
 
     async def __aenter__(self) -> AsyncSQLiteLedger:
         return self

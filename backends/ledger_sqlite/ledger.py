@@ -240,13 +240,7 @@ class SQLiteLedger(ReentrantLedgerBase):
         create: bool = True,
         durability: str = "machine",
     ) -> None:
-        target = Target.build(
-            path,
-            namespace=namespace,
-            busy_timeout=busy_timeout,
-            create=create,
-            durability=durability,
-        )
+        target = Target(os.fspath(path), namespace, busy_timeout, create, durability).checked()
         self._store = Store(target)
         self._conns = Connections(target)
         self._info = self._conns.open(self._store)
@@ -254,13 +248,7 @@ class SQLiteLedger(ReentrantLedgerBase):
     @classmethod
     def open(cls, target: Target) -> SQLiteLedger:
         """The ledger ``target`` names (what ``open_ledger`` parsed from the URL)."""
-        return cls(
-            target.path,
-            namespace=target.namespace,
-            busy_timeout=target.busy_timeout,
-            create=target.create,
-            durability=target.durability,
-        )
+        return cls(target.path, **target.keywords())
 
     def __enter__(self) -> SQLiteLedger:
         return self

@@ -4,7 +4,8 @@ one frozen :class:`Target`. No I/O."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL, LedgerUnavailable
@@ -39,29 +40,32 @@ class Target:
     create: bool = True
     durability: str = Durability.MACHINE  # what the user accepts as a proof
 
-    @classmethod
-    def build(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        create: bool = True,
-        durability: str = "machine",
-    ) -> Target:
-        accepted = _DURABILITY.get(durability)
+    def checked(self) -> Target:
+        """This target validated (no I/O): an absolute path, a valid namespace, a known
+        durability level; an in-memory database refused (it forgets)."""
+        accepted = _DURABILITY.get(self.durability)
         if accepted is None:
-            raise InvalidLedgerURL(f"durability must be 'machine' or 'process', not {durability!r}")
-        raw = os.fspath(path)
+            raise InvalidLedgerURL(
+                f"durability must be 'machine' or 'process', not {self.durability!r}"
+            )
+        raw = os.fspath(self.path)
         if raw in ("", ":memory:") or raw.startswith("file::memory:"):
             raise LedgerUnavailable("an in-memory SQLite database forgets: give a file path")
-        return cls(
+        return replace(
+            self,
             path=os.path.abspath(raw),
-            namespace=validate_namespace(namespace),
-            busy_timeout=busy_timeout,
-            create=create,
+            namespace=validate_namespace(self.namespace),
             durability=accepted,
         )
+
+    def keywords(self) -> dict[str, Any]:
+        """The ledger's keyword options (``SQLiteLedger(path, **keywords)``)."""
+        return {
+            "namespace": self.namespace,
+            "busy_timeout": self.busy_timeout,
+            "create": self.create,
+            "durability": self.durability,
+        }
 
     @property
     def location(self) -> str:
@@ -81,10 +85,10 @@ def url_path(url: LedgerURL) -> str:
 
 def target(request: OpenRequest) -> Target:
     request.check(OPTIONS)
-    return Target.build(
+    return Target(
         url_path(request.url),
         namespace=request.namespace,
         busy_timeout=request.seconds("busy_timeout", DEFAULT_BUSY_TIMEOUT),
         create=request.create(),
         durability=request.text("durability", "machine"),
-    )
+    ).checked()

@@ -22,7 +22,7 @@ from ledger_core.ids import MARKER_LEAD, validate_request_id
 
 from . import restartable
 from .base import FORGOT, GUARD, TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
-from .local import swallows_locked
+from .local import removed_reads_unspent, swallows_full, swallows_locked, swallows_read_only
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -419,6 +419,9 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "read_pad_space": "not C8_lookalike and not C8_generated",
     "capped": "not C2_volume",
     "swallows_locked": "not C4_local",
+    "swallows_read_only": "not C4_local",
+    "swallows_full": "not C4_local",
+    "removed_reads_unspent": "not C4_local",
 }
 
 # factory name -> (clause the suite must fail, -k selection, profile)
@@ -435,6 +438,9 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "swallows_errors": ("C4", "C4", "quick"),
     "false_when_unreachable": ("C4", "C4", "quick"),
     "swallows_locked": ("C4", "C4_local", "quick"),
+    "swallows_read_only": ("C4", "C4_local", "quick"),
+    "swallows_full": ("C4", "C4_local", "quick"),
+    "removed_reads_unspent": ("C4", "C4_local", "quick"),
     "true_after_ambiguous": ("C5", "C5", "quick"),
     "false_after_ambiguous": ("C5", "C5", "quick"),
     "store_id_per_instance": ("C6", "C6", "quick"),
@@ -453,4 +459,9 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "lists_other_stores": ("L1", "L1", "quick"),
 }
 
-__all__ = ["swallows_locked"]  # re-exported: the meta-test names factories here
+__all__ = [
+    "removed_reads_unspent",
+    "swallows_full",
+    "swallows_locked",
+    "swallows_read_only",
+]  # re-exported: the meta-test names factories here
