@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
+import functools
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -16,6 +16,7 @@ import pytest
 from ledger_core import InvalidRequestId, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import can_reenter
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
+from tests.sqlite.racing import in_processes
 
 KEY_A = "attempt-key-A-0123456789"
 KEY_B = "attempt-key-B-0123456789"
@@ -109,18 +110,9 @@ def _race(path: str, n: int, barrier: Any, out: Any) -> None:
 
 
 def test_processes_with_distinct_keys_one_winner(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(PROCESSES)
-    out: Any = ctx.Queue()
     path = str(tmp_path / "l.db")
     SQLiteLedger(path).close()
-    procs = [ctx.Process(target=_race, args=(path, n, barrier, out)) for n in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    results = dict(in_processes(functools.partial(_race, path), PROCESSES))
     with SQLiteLedger(path) as ledger:
         for i in range(50):
             winners = [n for n, answers in results.items() if answers[i]]
