@@ -407,6 +407,8 @@ def async_variant_differs(ctx: LedgerContext) -> Any:
     return build(ZooLedger, ctx)
 
 
+_LOCAL_ONLY = "not C4_local and not C2_volume"  # see the local-fault entries below
+
 # Mutants that the rest of the suite passed before their clause existed (issue 8): the
 # meta-test also runs the whole suite without that clause and requires a pass, so the
 # clause stays the one that catches them. factory name -> -k selection without it.
@@ -418,10 +420,14 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
     "read_pad_space": "not C8_lookalike and not C8_generated",
     "capped": "not C2_volume",
-    "swallows_locked": "not C4_local",
-    "swallows_read_only": "not C4_local",
-    "swallows_full": "not C4_local",
-    "removed_reads_unspent": "not C4_local",
+    # The local-fault ledgers wait only 3 s on a busy file (under the 5 s fault), and the
+    # volume clause's 10,000 parallel fsync'd spends on one file wait longer on a loaded
+    # machine ("database is locked" in 8 of 10,000 at a load average of 30): C2 volume
+    # is proven on the real SQLite ledger (30 s) by control:sqlite instead.
+    "swallows_locked": _LOCAL_ONLY,
+    "swallows_read_only": _LOCAL_ONLY,
+    "swallows_full": _LOCAL_ONLY,
+    "removed_reads_unspent": _LOCAL_ONLY,
 }
 
 # factory name -> (clause the suite must fail, -k selection, profile)
