@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from ledger_sqlite.ledger import VOLATILE_FILESYSTEMS, filesystem_of
+from ledger_sqlite.identity import VOLATILE_FILESYSTEMS, filesystem_of
 from tests.servers.common import strict
 
 # The conformance suite's own verdicts ("not exercised: no fault proxy in the path", "not

@@ -15,7 +15,8 @@ import pytest
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.bridge import AsyncBridge, Bridge
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from tests.test_conformance_sqlite import forget_everything, locked
+from tests.sqlite.faults import locked
+from tests.sqlite.test_conformance_sqlite import forget_everything
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,10 +10,8 @@ import pytest
 from ledger_core import AsyncMemoryLedger, MemoryLedger, MemoryStore, register_backend
 from ledger_core.cli import main
 from ledger_core.ids import closed_proven_marker
-from ledger_core.opening import OpenRequest
 from ledger_core.protocol import NamespaceListing
 from ledger_sqlite import SQLiteLedger
-from ledger_sqlite.backend import BACKEND as SQLITE
 from tests.cli_stops import PlainBackend, press_ctrl_c_after
 
 TRICKY = ["default", "a:b", "1:a", "é", "x" * 256]
@@ -45,25 +41,6 @@ def test_the_async_memory_ledger_lists_them_too() -> None:
     assert sorted(asyncio.run(listed())) == ["a:b", "c"]
 
 
-class _ListingSQLite(SQLiteLedger):
-    """SQLite with a namespace listing (the SQLite backend's own lands on its branch)."""
-
-    def namespaces(self) -> Iterator[str]:
-        with sqlite3.connect(self._path) as conn:
-            rows = conn.execute("SELECT DISTINCT namespace FROM decision_ledger").fetchall()
-        yield from {self._namespace, *(row[0] for row in rows)}
-
-
-class _ListingBackend:
-    def open(self, request: OpenRequest) -> SQLiteLedger:
-        ledger = SQLITE.open(request)
-        ledger.__class__ = _ListingSQLite
-        return ledger
-
-    async def open_async(self, request: OpenRequest) -> object:
-        return await SQLITE.open_async(request)
-
-
 def test_cli_lists_namespaces_and_says_when_a_backend_cannot(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -86,13 +63,12 @@ def test_cli_migrates_every_namespace_with_its_own_lineage_and_resumes(
 ) -> None:
     from ledger_core import cli
 
-    register_backend("nssqlite", _ListingBackend())  # type: ignore[arg-type]
     names = ["default", "prod", "a:b"]
     for name in names:
         SQLiteLedger(tmp_path / "old.db", namespace=name).spend_many(
             [f"{name}-{n:04d}" for n in range(1500)]
         )
-    old, new = f"nssqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
 
     real = cli._Meter.__call__
     press_ctrl_c_after(monkeypatch, 3)  # 2 batches of the first namespace, 1 of the second

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .backend import BACKEND
-from .ledger import AsyncSQLiteLedger, SQLiteLedger
+
+if TYPE_CHECKING:
+    from .aio import AsyncSQLiteLedger
+    from .ledger import SQLiteLedger
 
 __all__ = ["BACKEND", "AsyncSQLiteLedger", "SQLiteLedger"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SQLiteLedger":
+        from .ledger import SQLiteLedger
+
+        return SQLiteLedger
+    if name == "AsyncSQLiteLedger":
+        from .aio import AsyncSQLiteLedger
+
+        return AsyncSQLiteLedger
+    raise AttributeError(name)

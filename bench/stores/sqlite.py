@@ -23,8 +23,8 @@ from bench.measure import AsyncContender, async_pair, pair
 from bench.stores import Subject, chunks, versions
 from ledger_core import open_async_ledger, open_ledger
 from ledger_core.opening import OpenRequest
-from ledger_sqlite.backend import _path as sqlite_path
-from ledger_sqlite.ledger import filesystem_of
+from ledger_sqlite.identity import filesystem_of
+from ledger_sqlite.options import url_path as sqlite_path
 
 NAME = "sqlite"
 SCHEMES = ("sqlite",)

@@ -142,7 +142,8 @@ class C4LocalFaults:
         """Spent and fresh ids tried under each local fault, all at once; the fault ends
         after ``local_fault_hold`` (5 s quick), longer than a store's short busy wait. A
         call may raise a LedgerError or wait the fault out, but never answer wrong (the
-        history checker sees a false True or False)."""
+        history checker sees a false True or False); nor may the same instance once the
+        fault is over (it works again, or stays failed closed)."""
         if not ledger_local_faults:
             not_exercised(
                 "the factory offers no local faults (ledger_local_faults: locked, read-only, "
@@ -167,6 +168,14 @@ class C4LocalFaults:
                 concurrent.futures.wait(futures, timeout=profile.local_fault_hold)
             _, pending = concurrent.futures.wait(futures, timeout=profile.settle)
             assert not pending, f"{len(pending)} call(s) still running after the {name} fault"
+            # The fault is over: the same instance works again or stays failed closed,
+            # never answers wrong (a connection spoiled by the fault, still pooled).
+            later = [handle.submit("spend", r, f"after-{name}") for r in [*taken, *fresh]]
+            if handle.has_is_spent:
+                later += [handle.submit("is_spent", r, f"after-{name}") for r in taken]
+            _, pending = concurrent.futures.wait(later, timeout=profile.settle)
+            assert not pending, f"{len(pending)} call(s) hung after the {name} fault ended"
+            futures += later
             bad = _unexpected_errors(futures)
             assert not bad, f"under {name}, a call raised a non-LedgerError: {bad[0]}"
             healthy = ledgers.open(label)

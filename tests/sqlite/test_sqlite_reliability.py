@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-import ledger_sqlite.ledger as sqlite_ledger
+import ledger_sqlite.decisions as sqlite_decisions
+import ledger_sqlite.identity as sqlite_identity
 from ledger_core import (
     InvalidLedgerURL,
     LedgerUnavailable,
@@ -85,7 +86,7 @@ def test_relative_paths_are_fixed_at_open(tmp_path: Path, monkeypatch: pytest.Mo
     ledger = SQLiteLedger("rel.db")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    ledger._next_check = 0  # the file check runs now: it must find the same file
+    ledger._store.next_check = 0  # the file check runs now: it must find the same file
     assert ledger.spend("a") is True
     assert not (tmp_path / "elsewhere" / "rel.db").exists()
     ledger.close()
@@ -102,7 +103,7 @@ def _child(ledger: SQLiteLedger, parent_conns: set[int], write: int) -> None:
         random.Random(os.getpid()).shuffle(order)
         results = {i: ledger.spend(f"id-{i}") for i in order}
         assert ledger.spend("before-fork") is False
-        assert not parent_conns & {id(c) for c in ledger._all}, "used an inherited connection"
+        assert not parent_conns & {id(c) for c in ledger._conns.all}, "used an inherited connection"
         line = "".join("1" if results[i] else "0" for i in range(IDS))
         os.write(write, line.encode() + b"\n")
     except BaseException as exc:
@@ -115,7 +116,7 @@ def _child(ledger: SQLiteLedger, parent_conns: set[int], write: int) -> None:
 def test_forked_children_never_use_the_parents_connections(tmp_path: Path) -> None:
     ledger = SQLiteLedger(tmp_path / "l.db")
     assert ledger.spend("before-fork") is True  # the parent's pool holds a used connection
-    parent_conns = {id(c) for c in ledger._all}
+    parent_conns = {id(c) for c in ledger._conns.all}
     assert parent_conns
     read, write = os.pipe()
     pids = []
@@ -136,7 +137,7 @@ def test_forked_children_never_use_the_parents_connections(tmp_path: Path) -> No
     # The parent's own connections still work after the children exited.
     assert ledger.spend("id-0") is False
     assert ledger.spend("after-fork") is True
-    ok = ledger._acquire().execute("PRAGMA integrity_check").fetchone()
+    ok = ledger._conns.acquire().execute("PRAGMA integrity_check").fetchone()
     assert ok == ("ok",)
     ledger.close()
 
@@ -204,9 +205,9 @@ def test_a_store_that_forgot_fails_closed_and_reopens_as_new(tmp_path: Path, how
 def test_a_forgotten_store_fails_closed_on_every_pooled_connection(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     old = SQLiteLedger(path)
-    conns = [old._acquire() for _ in range(3)]  # three pooled connections
+    conns = [old._conns.acquire() for _ in range(3)]  # three pooled connections
     for conn in conns:
-        old._idle.put(conn)
+        old._conns.idle.put(conn)
     old.spend("a")
     _forget(path, "delete")
     for _ in range(5):
@@ -216,7 +217,7 @@ def test_a_forgotten_store_fails_closed_on_every_pooled_connection(tmp_path: Pat
 
 
 def test_a_replaced_file_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_ledger, "FILE_CHECK_PERIOD", 0.0)
+    monkeypatch.setattr(sqlite_decisions, "FILE_CHECK_PERIOD", 0.0)
     path = tmp_path / "l.db"
     old = SQLiteLedger(path)
     assert old.spend("a") is True
@@ -255,12 +256,12 @@ ramfs /data/ram ramfs rw 0 0
     ],
 )
 def test_filesystem_of(path: str, filesystem: str) -> None:
-    assert sqlite_ledger.filesystem_of(path, MOUNTS) == filesystem
+    assert sqlite_identity.filesystem_of(path, MOUNTS) == filesystem
 
 
 @pytest.fixture
 def shm_dir() -> Iterator[Path]:
-    if sqlite_ledger.filesystem_of("/dev/shm/x") != "tmpfs":
+    if sqlite_identity.filesystem_of("/dev/shm/x") != "tmpfs":
         pytest.skip("/dev/shm is not a tmpfs here")
     made = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="ledger-test-"))
     yield made

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
+from tests.sqlite.faults import file_faults
 
 
 @pytest.fixture(scope="session")
@@ -34,17 +34,6 @@ def forget_everything(path: Path) -> None:
         conn.close()
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-    try:
-        conn.execute("BEGIN EXCLUSIVE")
-        yield
-        conn.execute("ROLLBACK")
-    finally:
-        conn.close()
-
-
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
@@ -59,8 +48,8 @@ class TestSQLiteLedger(LedgerConformance):
 
     @pytest.fixture
     def ledger_local_faults(self, sqlite_dir: Path) -> dict[str, Callable[[], Any]]:
-        """C4 without a network address: another connection holds the file's lock."""
-        return {"locked": functools.partial(locked, sqlite_dir / "ledger.db")}
+        """C4 without a network address: locked, read-only, full and removed files."""
+        return file_faults(sqlite_dir / "ledger.db")
 
     @pytest.fixture
     def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object]:

@@ -1,4 +1,4 @@
-"""The SQLite ledger's schema and statements: the store's rules, in one place.
+"""The SQLite ledger's schema, statements and the requests the decisions yield (no I/O).
 
 Every spend and every read proves, in the same statement (one transaction), that the
 identity uuid this ledger opened with is still in the file. A store that forgot
@@ -7,6 +7,9 @@ that proof, and the ledger raises instead of answering from a store it never kne
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS decision_ledger_meta (
@@ -18,9 +21,14 @@ SCHEMA = (
         request_id BLOB NOT NULL,
         token BLOB NOT NULL,
         spent_at REAL NOT NULL,
+        holder BLOB,
         PRIMARY KEY (namespace, request_id)
     ) WITHOUT ROWID""",
 )
+# ``holder`` (C10: the attempt key's digest; NULL for a plain spend) came after the first
+# release: a file made by an older version gets it when opened with create allowed.
+COLUMNS = "SELECT name FROM pragma_table_info('decision_ledger')"
+ADD_HOLDER = "ALTER TABLE decision_ledger ADD COLUMN holder BLOB"
 
 # The identity is born inside the file, once, by whichever opener gets there first.
 CREATE_IDENTITY = (
@@ -42,6 +50,17 @@ SPEND = (
     f"VALUES (?, ?, CASE WHEN {_SAME_STORE} THEN ? END, ?) "
     "ON CONFLICT (namespace, request_id) DO NOTHING"
 )
+# C10 in one statement (one transaction): the same guarded insert, with the key's digest;
+# on a conflict the row is "updated" to itself only when it holds the same digest, so a
+# row comes back exactly when this call recorded the id (our token) or the same key did
+# earlier. No row: another key's or a plain spend's record.
+SPEND_AS = (
+    "INSERT INTO decision_ledger (namespace, request_id, token, spent_at, holder) "
+    f"VALUES (?, ?, CASE WHEN {_SAME_STORE} THEN ? END, ?, ?) "
+    "ON CONFLICT (namespace, request_id) DO UPDATE SET holder = excluded.holder "
+    "WHERE decision_ledger.holder = excluded.holder "
+    "RETURNING token"
+)
 # One row (spent?) only while the identity is the one we opened with; no row: forgot.
 # (Cheaper than two scalar subqueries: +0.4 us per read over the bare SELECT.)
 IS_SPENT = (
@@ -52,6 +71,11 @@ IS_SPENT = (
 READ_TOKEN = (
     f"SELECT {_SAME_STORE}, "
     "(SELECT token FROM decision_ledger WHERE namespace = ? AND request_id = ?)"
+)
+# (same store?, token, holder) after a spend_as whose outcome is unknown.
+READ_HOLDER = (
+    f"SELECT {_SAME_STORE}, t.token, t.holder FROM (SELECT 1) "
+    "LEFT JOIN decision_ledger AS t ON t.namespace = ? AND t.request_id = ?"
 )
 SAME_STORE = f"SELECT {_SAME_STORE}"
 
@@ -65,3 +89,40 @@ MARKER_RANGE = (
     "SELECT request_id FROM decision_ledger WHERE namespace = ? AND request_id >= ? "
     "AND request_id < ? ORDER BY request_id"
 )
+# The next namespace after ``?``: one primary-key seek each, whatever a namespace holds.
+NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?"
+
+BEGIN = "BEGIN"
+BEGIN_WRITE = "BEGIN IMMEDIATE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+
+Fetch = Literal["none", "one", "all", "count"]
+
+
+class Statement(NamedTuple):
+    """One statement on the call's connection; the answer is what ``fetch`` names: nothing,
+    the first row, every row, or the number of rows changed. (A tuple: made on every
+    call, and a frozen dataclass costs a microsecond to build.)"""
+
+    sql: str
+    params: tuple[object, ...] = ()
+    fetch: Fetch = "one"
+
+
+@dataclass(frozen=True)
+class StatFile:
+    """Ask for the ``(device, inode)`` the ledger's path names now (``None``: no file)."""
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Request = Statement | StatFile | Sleep
+
+
+def run(sql: str) -> Statement:
+    """A statement whose answer is not needed (``BEGIN``, a pragma that sets)."""
+    return Statement(sql, (), "none")

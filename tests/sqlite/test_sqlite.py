@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
+import functools
 import sqlite3
 import threading
 from pathlib import Path
@@ -19,6 +19,7 @@ from ledger_core import (
     open_ledger,
 )
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
+from tests.sqlite.racing import in_processes
 
 PROCESSES = 6
 IDS = 200
@@ -124,7 +125,7 @@ def test_threads_race_one_winner(tmp_path: Path) -> None:
     assert all(len(w) == threads for w in wins)
 
 
-def _race(path: str, barrier: Any, out: Any) -> None:
+def _race(path: str, n: int, barrier: Any, out: Any) -> None:
     ledger = SQLiteLedger(path)  # every process opens (and first-opens) the store itself
     barrier.wait()
     out.put([ledger.spend(f"id-{i}") for i in range(IDS)])
@@ -132,17 +133,8 @@ def _race(path: str, barrier: Any, out: Any) -> None:
 
 
 def test_processes_race_one_winner_and_one_identity(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(PROCESSES)
-    out: Any = ctx.Queue()
     path = str(tmp_path / "l.db")
-    procs = [ctx.Process(target=_race, args=(path, barrier, out)) for _ in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    results = in_processes(functools.partial(_race, path), PROCESSES)
     winners = [sum(r[i] for r in results) for i in range(IDS)]
     assert winners == [1] * IDS
     identities = sqlite3.connect(path).execute("SELECT count(*) FROM decision_ledger_meta")

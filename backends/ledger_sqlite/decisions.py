@@ -1,0 +1,356 @@
+"""What opening, spending, reading and listing decide, once, as I/O-free step generators.
+
+Each generator yields :mod:`.commands` requests (a statement on the call's connection, a
+look at the file, a pause), receives the answer or has the ``sqlite3`` exception thrown
+in, and returns the result. The sync shell (``ledger.py``) performs the requests; the
+async one (``aio.py``) runs the sync shell's calls on worker threads, so the two can
+never decide differently (C9). A transaction a decision leaves open when it raises is
+rolled back by the shell before the connection is pooled again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
+from ledger_core.protocol import LedgerInfo
+from ledger_core.steps import Steps
+from ledger_core.tokens import attempt_outcome
+
+from . import commands as sql
+from . import errors, identity
+from .commands import Request, Sleep, Statement, StatFile, run
+from .options import Target
+
+# How often (seconds, piggybacked on operations) the file at the path is checked to
+# still be the one this ledger opened: a pooled connection writing to a deleted or
+# replaced file would be writing where no other process looks.
+FILE_CHECK_PERIOD = 1.0
+
+T = TypeVar("T")
+
+
+@dataclass
+class Store:
+    """One ledger's view of its file, shared by every call (threads, or the async
+    ledger's workers): the identity it opened, and whether it failed closed for good."""
+
+    target: Target
+    uuid: str = ""
+    file: tuple[int, int] | None = None  # (device, inode) the path named at open
+    info: LedgerInfo | None = None
+    failed: LedgerError | None = None  # closed, or failed closed for good
+    next_check: float = 0.0
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace
+
+    def refuse(self, error: LedgerError) -> LedgerError:
+        """Fail closed for good: every later operation raises ``error`` again."""
+        self.failed = error
+        return error
+
+    def forgot(self) -> LedgerError:
+        store_id = None if self.info is None else self.info.store_id
+        return self.refuse(identity.forgot(self.target, store_id))
+
+
+def missing(target: Target, what: str) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"{what} (create=false: reads and migration sources never create a store); "
+        f"create it with `decision-ledger setup {target.location}` or create=true"
+    )
+
+
+# -- a new connection, and the first open -------------------------------------------
+
+
+def prepare_steps(target: Target, *, must_hold_ledger: bool) -> Steps[Request, None]:
+    """Make a new connection safe to use: durability per connection, WAL verified.
+
+    ``must_hold_ledger``: refuse a file without the ledger's tables before anything is
+    written to it (asking for WAL would convert another application's database).
+    """
+    try:
+        if must_hold_ledger:
+            row = yield Statement(sql.HAS_TABLES)
+            if row[0] != 2:
+                raise missing(target, f"{target.path!r} holds no decision ledger")
+        # Durability is per connection: ours are FULL whatever other processes set.
+        # WAL is a property of the file; asking for it again verifies it.
+        yield run("PRAGMA synchronous=FULL")
+        mode = yield from _wal(target)
+    except sqlite3.Error as exc:
+        raise errors.unavailable("cannot open", target.path, exc) from exc
+    if mode.lower() != "wal":
+        raise UnsafeStoreConfig(f"SQLite refused WAL mode for {target.path!r} ({mode})")
+
+
+def _wal(target: Target) -> Steps[Request, str]:
+    """Put the file in WAL mode (it stays so) and return the mode SQLite reports.
+
+    Switching needs an exclusive lock, and while several processes create one file at
+    once SQLite answers BUSY at once, without its busy handler (to avoid a deadlock); so
+    this waits as the handler would, within ``busy_timeout``.
+    """
+    deadline = time.monotonic() + target.busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            row = yield Statement("PRAGMA journal_mode")
+            if str(row[0]).lower() == "wal":
+                return str(row[0])
+            row = yield Statement("PRAGMA journal_mode=WAL")
+            return str(row[0])
+        except sqlite3.OperationalError as exc:
+            if not errors.busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        yield Sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInfo]:
+    """Create the tables and the identity when allowed (adding C10's ``holder`` column to
+    a file made by an older version), then read the identity and where the file is."""
+    target = store.target
+    try:
+        if target.create:
+            yield run(sql.BEGIN_WRITE)
+            for statement in sql.SCHEMA:
+                yield run(statement)
+            columns = yield Statement(sql.COLUMNS, fetch="all")
+            if "holder" not in {name for (name,) in columns}:
+                yield run(sql.ADD_HOLDER)
+            yield Statement(sql.CREATE_IDENTITY, (str(uuid.uuid4()),), "none")
+            yield run(sql.COMMIT)
+        row = yield Statement(sql.READ_IDENTITY)
+    except sqlite3.Error as exc:
+        raise errors.unavailable("cannot set up", target.path, exc) from exc
+    where = yield StatFile()
+    if where is None:
+        raise LedgerUnavailable(f"cannot stat SQLite ledger {target.path!r}")
+    if row is None:
+        raise missing(target, f"the ledger in {target.path!r} has no identity yet")
+    store.uuid, store.file = str(row[0]), where
+    store.info = identity.ledger_info(target, store.uuid, filesystem)
+    store.next_check = time.monotonic() + FILE_CHECK_PERIOD
+    return store.info
+
+
+# -- every operation -----------------------------------------------------------------
+
+
+def verify_steps(store: Store) -> Steps[Request, None]:
+    """Raise if the ledger failed closed; when due, prove the path still names the file
+    this ledger opened (else fail closed for good)."""
+    failed = store.failed
+    if failed is not None:
+        raise type(failed)(str(failed))
+    if time.monotonic() >= store.next_check:
+        where = yield StatFile()
+        if where != store.file:
+            raise store.refuse(identity.moved(store.target))
+        store.next_check = time.monotonic() + FILE_CHECK_PERIOD
+
+
+def _due(store: Store) -> bool:
+    return store.failed is not None or time.monotonic() >= store.next_check
+
+
+def _read_back(
+    store: Store, query: str, request_id: bytes, failure: Exception
+) -> Steps[Request, Any]:
+    """After a write that raised: the row that says whose record is there (C5)."""
+    try:
+        row = yield Statement(query, (store.uuid, store.namespace, request_id))
+    except sqlite3.Error as exc:
+        if errors.no_table(exc) or errors.no_table(failure):
+            raise store.forgot() from failure
+        raise AmbiguousSpend(
+            f"spend failed ({failure}) and its outcome could not be read ({exc})"
+        ) from failure
+    if row[0] != 1:
+        raise store.forgot() from failure
+    return row
+
+
+def spend_steps(store: Store, request_id: bytes, token: bytes) -> Steps[Request, bool]:
+    """One guarded insert; when it raises (a forgotten store: NOT NULL; a lock; an I/O
+    error), the token stored for the id decides: ours True, another's False, none raises."""
+    if _due(store):
+        yield from verify_steps(store)
+    params = (store.namespace, request_id, store.uuid, token, time.time())
+    try:
+        count = yield Statement(sql.SPEND, params, "count")
+        return bool(count == 1)  # 0: a conflict, in the store we opened
+    except sqlite3.Error as exc:
+        failure = exc
+    row = yield from _read_back(store, sql.READ_TOKEN, request_id, failure)
+    outcome = attempt_outcome(None if row[1] is None else bytes(row[1]), token)
+    if outcome is None:
+        raise LedgerUnavailable(f"spend did not land: {failure}") from failure
+    return outcome
+
+
+def spend_as_steps(
+    store: Store, request_id: bytes, digest: bytes, token: bytes
+) -> Steps[Request, bool]:
+    """C10 in one statement: a row back means this call recorded the id or the same key
+    did before; after a raise, our token or the same digest stored decides."""
+    if _due(store):
+        yield from verify_steps(store)
+    params = (store.namespace, request_id, store.uuid, token, time.time(), digest)
+    try:
+        rows = yield Statement(sql.SPEND_AS, params, "all")
+        return bool(rows)
+    except sqlite3.Error as exc:
+        if errors.no_holder(exc):
+            raise LedgerUnavailable(
+                f"the SQLite ledger {store.target.path!r} was made by an older version "
+                "without re-entry (no holder column); open it once with create=true "
+                f"(or run `decision-ledger setup {store.target.location}`) to add it"
+            ) from exc
+        failure = exc
+    row = yield from _read_back(store, sql.READ_HOLDER, request_id, failure)
+    stored, holder = row[1], row[2]
+    if stored is None:
+        raise LedgerUnavailable(f"spend_as did not land: {failure}") from failure
+    return bytes(stored) == token or (holder is not None and bytes(holder) == digest)
+
+
+def is_spent_steps(store: Store, request_id: bytes) -> Steps[Request, bool]:
+    """One read that returns a row only while the identity is the one opened (C3, C6)."""
+    if _due(store):
+        yield from verify_steps(store)
+    try:
+        row = yield Statement(sql.IS_SPENT, (store.namespace, request_id, store.uuid))
+    except sqlite3.Error as exc:
+        if errors.no_table(exc):
+            raise store.forgot() from exc
+        raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
+    if row is None:
+        raise store.forgot()
+    return bool(row[0] == 1)
+
+
+# -- batches (migration) -------------------------------------------------------------
+
+
+def spend_many_steps(
+    store: Store, request_ids: Sequence[bytes], token: bytes
+) -> Steps[Request, list[bool]]:
+    """The spend statement per id in ONE transaction (one fsync): each answer is what
+    ``spend`` would say. Nothing of a failed batch stays (rolled back), except after a
+    failed ``COMMIT``: ambiguous."""
+    yield from verify_steps(store)
+    if not request_ids:
+        return []
+    now, namespace = time.time(), store.namespace
+    try:
+        yield run(sql.BEGIN_WRITE)
+    except sqlite3.Error as exc:
+        raise LedgerUnavailable(f"spend_many could not begin: {exc}") from exc
+    won: list[bool] = []
+    try:
+        for raw in request_ids:
+            count = yield Statement(sql.SPEND, (namespace, raw, store.uuid, token, now), "count")
+            won.append(count == 1)
+    except sqlite3.Error as exc:
+        if isinstance(exc, sqlite3.IntegrityError) or errors.no_table(exc):
+            raise store.forgot() from exc  # the token came out NULL: not the store we opened
+        raise LedgerUnavailable(f"spend_many failed (rolled back): {exc}") from exc
+    try:
+        yield run(sql.COMMIT)
+    except sqlite3.Error as exc:
+        raise AmbiguousSpend(f"spend_many: COMMIT failed, outcome unknown: {exc}") from exc
+    return won
+
+
+def _snapshot(store: Store, body: Steps[Request, T], what: str) -> Steps[Request, T]:
+    """``body``'s reads in one read snapshot together with the proof of the identity."""
+    yield from verify_steps(store)
+    try:
+        yield run(sql.BEGIN)  # one snapshot: the identity and the rows together
+        same = yield Statement(sql.SAME_STORE, (store.uuid,))
+        answer = yield from body
+        yield run(sql.COMMIT)
+    except sqlite3.Error as exc:
+        if errors.no_table(exc):
+            raise store.forgot() from exc
+        raise LedgerUnavailable(f"{what} failed: {exc}") from exc
+    if same[0] != 1:
+        raise store.forgot()
+    return answer
+
+
+def _each(reads: Sequence[Statement]) -> Steps[Request, list[Any]]:
+    answers = []
+    for read in reads:
+        answers.append((yield read))
+    return answers
+
+
+def is_spent_many_steps(store: Store, request_ids: Sequence[bytes]) -> Steps[Request, list[bool]]:
+    """Read a batch in one read transaction."""
+    reads = [Statement(sql.IS_SPENT, (store.namespace, raw, store.uuid)) for raw in request_ids]
+    rows = yield from _snapshot(store, _each(reads), "is_spent_many")
+    if any(row is None for row in rows):
+        raise store.forgot()
+    return [bool(row[0] == 1) for row in rows]
+
+
+# -- listing -------------------------------------------------------------------------
+
+
+def ids_page_steps(
+    store: Store, after: bytes, page: int
+) -> Steps[Request, tuple[list[str], bytes | None]]:
+    """One keyset page of this namespace's ids in byte order (markers skipped), and where
+    the next page starts (``None``: this was the last)."""
+    read = Statement(sql.SCAN_PAGE, (store.namespace, after, page), "all")
+    (rows,) = yield from _snapshot(store, _each([read]), "scan")
+    ids = [bytes(raw).decode("utf-8") for (raw,) in rows if not is_marker(bytes(raw))]
+    return ids, (bytes(rows[-1][0]) if len(rows) == page else None)
+
+
+def lineage_steps(store: Store) -> Steps[Request, list[str]]:
+    """The store_ids this store was migrated from (its lineage markers)."""
+    low, high = marker_range(MarkerKind.LINEAGE)
+    read = Statement(sql.MARKER_RANGE, (store.namespace, low, high), "all")
+    (rows,) = yield from _snapshot(store, _each([read]), "lineage")
+    return [marker_subject(MarkerKind.LINEAGE, bytes(raw)) for (raw,) in rows]
+
+
+def namespaces_page_steps(
+    store: Store, after: str, page: int
+) -> Steps[Request, tuple[list[str], str | None]]:
+    """The next ``page`` namespaces after ``after`` that hold a record, an id or a marker
+    (one primary-key seek each, in one snapshot), in order; this ledger's own included
+    even when it holds nothing yet (the file's uuid is its genesis; a namespace leaves
+    no other trace until it records). And where the next page starts (``None``: last)."""
+    found = yield from _snapshot(store, _seek(after, page), "namespaces")
+    last = len(found) < page
+    own = store.namespace
+    if own not in found and after < own and (last or own < found[-1]):
+        found.append(own)
+        found.sort()
+    return found, (None if last else found[-1])
+
+
+def _seek(after: str, page: int) -> Steps[Request, list[str]]:
+    found: list[str] = []
+    cursor = after
+    while len(found) < page:
+        row = yield Statement(sql.NEXT_NAMESPACE, (cursor,))
+        if row is None or row[0] is None:
+            break
+        cursor = str(row[0])
+        found.append(cursor)
+    return found

@@ -1,0 +1,87 @@
+"""What a SQLite ledger is: its ``store_id`` and what a spend survives (C6, durability).
+
+The identity is a uuid written into the file by its first opener; the filesystem the
+file lives on decides what an acknowledged spend survives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ledger_core.errors import UnsafeStoreConfig
+from ledger_core.protocol import Durability, LedgerInfo
+
+from .options import Target
+
+# Filesystems that keep a file only while the machine runs: an acknowledged spend
+# survives the writer's crash (the page cache is the store) but not a power loss.
+VOLATILE_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def filesystem_of(path: str, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path`` (Linux ``/proc/self/mounts``), or
+    ``None`` when unknown. Read once per open: cheap, and the mount cannot change
+    under an open file."""
+    if mounts is None:
+        try:
+            with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+                mounts = f.read()
+        except OSError:
+            return None
+    where = os.path.realpath(os.path.dirname(path) or ".")
+    found: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and (found is None or len(point) >= found[0]):  # the last, deepest mount
+            found = (len(point), fields[2])
+    return None if found is None else found[1]
+
+
+def store_id(store_uuid: str, namespace: str) -> str:
+    # The uuid has a fixed form, so everything after it is the namespace: no collisions.
+    return f"sqlite:{store_uuid}:{namespace}"
+
+
+def ledger_info(target: Target, store_uuid: str, filesystem: str | None) -> LedgerInfo:
+    """The ledger's description; a file on tmpfs/ramfs proves only when accepted."""
+    proof: str | None = store_id(store_uuid, target.namespace)
+    reason = None
+    survives = Durability.MACHINE
+    if filesystem in VOLATILE_FILESYSTEMS:
+        survives = Durability.PROCESS
+        if target.durability != Durability.PROCESS:
+            proof = None
+            reason = (
+                f"the file is on {filesystem}: a spend survives a crash of the process "
+                "but not of the machine; pass durability=process to accept that"
+            )
+    return LedgerInfo(
+        backend="sqlite",
+        store_id=proof,
+        reason=reason,
+        location=target.location,
+        namespace=target.namespace,
+        identity="uuid created inside the database file on first open",
+        durability=survives,
+    )
+
+
+def forgot(target: Target, store: str | None) -> UnsafeStoreConfig:
+    return UnsafeStoreConfig(
+        f"the SQLite ledger {target.path!r} forgot: its identity changed since this "
+        f"ledger opened ({store}); reopen it (anything minted under the old store_id is "
+        "asked again)"
+    )
+
+
+def moved(target: Target) -> UnsafeStoreConfig:
+    return UnsafeStoreConfig(
+        f"the SQLite ledger file {target.path!r} was deleted or replaced since this "
+        "ledger opened; reopen it (anything minted under the old store_id is asked again)"
+    )

@@ -1,0 +1,94 @@
+"""``sqlite:///relative.db`` and ``sqlite:////absolute.db`` (SQLAlchemy's convention) ->
+one frozen :class:`Target`. No I/O."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import unquote
+
+from ledger_core.errors import InvalidLedgerURL, LedgerUnavailable
+from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
+from ledger_core.opening import OpenRequest
+from ledger_core.protocol import Durability
+from ledger_core.urls import LedgerURL
+
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+# ``create`` (default true): whether a missing file may become a new, empty ledger.
+# The CLI's reads, ``spend`` and a migration's source open with create=false.
+# ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
+OPTIONS = frozenset({"busy_timeout", "create", "durability"})
+
+_DURABILITY = {
+    "machine": Durability.MACHINE,
+    Durability.MACHINE: Durability.MACHINE,
+    "process": Durability.PROCESS,
+    Durability.PROCESS: Durability.PROCESS,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One ledger to open: an absolute path (fixed at open, so a later ``chdir`` never
+    moves the ledger to another file), a namespace and how to treat the file."""
+
+    path: str
+    namespace: str = DEFAULT_NAMESPACE
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    create: bool = True
+    durability: str = Durability.MACHINE  # what the user accepts as a proof
+
+    def checked(self) -> Target:
+        """This target validated (no I/O): an absolute path, a valid namespace, a known
+        durability level; an in-memory database refused (it forgets)."""
+        accepted = _DURABILITY.get(self.durability)
+        if accepted is None:
+            raise InvalidLedgerURL(
+                f"durability must be 'machine' or 'process', not {self.durability!r}"
+            )
+        raw = os.fspath(self.path)
+        if raw in ("", ":memory:") or raw.startswith("file::memory:"):
+            raise LedgerUnavailable("an in-memory SQLite database forgets: give a file path")
+        return replace(
+            self,
+            path=os.path.abspath(raw),
+            namespace=validate_namespace(self.namespace),
+            durability=accepted,
+        )
+
+    def keywords(self) -> dict[str, Any]:
+        """The ledger's keyword options (``SQLiteLedger(path, **keywords)``)."""
+        return {
+            "namespace": self.namespace,
+            "busy_timeout": self.busy_timeout,
+            "create": self.create,
+            "durability": self.durability,
+        }
+
+    @property
+    def location(self) -> str:
+        return f"sqlite:///{self.path}"
+
+
+def url_path(url: LedgerURL) -> str:
+    if url.parts.netloc:
+        raise InvalidLedgerURL(
+            f"{url}: a SQLite URL has no host; use sqlite:///relative.db or sqlite:////abs.db"
+        )
+    path = unquote(url.parts.path)[1:]
+    if not path:
+        raise InvalidLedgerURL(f"{url}: no file path (e.g. sqlite:///ledger.db)")
+    return path
+
+
+def target(request: OpenRequest) -> Target:
+    request.check(OPTIONS)
+    return Target(
+        url_path(request.url),
+        namespace=request.namespace,
+        busy_timeout=request.seconds("busy_timeout", DEFAULT_BUSY_TIMEOUT),
+        create=request.create(),
+        durability=request.text("durability", "machine"),
+    ).checked()
