@@ -36,7 +36,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, ledger in (
             ("memory", MemoryLedger()),
-            ("sqlite", MarkerReentry(SQLiteLedger(os.path.join(tmp, "l.db")))),
+            ("sqlite", SQLiteLedger(os.path.join(tmp, "l.db"))),  # native spend_as
+            ("sqlite+markers", MarkerReentry(SQLiteLedger(os.path.join(tmp, "m.db")))),
         ):
             store = ledger.store_id
 
