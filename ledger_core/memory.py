@@ -58,6 +58,22 @@ class MemoryStore:
         with self._lock:
             return sorted(self._keys)
 
+    def remove_namespaces(self, prefix: str) -> int:
+        """Drop every record of every namespace named ``prefix...`` (scratch removal:
+        ``decision-ledger check``'s own namespaces, never a ledger's call)."""
+        with self._lock:
+            doomed = {key for key in self._keys if _namespace_of(key).startswith(prefix)}
+            self._keys -= doomed
+            for key in doomed:
+                self._holders.pop(key, None)
+            return len({_namespace_of(key) for key in doomed})
+
+
+def _namespace_of(key: bytes) -> str:
+    """The namespace of a :func:`ledger_key` (its length prefix says where it ends)."""
+    length, _, rest = key.partition(b":")
+    return rest[: int(length)].decode("utf-8")
+
 
 _named_stores: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
@@ -99,6 +115,10 @@ class MemoryLedger(LedgerBase):
         """C10: ``spend`` that also answers ``True`` again to the attempt key that won."""
         raw = validate_request_id(request_id)
         return self._store.add_as(ledger_key(self._namespace, raw), attempt_digest(attempt_key))
+
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace with a record in this store, each once (NamespaceListing)."""
+        yield from sorted({_namespace_of(key) for key in self._store.snapshot()})
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace (for ``migrate``)."""
@@ -154,6 +174,10 @@ _OPTIONS = {"create"}
 
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Remove the namespaces named ``prefix...`` (``decision-ledger check``'s scratch)."""
+        return _store_for(url).remove_namespaces(prefix)
 
     def open(self, request: OpenRequest) -> MemoryLedger:
         request.check(_OPTIONS)

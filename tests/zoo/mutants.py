@@ -23,6 +23,12 @@ from ledger_core.ids import MARKER_LEAD, validate_request_id
 from . import restartable
 from .base import FORGOT, GUARD, TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
 from .local import swallows_locked
+from .reentry import (
+    reenters_any_key,
+    reenters_plain_spend,
+    reentry_check_then_set,
+    reentry_true_after_ambiguous,
+)
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -419,6 +425,9 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "read_pad_space": "not C8_lookalike and not C8_generated",
     "capped": "not C2_volume",
     "swallows_locked": "not C4_local",
+    # Nothing but C10 calls spend_as: the rest of the suite passes any re-entry bug.
+    "reenters_any_key": "not C10",
+    "reenters_plain_spend": "not C10",
 }
 
 # factory name -> (clause the suite must fail, -k selection, profile)
@@ -451,6 +460,16 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "async_variant_differs": ("C9", "C9", "quick"),
     "markers_in_id_space": ("H3", "H3", "quick"),
     "lists_other_stores": ("L1", "L1", "quick"),
+    "reenters_any_key": ("C10", "C10_same_key", "quick"),
+    "reenters_plain_spend": ("C10", "C10_plain_spend", "quick"),
+    "reentry_check_then_set": ("C10", "C10_distinct_keys", "quick"),
+    "reentry_true_after_ambiguous": ("C10", "C10_faults", "quick"),
 }
 
-__all__ = ["swallows_locked"]  # re-exported: the meta-test names factories here
+__all__ = [  # re-exported: the meta-test names factories here
+    "reenters_any_key",
+    "reenters_plain_spend",
+    "reentry_check_then_set",
+    "reentry_true_after_ambiguous",
+    "swallows_locked",
+]

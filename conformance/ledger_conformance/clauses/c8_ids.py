@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ledger_core.errors import InvalidRequestId
 
+from ..declare import declare
 from ..harness import Handle, Ledgers
 from .common import assert_linearizable, expect_bool, require_is_spent
 
@@ -105,6 +106,8 @@ INVALID_IDS: tuple[tuple[object, str | None], ...] = (
     ("a\udfffb", "ab"),
 )
 
+C8 = declare("C8", "ids: 1-1024 UTF-8 bytes, compared exactly; invalid ids refused")
+
 
 def _assert_invalid(handle: Handle, method: str, value: object) -> None:
     with pytest.raises(InvalidRequestId):
@@ -118,7 +121,7 @@ _ids = st.one_of(_valid_text, st.sampled_from(EDGE_IDS))
 
 
 class C8Ids:
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_edge_ids_are_distinct(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         handle = ledgers.open(label)
@@ -135,7 +138,7 @@ class C8Ids:
             assert other.spend(request_id) is False, f"{request_id[:80]!r} spent twice"
         assert_linearizable(ledgers, "C8")
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_lookalike_reads(self, ledgers: Ledgers) -> None:
         """Reads of a look-alike BEFORE and AFTER its twin is spent, each pair on a store
         of its own (spending every id first would hide an is_spent that strips or folds)."""
@@ -166,7 +169,7 @@ class C8Ids:
         )
         assert_linearizable(ledgers, "C8")
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_invalid_ids_refused(self, ledgers: Ledgers) -> None:
         handle = ledgers.open(ledgers.label())
         for value, _ in INVALID_IDS:
@@ -180,7 +183,7 @@ class C8Ids:
                 f"refusing {value!r} recorded {lookalike[:40]!r} (the spend of it returned False)"
             )
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_generated_ids(self, ledgers: Ledgers) -> None:
         handle = ledgers.open(ledgers.label())
         spent: set[str] = set()

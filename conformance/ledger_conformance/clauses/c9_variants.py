@@ -6,12 +6,15 @@ import pytest
 
 from ledger_core.errors import InvalidRequestId
 
+from ..declare import declare
 from ..harness import Ledgers
 from .common import assert_linearizable, expect_bool, open_flavor
 
+C9 = declare("C9", "the sync and async variants agree on one store")
+
 
 class C9Variants:
-    @pytest.mark.clause("C9")
+    @C9()
     def test_C9_sync_and_async_agree(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         sync = open_flavor(ledgers, label, "sync")
