@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from .declare import Clause, clause_of_mark
+from .declare import Clause, clause_of_mark, clause_of_name
 
 if TYPE_CHECKING:
     import pytest
@@ -41,8 +41,6 @@ class Collector:
             clause, _ = clause_of_mark(marker.args, dict(marker.kwargs))
             self.clauses[item.nodeid] = clause
             return
-        from .report import clause_of_name
-
         name = clause_of_name(item.name)
         if name:
             self.clauses[item.nodeid] = clause_of_mark((name,), {})[0]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pytest
 
 _ID = re.compile(r"([A-Z]+)(\d+)")
+_NAME = re.compile(r"test_([A-Z]+\d+)_")
 
 CAPABILITY, HOOK, ROUTE = "capability", "hook", "route"
 
@@ -83,6 +84,12 @@ ROUTABLE = Need(
 def capabilities_of(ledger: object) -> tuple[str, ...]:
     """The names of the optional capabilities ``ledger`` offers, in declaration order."""
     return tuple(need.name for need in CAPABILITIES if need.present_on(ledger))
+
+
+def clause_of_name(name: str) -> str | None:
+    """The clause a test's name gives (``test_C10_...`` -> ``C10``), for unmarked tests."""
+    found = _NAME.search(name)
+    return found.group(1) if found else None
 
 
 def clause_key(clause_id: str) -> tuple[str, int, str]:
@@ -158,6 +165,7 @@ __all__ = [
     "capabilities_of",
     "clause_key",
     "clause_of_mark",
+    "clause_of_name",
     "declare",
     "declared",
 ]

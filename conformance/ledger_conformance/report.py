@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,12 +17,6 @@ PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY = (
     "not applicable",
     "partly exercised",
 )
-_NAME = re.compile(r"test_([A-Z]+\d+)_")
-
-
-def clause_of_name(name: str) -> str | None:
-    found = _NAME.search(name)
-    return found.group(1) if found else None
 
 
 @dataclass(frozen=True)
