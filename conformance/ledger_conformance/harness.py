@@ -102,7 +102,8 @@ class Runtime:
 
 
 def error_text(exc: BaseException) -> str:
-    """One line, whole: a driver's multi-line message (libpq's) joined, not cut."""
+    """One line, whole: a driver's multi-line message (a connection error with a hint
+    line) joined, not cut."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 

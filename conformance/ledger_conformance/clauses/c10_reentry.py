@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from ledger_core.errors import InvalidRequestId, LedgerError
+from ledger_core.ids import MAX_ID_BYTES
+from ledger_core.reentry import MAX_KEY_CHARS, MIN_KEY_CHARS
 
 from ..context import Factory, LedgerContext, enter_factory
 from ..declare import ROUTABLE, SPEND_AS, declare
@@ -36,8 +38,8 @@ WORKERS = 16  # threads (each with its own key) released together on each id
 BAD_KEYS: tuple[object, ...] = (
     "",
     "short",
-    "k" * 15,  # one under the minimum
-    "k" * 257,  # one over the maximum
+    "k" * (MIN_KEY_CHARS - 1),
+    "k" * (MAX_KEY_CHARS + 1),
     "clé-" + "k" * 20,  # not ASCII
     "k" * 20 + "\n",  # not printable
     "tab\tkey-0123456789",
@@ -45,11 +47,11 @@ BAD_KEYS: tuple[object, ...] = (
     None,
     12345678901234567890,
 )
-BAD_IDS: tuple[object, ...] = ("", "w" * 1025, b"abc", None, "\ud800")
+BAD_IDS: tuple[object, ...] = ("", "w" * (MAX_ID_BYTES + 1), b"abc", None, "\ud800")
 
 
 def new_keys(count: int) -> list[str]:
-    """``count`` distinct attempt keys (printable ASCII, 16-256 characters)."""
+    """``count`` distinct valid attempt keys (32 printable ASCII characters)."""
     return [f"attempt-{secrets.token_hex(12)}" for _ in range(count)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_core.errors import InvalidRequestId
+from ledger_core.ids import MAX_ID_BYTES
 
 from ..declare import declare
 from ..harness import Ledgers
@@ -35,7 +36,7 @@ class C9Variants:
                     f"the {reader.flavor} variant spent {request_id!r} again"
                 )
         for handle in (sync, asyn):
-            for bad in ("", "v" * 1025, b"bytes"):
+            for bad in ("", "v" * (MAX_ID_BYTES + 1), b"bytes"):
                 with pytest.raises(InvalidRequestId):
                     handle.call("spend", bad)
         assert sync.has_is_spent == asyn.has_is_spent, "only one variant has is_spent"
