@@ -39,7 +39,7 @@ def _listed(url: str, scratch: str, prefix: str) -> tuple[list[str] | None, str]
             return None, "the ledger has no namespaces() listing, so they were not counted"
         try:
             return sorted(n for n in lister() if isinstance(n, str) and n.startswith(prefix)), ""
-        except LedgerError as exc:
+        except Exception as exc:  # a third party's listing: said, never a crash after the table
             return None, f"listing them failed ({error_text(exc)})"
     finally:
         close = getattr(ledger, "close", None)
@@ -56,7 +56,7 @@ def scratch_lines(url: str, scratch: str, *, keep: bool = False) -> list[str]:
     if callable(remover) and not keep and is_scratch_prefix(prefix):
         try:
             removed = remover(parsed, prefix)
-        except LedgerError as exc:
+        except Exception as exc:  # said with the reason; the table above stands
             return [
                 f"scratch: removing the namespaces named {prefix}* failed ({error_text(exc)}); "
                 "drop them with the store's own tools"

@@ -4,11 +4,10 @@ passes the whole suite on a SQLite file (issue 9)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from .runs import run_pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "backends.md"
@@ -26,32 +25,11 @@ def test_the_docs_factory_is_the_examples_factory() -> None:
 
 
 def test_the_example_passes_the_suite(tmp_path: Path) -> None:
-    env = {**os.environ, "ACME_DB": str(tmp_path / "acme.db"), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "ledger_conformance",
-            "--ledger-factory",
-            "examples.acme_backend:factory",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "--tb=line",
-            "-rfE",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    done = run_pytest(
+        "--pyargs", "ledger_conformance", "--ledger-factory", "examples.acme_backend:factory",
+        "-q", "--tb=line", "-rfE",
+        cwd=ROOT, env={"ACME_DB": str(tmp_path / "acme.db")}, timeout=280,
+    )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     for clause in ("C1", "C7", "C8", "C9", "C10", "H3", "L1"):  # labels with / | . and spaces

@@ -4,8 +4,6 @@ optional capabilities are detected; check says what it left in the store (issue 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,8 @@ from ledger_conformance.report import CaseOutcome, render, summarize
 from ledger_conformance.runner import run_check
 from ledger_conformance.scratch import is_scratch_prefix
 from ledger_core import AsyncMemoryLedger, MemoryLedger
+
+from .runs import run_pytest
 
 
 def test_two_digit_clause_ids_sort_after_one_digit_ones() -> None:
@@ -144,28 +144,10 @@ def _ledger(name: str) -> MemoryLedger:
 
 
 def test_the_pytest_form_prints_the_table_with_durability(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "ledger_conformance",
-            "--ledger-url",
-            f"sqlite:///{tmp_path / 'd.db'}",
-            "-k",
-            "C7",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    done = run_pytest(
+        "--pyargs", "ledger_conformance", "--ledger-url", f"sqlite:///{tmp_path / 'd.db'}",
+        "-k", "C7", "-q",
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "decision-ledger conformance" in done.stdout
     assert re.search(r"ledger \(sync\): sqlite, store_id \S+,\s+durability \S+", done.stdout), (

@@ -5,10 +5,9 @@ of the suite's machinery, until a ledger test runs."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from .runs import run_pytest
 
 HEAVY_ROOTS = {
     "hypothesis",
@@ -51,16 +50,7 @@ def test_unrelated(pytestconfig):
 
 def test_loading_the_plugin_imports_nothing_heavy(tmp_path: Path) -> None:
     (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_unrelated.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_pytest("-q", "test_unrelated.py", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads((tmp_path / "modules.json").read_text())
     modules = set(seen["modules"])

@@ -21,7 +21,16 @@ from ledger_core.errors import AmbiguousSpend, LedgerUnavailable, UnsafeStoreCon
 from ledger_core.ids import MARKER_LEAD, validate_request_id
 
 from . import restartable
-from .base import FORGOT, GUARD, TIMEOUT, AsyncZooLedger, ZooLedger, build, redis_address
+from .base import (
+    FORGOT,
+    GUARD,
+    TIMEOUT,
+    AsyncZooLedger,
+    ZooLedger,
+    build,
+    factory_of,
+    redis_address,
+)
 from .local import swallows_locked
 from .reentry import (
     reenters_any_key,
@@ -366,12 +375,7 @@ class ListsOtherStores(ZooLedger):
 # -- the factories -----------------------------------------------------------------
 
 
-def _factory(cls: type[Any]) -> Any:
-    def factory(ctx: LedgerContext) -> Any:
-        return build(cls, ctx)
-
-    factory.__name__ = factory.__qualname__ = cls.__name__
-    return factory
+_factory = factory_of
 
 
 check_then_set = _factory(CheckThenSet)

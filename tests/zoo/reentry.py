@@ -7,18 +7,14 @@ holder. After a failure, the value read back decides (C5): our token, or our dig
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from typing import Any
 
 import redis
 
-from ledger_conformance import LedgerContext
-from ledger_core.errors import AmbiguousSpend, LedgerUnavailable
 from ledger_core.reentry import attempt_digest
 
-from .base import GUARD, GUARDED_GET, AsyncZooLedger, ZooLedger, redis_address
+from .base import GUARD, ZooLedger, factory_of
 
 # 1 when this call recorded the id, else the value that holds it.
 GUARDED_SET_AS = (
@@ -48,20 +44,8 @@ class ReentrantZooLedger(ZooLedger):
         return isinstance(stored, bytes) and stored.partition(b"|")[2] == digest.encode()
 
     def on_spend_as_failure(self, key: str, token: str, digest: str, failure: Exception) -> bool:
-        try:
-            stored = self.guarded(GUARDED_GET, key)
-        except redis.RedisError as exc:
-            raise AmbiguousSpend(f"spend_as failed ({failure}); outcome unknown ({exc})") from exc
-        if stored is None:
-            raise LedgerUnavailable(f"spend_as did not land: {failure}") from failure
+        stored = self.read_back(key, failure)
         return stored == token.encode() or self.holds(stored, digest)
-
-
-class AsyncReentrantZooLedger(AsyncZooLedger):
-    async def spend_as(self, request_id: str, attempt_key: str) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, self.sync.spend_as, request_id, attempt_key
-        )
 
 
 class ReentersAnyKey(ReentrantZooLedger):
@@ -97,18 +81,8 @@ class ReentryTrueAfterAmbiguous(ReentrantZooLedger):
         return True
 
 
-def _factory(cls: type[ReentrantZooLedger]) -> Any:
-    def factory(ctx: LedgerContext) -> Any:
-        host, port = ctx.route(*redis_address())
-        sync = cls(ctx.store, host, port)
-        return AsyncReentrantZooLedger(sync) if ctx.flavor == "async" else sync
-
-    factory.__name__ = factory.__qualname__ = cls.__name__
-    return factory
-
-
-correct = _factory(ReentrantZooLedger)
-reenters_any_key = _factory(ReentersAnyKey)
-reenters_plain_spend = _factory(ReentersPlainSpend)
-reentry_check_then_set = _factory(ReentryCheckThenSet)
-reentry_true_after_ambiguous = _factory(ReentryTrueAfterAmbiguous)
+correct = factory_of(ReentrantZooLedger)
+reenters_any_key = factory_of(ReentersAnyKey)
+reenters_plain_spend = factory_of(ReentersPlainSpend)
+reentry_check_then_set = factory_of(ReentryCheckThenSet)
+reentry_true_after_ambiguous = factory_of(ReentryTrueAfterAmbiguous)
