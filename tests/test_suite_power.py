@@ -28,6 +28,10 @@ from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 from tests.zoo.mutants import EXPECTED, ONLY_CAUGHT_BY
 
+# The module's fixture runs ~45 suites (3 at a time) before the first test: far over the
+# project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
+pytestmark = pytest.mark.timeout(2400)
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 240.0
 FAILED_LINE = re.compile(r"^FAILED \S*::(test_([A-Z]+\d+)_\S*)", re.MULTILINE)
