@@ -89,6 +89,7 @@ class Runtime:
     waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
+    probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed
     _labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def acked_for(self, suite_key: str) -> list[Acked]:
@@ -280,15 +281,13 @@ class Ledgers:
         """flavor -> the optional capabilities its ledgers offer: detected once per suite
         on one ledger of each flavor the factory gives, never assumed."""
         seen = self.runtime.summaries.setdefault(self.suite_key, {})
-        if not {"sync", "async"} <= set(seen):
+        if self.suite_key not in self.runtime.probed:
+            self.runtime.probed.add(self.suite_key)
             label = f"{self.runtime.run_id}-capabilities"
             flavors: tuple[Flavor, ...] = ("sync", "async")
             for flavor in flavors:
                 if flavor not in seen:
                     self.close_handle(self.open(label, flavor))
-            if len(seen) == 1:  # the factory gives one flavor only
-                only = next(iter(seen.values()))
-                seen.setdefault("async" if only.flavor == "sync" else "sync", only)
         return {flavor: s.capabilities or () for flavor, s in seen.items()}
 
     def unmet(self, need: Need, hook: object = None) -> str | None:
