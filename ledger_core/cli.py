@@ -165,6 +165,7 @@ def _check(args: argparse.Namespace) -> int:
         profile=args.profile,
         restart=args.restart,
         forget=args.forget,
+        keep_scratch=args.keep_scratch,
     )
 
 
@@ -384,6 +385,11 @@ def _parser() -> argparse.ArgumentParser:
         "--forget",
         metavar="CMD",
         help="shell command that makes the whole store forget everything (C6; runs last)",
+    )
+    check.add_argument(
+        "--keep-scratch",
+        action="store_true",
+        help="keep the namespaces the run wrote (removed by default where the backend can)",
     )
     profile = check.add_mutually_exclusive_group()
     profile.add_argument("--quick", dest="profile", action="store_const", const="quick")

@@ -58,6 +58,22 @@ class MemoryStore:
         with self._lock:
             return sorted(self._keys)
 
+    def remove_namespaces(self, prefix: str) -> int:
+        """Drop every record of every namespace named ``prefix...`` (scratch removal:
+        ``decision-ledger check``'s own namespaces, never a ledger's call)."""
+        with self._lock:
+            doomed = {key for key in self._keys if _namespace_of(key).startswith(prefix)}
+            self._keys -= doomed
+            for key in doomed:
+                self._holders.pop(key, None)
+            return len({_namespace_of(key) for key in doomed})
+
+
+def _namespace_of(key: bytes) -> str:
+    """The namespace of a :func:`ledger_key` (its length prefix says where it ends)."""
+    length, _, rest = key.partition(b":")
+    return rest[: int(length)].decode("utf-8")
+
 
 _named_stores: dict[str, MemoryStore] = {}
 _named_lock = threading.Lock()
@@ -110,13 +126,7 @@ class MemoryLedger(LedgerBase):
     def namespaces(self) -> Iterator[str]:
         """Every namespace with a record (id or marker) in this store, each once, this
         ledger's own included (NamespaceListing; ``migrate --all-namespaces``)."""
-        seen = {self._namespace}
-        yield self._namespace
-        for key in self._store.snapshot():
-            name = _namespace_of(key)
-            if name not in seen:
-                seen.add(name)
-                yield name
+        yield from sorted({self._namespace, *map(_namespace_of, self._store.snapshot())})
 
 
 class AsyncMemoryLedger(AsyncLedgerBase):
@@ -142,12 +152,6 @@ class AsyncMemoryLedger(AsyncLedgerBase):
         """:meth:`MemoryLedger.namespaces`, as an async iterator."""
         for name in self._sync.namespaces():
             yield name
-
-
-def _namespace_of(key: bytes) -> str:
-    """The namespace of a :func:`ledger_key` (length-prefixed: ``b"3:abc:<id>"``)."""
-    length, _, rest = key.partition(b":")
-    return rest[: int(length)].decode("utf-8")
 
 
 _default: MemoryLedger | None = None
@@ -176,6 +180,10 @@ _OPTIONS = {"create"}
 
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Remove the namespaces named ``prefix...`` (``decision-ledger check``'s scratch)."""
+        return _store_for(url).remove_namespaces(prefix)
 
     def open(self, request: OpenRequest) -> MemoryLedger:
         request.check(_OPTIONS)

@@ -97,3 +97,6 @@ def test_check_passes_its_hook_commands(monkeypatch: pytest.MonkeyPatch) -> None
     assert main(["check", "redis://h/0"]) == 0
     assert seen["restart"] is None
     assert seen["forget"] is None
+    assert seen["keep_scratch"] is False
+    assert main(["check", "redis://h/0", "--keep-scratch"]) == 0
+    assert seen["keep_scratch"] is True

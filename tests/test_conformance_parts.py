@@ -4,8 +4,6 @@ runner's exit codes for bad input."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -23,6 +21,7 @@ from ledger_conformance.runner import run_check
 from ledger_conformance.urlmode import URLFactory, namespace_for, rewrite, routable
 from ledger_core import AsyncMemoryLedger, MemoryLedger, MemoryStore
 from ledger_core.protocol import Durability, LedgerInfo
+from tests.conformance_unit.runs import run_pytest
 
 
 def _route(host: str, port: int) -> tuple[str, int]:
@@ -228,55 +227,20 @@ def test_factory_hooks_are_attributes() -> None:
 
 @pytest.mark.parametrize("hook", ["restart", "forget"])
 def test_a_hook_given_twice_is_a_usage_error(hook: str) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "ledger_conformance",
-            "--ledger-url",
-            "memory://x",
-            f"--ledger-{hook}",
-            "json:dumps",
-            f"--ledger-{hook}-cmd",
-            "true",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_pytest(
+        "--pyargs", "ledger_conformance", "--ledger-url", "memory://x",
+        f"--ledger-{hook}", "json:dumps", f"--ledger-{hook}-cmd", "true",
         timeout=120,
-        check=False,
-    )
+    )  # fmt: skip
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert f"--ledger-{hook} or --ledger-{hook}-cmd, not both" in done.stderr
 
 
 def test_forget_clauses_run_after_the_final_check() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "ledger_conformance",
-            "--ledger-url",
-            "memory://x",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_pytest(
+        "--pyargs", "ledger_conformance", "--ledger-url", "memory://x", "--collect-only", "-q",
         timeout=120,
-        check=False,
-    )
+    )  # fmt: skip
     names = [line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if "::" in line]
     assert names[-3:] == [
         "test_C2_every_acknowledged_id_still_spent",

@@ -1,4 +1,4 @@
-"""The decision-ledger conformance suite (C1-C9, H1-H5) for any ledger.
+"""The decision-ledger conformance suite (C1-C10, H1-H5) for any ledger.
 
 Run it with ``pytest --pyargs ledger_conformance --ledger-url URL`` (or
 ``--ledger-factory module:callable``), with ``decision-ledger check``, or subclass

@@ -22,17 +22,16 @@ from typing import Any, TypeVar
 from ledger_core.protocol import is_async_ledger
 
 from .context import Cleanup, Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
+from .declare import CAPABILITY, HOOK, ROUTE, Need
 from .history import History, Op, OpKind, Violation, check
 from .profile import Profile
+from .report import LedgerSummary, summarize_ledger
 
 T = TypeVar("T")
 
 # How long any single call may take outside of an injected fault before the suite gives up.
 CALL_BOUND = 60.0
 KEY_SEPARATOR = "\x1f"
-# user_properties a test leaves for the report: a note, a part left out, another clause's
-# violations seen by this test (value: (clause, text)).
-NOTE, PARTLY, REFER = "ledger_note", "ledger_partly", "ledger_refer"
 
 
 class SuiteLoop:
@@ -88,6 +87,9 @@ class Runtime:
     forgot: bool = False  # the forget hook ran: every earlier spend may be gone
     # suite -> (label, ids, monotonic time of their spend): C2's wait runs behind the run
     waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
+    # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
+    summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
+    probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed
     _labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def acked_for(self, suite_key: str) -> list[Acked]:
@@ -101,7 +103,8 @@ class Runtime:
 
 
 def error_text(exc: BaseException) -> str:
-    """One line, whole: a driver's multi-line message (libpq's) joined, not cut."""
+    """One line, whole: a driver's multi-line message (a connection error with a hint
+    line) joined, not cut."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 
@@ -136,20 +139,24 @@ class Handle:
     def key(self, request_id: str) -> str:
         return f"{self.label}{KEY_SEPARATOR}{request_id}"
 
-    # -- unrecorded calls (invalid ids, host rules) ------------------------------------
-    def call(self, method: str, request_id: object) -> object:
+    def has(self, need: Need) -> bool:
+        """Whether this ledger offers the optional capability ``need`` (detected)."""
+        return need.present_on(self.ledger)
+
+    # -- unrecorded calls (invalid ids, host rules, spend_as) -------------------------
+    def call(self, method: str, *args: object) -> object:
         """Call ``method`` from a sync thread, whatever the ledger's shape."""
         fn = getattr(self.ledger, method)
         if self.is_async:
-            return self._loop.run(_awaited(fn, request_id))
-        return fn(request_id)
+            return self._loop.run(_awaited(fn, *args))
+        return fn(*args)
 
-    async def acall(self, method: str, request_id: object) -> object:
+    async def acall(self, method: str, *args: object) -> object:
         """Call ``method`` from the suite loop (a sync ledger runs on a worker thread)."""
         fn = getattr(self.ledger, method)
         if self.is_async:
-            return await fn(request_id)
-        return await asyncio.to_thread(fn, request_id)
+            return await fn(*args)
+        return await asyncio.to_thread(fn, *args)
 
     # -- recorded calls ----------------------------------------------------------------
     def spend(self, request_id: str, process: str | None = None) -> object:
@@ -222,8 +229,8 @@ class Handle:
             self._owner.acked.append(Acked(self.label, request_id, op))
 
 
-async def _awaited(fn: Callable[[object], Any], arg: object) -> object:
-    return await fn(arg)
+async def _awaited(fn: Callable[..., Any], *args: object) -> object:
+    return await fn(*args)
 
 
 class Ledgers:
@@ -265,7 +272,34 @@ class Ledgers:
         ledger, cleanup = self.runtime.loop.run(enter_factory(self.factory, ctx))
         handle = Handle(ledger, label, self)
         self._cleanups.append((handle, cleanup))
+        seen = self.runtime.summaries.setdefault(self.suite_key, {})
+        if handle.flavor not in seen:
+            seen[handle.flavor] = summarize_ledger(ledger, handle.flavor)
         return handle
+
+    def capabilities(self) -> dict[str, tuple[str, ...]]:
+        """flavor -> the optional capabilities its ledgers offer: detected once per suite
+        on one ledger of each flavor the factory gives, never assumed."""
+        seen = self.runtime.summaries.setdefault(self.suite_key, {})
+        if self.suite_key not in self.runtime.probed:
+            self.runtime.probed.add(self.suite_key)
+            label = f"{self.runtime.run_id}-capabilities"
+            flavors: tuple[Flavor, ...] = ("sync", "async")
+            for flavor in flavors:
+                if flavor not in seen:
+                    self.close_handle(self.open(label, flavor))
+        return {flavor: s.capabilities or () for flavor, s in seen.items()}
+
+    def unmet(self, need: Need, hook: object = None) -> str | None:
+        """The skip reason when ``need`` is missing (``hook``: the need's fixture value)."""
+        if need.kind == HOOK:
+            return need.reason() if hook is None else None
+        if need.kind == ROUTE:
+            return None if getattr(self.factory, "routable", True) else need.reason()
+        if need.kind == CAPABILITY:
+            offered = self.capabilities().values()
+            return None if any(need.name in found for found in offered) else need.reason()
+        return None
 
     def close_handle(self, handle: Handle) -> None:
         """Close one ledger now (C2 reopen); the others close at teardown."""

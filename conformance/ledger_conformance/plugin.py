@@ -1,31 +1,33 @@
-"""pytest plugin: the suite's options, fixtures and ordering.
+"""pytest plugin: the suite's options, fixtures, ordering and per-clause table.
 
 Registered as a ``pytest11`` entry point, so ``pytest --pyargs ledger_conformance
 --ledger-url URL`` (or ``--ledger-factory module:callable``) runs the suite, and a
 project's own tests can subclass :class:`ledger_conformance.LedgerConformance`.
+
+Light, the way Hypothesis's plugin is: every pytest run in an environment that has the
+suite installed loads this module, so at import it needs only pytest and the suite's own
+small pure modules. The harness, the clauses, the core and any backend are imported when
+a ledger test actually runs (or ``--ledger-url`` is given).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledger_core.errors import LedgerError
-from ledger_core.registry import backend_for
-from ledger_core.urls import LedgerURL
+from .collect import REFER, Collector, suite_of
+from .profile import PROFILES
 
-from .harness import REFER, Ledgers, Runtime
-from .hooks import ShellHook
-from .loading import FactoryPathError, load_factory
-from .profile import PROFILES, get_profile
-from .urlmode import SCRATCH_PREFIX, URLFactory
+if TYPE_CHECKING:
+    from .harness import Ledgers, Runtime
 
 FIRST_MARK = "ledger_first"
 FINAL_MARK = "ledger_final"
 FORGET_MARK = "ledger_forgets"
+REPORT_OPTION = "--ledger-report"
 # (option naming a module:callable, option naming a shell command, what the hook does)
 HOOKS = {
     "restart": ("--ledger-restart", "--ledger-restart-cmd", "restarts the store's server (C2)"),
@@ -35,6 +37,8 @@ HOOKS = {
         "makes the whole store under test forget everything (C6 after forget; runs last)",
     ),
 }
+_COLLECTOR = pytest.StashKey[Collector]()
+_RUNTIME = pytest.StashKey["Runtime"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,6 +66,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=sorted(PROFILES),
         help="how hard to push: quick (default) or thorough",
     )
+    group.addoption(
+        REPORT_OPTION,
+        default="table",
+        choices=["table", "none"],
+        help="print the per-clause table (with each ledger's durability) after the run",
+    )
+    group.addoption(
+        "--ledger-scratch",
+        default=None,
+        metavar="PREFIX",
+        help="with --ledger-url: the prefix of every namespace the run writes "
+        "(default: ledger-conformance)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,11 +88,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{FORGET_MARK}: calls the forget hook; runs after the final checks"
     )
+    config.stash[_COLLECTOR] = Collector()
     url = config.getoption("--ledger-url", None)
     factory = config.getoption("--ledger-factory", None)
     if url and factory:
         raise pytest.UsageError("give --ledger-url or --ledger-factory, not both")
     if url:
+        from ledger_core.errors import LedgerError
+        from ledger_core.registry import backend_for
+        from ledger_core.urls import LedgerURL
+
         try:
             backend_for(LedgerURL.parse(url).scheme)
         except LedgerError as exc:  # unknown scheme, missing driver, malformed URL
@@ -84,12 +106,35 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption(path_option, None) and config.getoption(cmd_option, None):
             raise pytest.UsageError(f"give {path_option} or {cmd_option}, not both")
     hooks = [config.getoption(path_option, None) for path_option, _, _ in HOOKS.values()]
-    for path in (factory, *hooks):
-        if path:
-            try:
-                load_factory(path)
-            except FactoryPathError as exc:
-                raise pytest.UsageError(str(exc)) from None
+    if any(path for path in (factory, *hooks)):
+        from .loading import FactoryPathError, load_factory
+
+        for path in (factory, *hooks):
+            if path:
+                try:
+                    load_factory(path)
+                except FactoryPathError as exc:
+                    raise pytest.UsageError(str(exc)) from None
+
+
+def collector_of(config: pytest.Config) -> Collector:
+    """The outcomes of this run's clause tests (``decision-ledger check`` reads them)."""
+    return config.stash[_COLLECTOR]
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    collector = item.config.stash.get(_COLLECTOR, None)
+    if collector is not None:
+        collector.add_item(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    collector = item.config.stash.get(_COLLECTOR, None)
+    if collector is not None and item.nodeid in collector.clauses:
+        collector.add_report(report)
+    return report
 
 
 def pytest_collection_modifyitems(
@@ -99,7 +144,8 @@ def pytest_collection_modifyitems(
     # permanence check must see every id acknowledged in the run, and the
     # forget clauses (which legitimately lose every id) must come after it: forgetting
     # wipes the whole store, so they run after the final checks of every suite.
-    items.sort(key=_phase)
+    if any(item.get_closest_marker("clause") is not None for item in items):
+        items.sort(key=_phase)
 
 
 def _phase(item: pytest.Item) -> int:
@@ -110,10 +156,34 @@ def _phase(item: pytest.Item) -> int:
     return 1 if item.get_closest_marker(FINAL_MARK) is not None else 0
 
 
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The per-clause table of each suite that ran, under what its ledgers said of
+    themselves (backend, store_id, durability, capabilities): the pytest form shows what
+    ``decision-ledger check`` shows."""
+    collector = config.stash.get(_COLLECTOR, None)
+    if collector is None or not collector.outcomes:
+        return
+    if config.getoption(REPORT_OPTION, "table") == "none":
+        return
+    from .report import render, summarize
+
+    runtime = config.stash.get(_RUNTIME, None)
+    for suite, outcomes in collector.by_suite().items():
+        summaries = runtime.summaries.get(suite, {}) if runtime is not None else {}
+        terminalreporter.write_sep("=", f"decision-ledger conformance: {suite}")
+        table = render(summarize(outcomes), ledgers=list(summaries.values()))
+        for line in table.splitlines():
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def ledger_runtime(pytestconfig: pytest.Config) -> Iterator[Runtime]:
     """Session state: the suite's event loop, the run id, acknowledged spends."""
+    from .harness import Runtime
+    from .profile import get_profile
+
     runtime = Runtime(get_profile(pytestconfig.getoption("--ledger-profile", "quick")))
+    pytestconfig.stash[_RUNTIME] = runtime  # for the table
     yield runtime
     runtime.close()
 
@@ -123,9 +193,14 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     """The factory named on the command line, or ``None`` when there is none."""
     url = pytestconfig.getoption("--ledger-url", None)
     if url:
-        return URLFactory(url, SCRATCH_PREFIX)  # labels carry the run id
+        from .urlmode import SCRATCH_PREFIX, URLFactory
+
+        scratch = pytestconfig.getoption("--ledger-scratch", None) or SCRATCH_PREFIX
+        return URLFactory(url, scratch)  # labels carry the run id
     path = pytestconfig.getoption("--ledger-factory", None)
     if path:
+        from .loading import load_factory
+
         return load_factory(path)
     return None
 
@@ -134,9 +209,15 @@ def _option_hook(config: pytest.Config, name: str) -> Any:
     path_option, cmd_option, _ = HOOKS[name]
     path = config.getoption(path_option, None)
     if path:
+        from .loading import load_factory
+
         return load_factory(path)
     command = config.getoption(cmd_option, None)
-    return ShellHook(name, command) if command else None
+    if not command:
+        return None
+    from .hooks import ShellHook
+
+    return ShellHook(name, command)
 
 
 @pytest.fixture(scope="session")
@@ -155,16 +236,28 @@ def ledger_option_forget(pytestconfig: pytest.Config) -> Any:
 def ledgers(
     request: pytest.FixtureRequest, ledger_runtime: Runtime, ledger_factory: Any
 ) -> Iterator[Ledgers]:
-    """Per test: opens ledgers through ``ledger_factory`` and closes them afterwards."""
+    """Per test: opens ledgers through ``ledger_factory`` and closes them afterwards.
+
+    What the test's clause mark says it needs is checked first: a missing capability
+    skips it as "not applicable", a missing hook or route as "not exercised".
+    """
     if ledger_factory is None:
         pytest.skip(
             "not exercised: no ledger under test "
             "(pass --ledger-url URL or --ledger-factory module:callable)"
         )
-    parts = request.node.nodeid.split("::")
-    suite_key = "::".join(parts[:-1])
-    opened = Ledgers(ledger_runtime, ledger_factory, suite_key)
+    from .declare import HOOK, clause_of_mark
+    from .harness import Ledgers
+
+    opened = Ledgers(ledger_runtime, ledger_factory, suite_of(request.node.nodeid))
     try:
+        marker = request.node.get_closest_marker("clause")
+        needs = clause_of_mark(marker.args, dict(marker.kwargs))[1] if marker else ()
+        for need in needs:
+            hook = request.getfixturevalue(need.fixture) if need.kind == HOOK else None
+            reason = opened.unmet(need, hook)
+            if reason is not None:
+                pytest.skip(reason)
         yield opened
     finally:
         for clause, text in opened.referred:
@@ -179,5 +272,5 @@ def ledgers(
 
 
 class LedgerViolationSeen(UserWarning):
-    """A test saw another clause's violation: that clause's tests report it; this is the
-    trace for the pytest form, where the per-clause table is not printed."""
+    """A test saw another clause's violation: that clause's row in the table reports it;
+    this is the trace in pytest's own warnings summary."""

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ledger_core.protocol import describe
 
-CLAUSES: dict[str, str] = {
-    "C1": "once: exactly one True per id (threads, tasks, processes, fork)",
-    "C2": "permanent: spent ids survive reopen, new instances, time, restarts",
-    "C3": "is_spent is exact and current, and never records",
-    "C4": "fail closed: a fault raises; never a false True, never a false False",
-    "C5": "ambiguity: a write whose reply was lost is resolved, not guessed",
-    "C6": "store identity: one store_id per store, another for any other or after a forget",
-    "C7": "isolation: stores never collide under any key encoding",
-    "C8": "ids: 1-1024 UTF-8 bytes, compared exactly; invalid ids refused",
-    "C9": "the sync and async variants agree on one store",
-    "H1": "host: only a result that is True lets the call run",
-    "H2": "host: is_spent tells a failed spend that never landed",
-    "H3": "host: a close proves only with a store_id; markers are never ids",
-    "H4": "host: a retried close keeps its verdict; late answers are told",
-    "H5": "host: a decision is spent only in the store it was minted under",
-    "L1": "listing (spent_ids): every spent id once, nothing else, under spends",
-}
+from .declare import capabilities_of, clause_key, declared
 
 PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY = (
     "passed",
@@ -34,12 +17,6 @@ PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY = (
     "not applicable",
     "partly exercised",
 )
-_NAME = re.compile(r"test_([CHL]\d)_")
-
-
-def clause_of_name(name: str) -> str | None:
-    found = _NAME.search(name)
-    return found.group(1) if found else None
 
 
 @dataclass(frozen=True)
@@ -51,6 +28,7 @@ class CaseOutcome:
     notes: tuple[str, ...] = ()  # what the report shows even on a pass
     partly: tuple[str, ...] = ()  # parts of the test left out, and why
     referred: tuple[tuple[str, str], ...] = ()  # (clause, violations) seen, not its own
+    title: str = ""  # what the clause checks, from its declaration
 
 
 @dataclass(frozen=True)
@@ -58,6 +36,16 @@ class ClauseResult:
     clause: str
     status: str
     detail: str
+    title: str = ""
+
+
+def _title(clause: str, outcomes: Iterable[CaseOutcome] = ()) -> str:
+    """The declared title (a test's own declaration first, then the declared clauses)."""
+    for outcome in outcomes:
+        if outcome.title:
+            return outcome.title
+    found = declared(clause)
+    return found.title if found else ""
 
 
 def skip_status(reason: str) -> str:
@@ -65,16 +53,14 @@ def skip_status(reason: str) -> str:
 
 
 def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
-    """One row per clause that had tests, in contract order."""
+    """One row per clause that had tests, in contract order (C9 before C10)."""
     by_clause: dict[str, list[CaseOutcome]] = {}
     for outcome in outcomes:
         by_clause.setdefault(outcome.clause, []).append(outcome)
-    order = list(CLAUSES) + sorted(set(by_clause) - set(CLAUSES))
     rows: list[ClauseResult] = []
-    for clause in order:
-        tests = by_clause.get(clause)
-        if not tests:
-            continue
+    for clause in sorted(by_clause, key=clause_key):
+        tests = by_clause[clause]
+        title = _title(clause, tests)
         failed = [t for t in tests if t.outcome == "failed"]
         passed = [t for t in tests if t.outcome == "passed"]
         skipped = [t for t in tests if t.outcome == "skipped"]
@@ -86,17 +72,18 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
             more = ""
             if len(failed) > 1:
                 more = f" (+{len(failed) - 1} more: {', '.join(t.name for t in failed[1:])})"
-            rows.append(ClauseResult(clause, FAILED, f"{first.name}: {first.detail}{more}"))
+            detail = f"{first.name}: {first.detail}{more}"
+            rows.append(ClauseResult(clause, FAILED, detail, title))
         elif passed and left_out:
             parts = [f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out), *notes]
-            rows.append(ClauseResult(clause, PARTLY, "; ".join(parts)))
+            rows.append(ClauseResult(clause, PARTLY, "; ".join(parts), title))
         elif passed:
-            rows.append(ClauseResult(clause, PASSED, "; ".join(notes)))
+            rows.append(ClauseResult(clause, PASSED, "; ".join(notes), title))
         else:
             reasons = sorted({t.detail for t in skipped})
             status = skip_status(reasons[0]) if reasons else NOT_EXERCISED
             details = "; ".join(r.split(": ", 1)[-1] for r in reasons)
-            rows.append(ClauseResult(clause, status, details))
+            rows.append(ClauseResult(clause, status, details, title))
     return _referred(rows, [(t, r) for ts in by_clause.values() for t in ts for r in t.referred])
 
 
@@ -110,9 +97,10 @@ def _referred(
         row = by_clause.get(clause)
         if row is not None and row.status == FAILED:
             continue
-        by_clause[clause] = ClauseResult(clause, FAILED, f"seen by {seen_by.name}: {text}")
-    order = list(CLAUSES) + sorted(set(by_clause) - set(CLAUSES))
-    return [by_clause[c] for c in order if c in by_clause]
+        title = row.title if row is not None else _title(clause)
+        detail = f"seen by {seen_by.name}: {text}"
+        by_clause[clause] = ClauseResult(clause, FAILED, detail, title)
+    return [by_clause[c] for c in sorted(by_clause, key=clause_key)]
 
 
 @dataclass(frozen=True)
@@ -124,26 +112,37 @@ class LedgerSummary:
     store_id: str | None
     durability: str
     reason: str | None
+    capabilities: tuple[str, ...] | None = None  # optional ones detected (None: not looked)
 
 
 def summarize_ledger(ledger: object, flavor: str) -> LedgerSummary:
-    """The ledger's identity, durability claim and reason; a describe() that raises says so."""
+    """The ledger's identity, durability claim, reason and optional capabilities; a
+    describe() that raises says so."""
+    found = capabilities_of(ledger)
     try:
         info = describe(ledger)
     except Exception as exc:
         return LedgerSummary(
-            flavor, type(ledger).__name__, None, "", f"describe() raised {type(exc).__name__}"
+            flavor,
+            type(ledger).__name__,
+            None,
+            "",
+            f"describe() raised {type(exc).__name__}",
+            found,
         )
-    return LedgerSummary(flavor, info.backend, info.store_id, info.durability, info.reason)
+    return LedgerSummary(flavor, info.backend, info.store_id, info.durability, info.reason, found)
 
 
 def render_ledger(summary: LedgerSummary) -> str:
-    """One line: backend, store_id, the durability it claims, and the reason when present."""
+    """One line: backend, store_id, the durability it claims, its optional capabilities,
+    and the reason when present."""
     shown = summary.store_id if summary.store_id is not None else "None (never proves)"
     line = (
         f"ledger ({summary.flavor}): {summary.backend}, store_id {shown}, durability "
         f"{summary.durability or 'not stated (describe() gives none)'}"
     )
+    if summary.capabilities is not None:
+        line += f"; optional capabilities: {', '.join(summary.capabilities) or 'none'}"
     return f"{line}; reason: {summary.reason}" if summary.reason else line
 
 
@@ -156,15 +155,14 @@ def render(
         for summary in ledgers
         for wrapped in textwrap.wrap(render_ledger(summary), width, subsequent_indent="    ")
     ]
-    what_w = max(len(text) for text in CLAUSES.values())
+    what_w = max([len("what it checks"), *(len(row.title) for row in rows)])
     status_w = max(len(s) for s in (PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY))
     header = f"{'clause':<6}  {'what it checks':<{what_w}}  {'result':<{status_w}}"
     header = header.rstrip()
     lines = [*described, *([""] if described else []), header, "-" * len(header)]
     indent = " " * 8
     for row in rows:
-        what = CLAUSES.get(row.clause, "")
-        lines.append(f"{row.clause:<6}  {what:<{what_w}}  {row.status}")
+        lines.append(f"{row.clause:<6}  {row.title:<{what_w}}  {row.status}")
         if row.detail:
             lines.extend(
                 textwrap.wrap(row.detail, width, initial_indent=indent, subsequent_indent=indent)

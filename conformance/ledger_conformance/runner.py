@@ -8,7 +8,7 @@ factory that raised); 3 the store cannot be reached. Bad input is one line on st
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import secrets
 import sys
 import tempfile
 from collections.abc import Callable
@@ -21,18 +21,14 @@ from ledger_core.protocol import is_async_ledger
 from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL, redact_url
 
+from .collect import Collector
 from .context import LedgerContext, NotALedger, enter_factory
-from .harness import NOTE, PARTLY, REFER, error_text
+from .harness import error_text
 from .loading import FactoryPathError, load_factory
+from .plugin import collector_of
 from .profile import PROFILES
-from .report import (
-    CaseOutcome,
-    LedgerSummary,
-    clause_of_name,
-    render,
-    summarize,
-    summarize_ledger,
-)
+from .report import LedgerSummary, render, summarize, summarize_ledger
+from .scratch import scratch_lines
 from .urlmode import SCRATCH_PREFIX
 
 T = TypeVar("T")
@@ -45,48 +41,6 @@ class _Refused(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-class _Collector:
-    """A pytest plugin object that keeps one outcome per test."""
-
-    def __init__(self) -> None:
-        self.clauses: dict[str, str] = {}
-        self.outcomes: dict[str, CaseOutcome] = {}
-
-    def pytest_itemcollected(self, item: pytest.Item) -> None:
-        marker = item.get_closest_marker("clause")
-        clause = str(marker.args[0]) if marker and marker.args else clause_of_name(item.name)
-        if clause:
-            self.clauses[item.nodeid] = clause
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        clause = self.clauses.get(report.nodeid)
-        if clause is None:
-            return
-        name = report.nodeid.rsplit("::", 1)[-1]
-        props = [p for p in report.user_properties if len(p) == 2]
-        notes = tuple(str(v) for k, v in props if k == NOTE)
-        left_out = tuple(str(v) for k, v in props if k == PARTLY)
-        referred = tuple(
-            (str(v[0]), str(v[1])) for k, v in props if k == REFER and isinstance(v, tuple)
-        )
-        if report.skipped:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
-            status, detail = "skipped", reason.removeprefix("Skipped: ")
-        elif report.failed:
-            status, detail = "failed", _message(report)
-        elif report.when == "call":
-            status, detail = "passed", ""
-        else:  # a passing setup or teardown: only what the teardown added (referred)
-            known = self.outcomes.get(report.nodeid)
-            if known is not None:
-                self.outcomes[report.nodeid] = dataclasses.replace(known, referred=referred)
-            return
-        outcome = CaseOutcome(clause, name, status, detail, notes, left_out, referred)
-        previous = self.outcomes.get(report.nodeid)
-        if previous is None or previous.outcome != "failed":  # a teardown error wins
-            self.outcomes[report.nodeid] = outcome
 
 
 def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
@@ -102,31 +56,21 @@ def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
         hypothesis_config.set_hypothesis_home_dir(str(previous))
 
 
-MESSAGE_LIMIT = 2000
+class _Grab:
+    """A pytest plugin object that keeps the run's collector (the clause outcomes)."""
 
+    collector: Collector | None = None
 
-def _message(report: pytest.TestReport) -> str:
-    """The failure's own message, whole, its lines joined: never cut at a colon or a line
-    end. pytest's rewritten ``assert ...`` explanation after it is left out."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = getattr(crash, "message", None) or str(report.longrepr)
-    kept: list[str] = []
-    for line in message.strip().splitlines():
-        if kept and line.lstrip().startswith("assert "):
-            break
-        if line.strip():
-            kept.append(line.strip())
-    text = " ".join(kept)
-    if len(text) > MESSAGE_LIMIT:
-        text = text[:MESSAGE_LIMIT] + f" ... ({len(text) - MESSAGE_LIMIT} more characters)"
-    return text or "failed"
+    @pytest.hookimpl(trylast=True)  # after the suite's plugin made it
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.collector = collector_of(config)
 
 
 def _fail(message: str) -> None:
     print(f"decision-ledger check: {message}", file=sys.stderr)
 
 
-def _factory_from(url: str | None, factory: str | None) -> Any:
+def _factory_from(url: str | None, factory: str | None, scratch: str) -> Any:
     if bool(url) == bool(factory):
         raise _Refused(USAGE, "give a ledger URL or --factory module:callable (exactly one)")
     if factory:
@@ -143,7 +87,7 @@ def _factory_from(url: str | None, factory: str | None) -> Any:
         raise _Refused(USAGE, str(exc)) from None
     from .urlmode import URLFactory
 
-    return URLFactory(url, SCRATCH_PREFIX)
+    return URLFactory(url, scratch)
 
 
 async def _preflight(factory: Any) -> list[LedgerSummary]:
@@ -195,11 +139,14 @@ def run_check(
     restart: str | None = None,
     forget: str | None = None,
     select: str | None = None,
+    keep_scratch: bool = False,
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
     ``restart`` and ``forget`` are shell commands (the hooks pytest takes as
     ``--ledger-restart-cmd`` / ``--ledger-forget-cmd``); ``select`` is pytest's ``-k``.
+    With a URL, the namespaces the run wrote are removed afterwards where the backend can
+    (its ``remove_namespaces`` hook), unless ``keep_scratch``; what is left is said.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
@@ -208,13 +155,17 @@ def run_check(
         if command is not None and not command.strip():
             _fail(f"{name} needs a shell command")
             return USAGE
+    # One clearly named scratch prefix per check: every namespace the run writes starts
+    # with it, so what is left in the user's store can be counted, named and removed.
+    scratch = f"{SCRATCH_PREFIX}-{secrets.token_hex(3)}"
     try:
-        made = _factory_from(url, factory)
+        made = _factory_from(url, factory, scratch)
         summaries = _check_reachable(made, redact_url(url) if url else str(factory))
     except _Refused as refused:
         _fail(str(refused))
         return refused.code
     args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
+    args += ["--ledger-report", "none", "--ledger-scratch", scratch]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
     if restart:
         args += ["--ledger-restart-cmd", restart]
@@ -232,19 +183,16 @@ def run_check(
         "-W",
         "ignore::DeprecationWarning",
     ]
-    collector = _Collector()
-    with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as scratch:
-        code = _in_scratch(
-            scratch, lambda: pytest.main([*args, "--rootdir", scratch], plugins=[collector])
-        )
-    rows = summarize(collector.outcomes.values())
+    grab = _Grab()
+    with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
+        code = _in_scratch(home, lambda: pytest.main([*args, "--rootdir", home], plugins=[grab]))
+    outcomes = grab.collector.outcomes.values() if grab.collector is not None else []
+    rows = summarize(outcomes)
     print()
     print(render(rows, ledgers=summaries))
     if url:
-        print(
-            f"scratch: every namespace this run wrote in the store is named {SCRATCH_PREFIX}-*"
-            " (the run id follows); nothing else was touched, and they are left for you to drop"
-        )
+        for line in scratch_lines(url, scratch, keep=keep_scratch):
+            print(line)
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

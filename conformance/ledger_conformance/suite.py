@@ -32,6 +32,7 @@ from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
+from .clauses.c10_reentry import C10Reentry
 from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .clauses.l1_listing import L1Listing
@@ -41,6 +42,7 @@ from .hooks import factory_hook
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
     C6Forget,
+    C10Reentry,
     L1Listing,
     HostRules,
     C9Variants,
@@ -55,7 +57,8 @@ class LedgerConformance(
     C1Fork,
     C1Once,
 ):
-    """Every clause, C1-C9, H1-H5 and L1 (listing, when the ledger has it). Override
+    """Every clause, C1-C10, H1-H5 and L1 (C10 and L1 when the ledger has spend_as and
+    spent_ids: optional capabilities are detected, never assumed). Override
     ``ledger_factory``; the default reads ``--ledger-url`` / ``--ledger-factory``."""
 
     @pytest.fixture

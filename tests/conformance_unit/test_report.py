@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from ledger_conformance.collect import failure_message as _message
 from ledger_conformance.harness import error_text
 from ledger_conformance.report import CaseOutcome, render, summarize
-from ledger_conformance.runner import _message, run_check
+from ledger_conformance.runner import run_check
 from ledger_core.cli import main
 
 

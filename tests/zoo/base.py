@@ -89,13 +89,18 @@ class ZooLedger:
         return bool(self.guarded(GUARDED_SET, key, token))
 
     def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
+        return bool(self.read_back(key, failure) == token.encode())
+
+    def read_back(self, key: str, failure: Exception) -> bytes:
+        """C5: the value stored under ``key`` after a failed write, or a raise when that
+        cannot be known (ambiguous) or nothing landed."""
         try:
             stored = self.guarded(GUARDED_GET, key)
         except redis.RedisError as exc:
             raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
         if stored is None:
             raise LedgerUnavailable(f"spend did not land: {failure}") from failure
-        return bool(stored == token.encode())
+        return bytes(stored)
 
     def read(self, key: str) -> bool:
         try:
@@ -153,13 +158,34 @@ class AsyncZooLedger:
         self.sync.close()
 
 
+class AsyncReentrantZooLedger(AsyncZooLedger):
+    """The async face of a zoo ledger with ``spend_as`` (C10)."""
+
+    async def spend_as(self, request_id: str, attempt_key: str) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool, self.sync.spend_as, request_id, attempt_key
+        )
+
+
 def build(
     cls: type[Any], ctx: LedgerContext, address: tuple[str, int] | None = None, **kwargs: Any
 ) -> Any:
     """Open ``cls`` on the zoo's redis (or ``address``) for ``ctx``, sync or async."""
     host, port = ctx.route(*(address or redis_address()))
     sync = cls(ctx.store, host, port, **kwargs)
-    return AsyncZooLedger(sync) if ctx.flavor == "async" else sync
+    if ctx.flavor != "async":
+        return sync
+    return AsyncReentrantZooLedger(sync) if hasattr(sync, "spend_as") else AsyncZooLedger(sync)
+
+
+def factory_of(cls: type[Any]) -> Any:
+    """The factory (named like ``cls``) that builds ``cls`` for each context."""
+
+    def factory(ctx: LedgerContext) -> Any:
+        return build(cls, ctx)
+
+    factory.__name__ = factory.__qualname__ = cls.__name__
+    return factory
 
 
 def correct(ctx: LedgerContext) -> Any:
@@ -182,4 +208,14 @@ def forget() -> None:
     flush(redis_address())
 
 
-__all__ = ["AsyncZooLedger", "LedgerError", "ZooLedger", "build", "correct", "flush", "forget"]
+__all__ = [
+    "AsyncReentrantZooLedger",
+    "AsyncZooLedger",
+    "LedgerError",
+    "ZooLedger",
+    "build",
+    "correct",
+    "factory_of",
+    "flush",
+    "forget",
+]

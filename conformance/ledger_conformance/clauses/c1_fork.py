@@ -36,6 +36,7 @@ from ledger_core.errors import LedgerError
 from ..harness import KEY_SEPARATOR, Acked, Ledgers, error_text
 from ..history import History, Op
 from ..profile import Profile
+from .c1_once import C1
 from .common import assert_linearizable, expect_bool, not_exercised, require_store_id
 
 GO = b"g"
@@ -202,7 +203,7 @@ def _reap(children: list[_Child], deadline: float) -> None:
 
 
 class C1Fork:
-    @pytest.mark.clause("C1")
+    @C1()
     @pytest.mark.parametrize("flavor", ["sync", "async"])
     def test_C1_fork_inherited_ledger(self, ledgers: Ledgers, flavor: str) -> None:
         """Open and use a sync ledger here, fork, and spend the same ids in every child."""

@@ -8,9 +8,8 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 from ..context import Factory, LedgerContext, enter_factory
+from ..declare import declare
 from ..harness import CALL_BOUND, KEY_SEPARATOR, Acked, Ledgers, error_text
 from ..history import History, Op
 from .common import (
@@ -26,6 +25,8 @@ from .common import (
 
 # Whole-test bound for the contention runs (each call is bounded by CALL_BOUND as well).
 RUN_BOUND = 300.0
+
+C1 = declare("C1", "once: exactly one True per id (threads, tasks, processes, fork)")
 
 
 def _child(
@@ -83,7 +84,7 @@ def _history(ops: list[Op]) -> History:
 
 
 class C1Once:
-    @pytest.mark.clause("C1")
+    @C1()
     def test_C1_sequential(self, ledgers: Ledgers) -> None:
         first = ledgers.open(ledgers.label())
         ids = ledgers.ids(10)
@@ -101,7 +102,7 @@ class C1Once:
             )
         assert_linearizable(ledgers, "C1")
 
-    @pytest.mark.clause("C1")
+    @C1()
     def test_C1_threads(self, ledgers: Ledgers) -> None:
         profile = ledgers.profile
         handle = ledgers.open(ledgers.label())
@@ -118,7 +119,7 @@ class C1Once:
         assert_one_winner(results, f"{profile.threads} threads per id")
         assert_linearizable(ledgers, "C1")
 
-    @pytest.mark.clause("C1")
+    @C1()
     def test_C1_asyncio_tasks(self, ledgers: Ledgers) -> None:
         profile = ledgers.profile
         handle = open_flavor(ledgers, ledgers.label(), "async")
@@ -146,7 +147,7 @@ class C1Once:
         assert_one_winner(results, f"{profile.tasks} asyncio tasks per id")
         assert_linearizable(ledgers, "C1")
 
-    @pytest.mark.clause("C1")
+    @C1()
     def test_C1_processes(self, ledgers: Ledgers) -> None:
         profile = ledgers.profile
         label = ledgers.label()
@@ -189,7 +190,7 @@ class C1Once:
         assert_one_winner(results, f"{profile.processes} OS processes per id")
         assert_linearizable(ledgers, "C1")
 
-    @pytest.mark.clause("C1")
+    @C1()
     def test_C1_mixed_sync_async(self, ledgers: Ledgers) -> None:
         profile = ledgers.profile
         label = ledgers.label()

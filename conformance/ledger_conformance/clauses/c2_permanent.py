@@ -7,11 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
+from ..declare import RESTART, declare
 from ..harness import Acked, Handle, Ledgers
 from ..history import History
 from .common import assert_linearizable, expect_bool, not_exercised, note
 
 FINAL = "final"
+
+C2 = declare("C2", "permanent: spent ids survive reopen, new instances, time, restarts")
 
 
 def _still_spent(handle: Handle, ids: list[str], process: str) -> list[str]:
@@ -28,7 +31,7 @@ def _still_spent(handle: Handle, ids: list[str], process: str) -> list[str]:
 
 
 class C2Permanent:
-    @pytest.mark.clause("C2")
+    @C2()
     def test_C2_reopen(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         first = ledgers.open(label)
@@ -41,7 +44,7 @@ class C2Permanent:
         assert not lost, f"{len(lost)} id(s) not spent after close and reopen: {lost[:3]!r}"
         assert_linearizable(ledgers, "C2")
 
-    @pytest.mark.clause("C2")
+    @C2()
     def test_C2_fresh_instance(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         first = ledgers.open(label)
@@ -55,7 +58,7 @@ class C2Permanent:
             assert fresh.spend(request_id) is False, f"{request_id!r} spent twice"
         assert_linearizable(ledgers, "C2")
 
-    @pytest.mark.clause("C2")
+    @C2()
     @pytest.mark.ledger_first
     def test_C2_after_waiting_begins(self, ledgers: Ledgers) -> None:
         """Spends the ids C2 re-reads at the end: the wait runs behind the other clauses."""
@@ -66,7 +69,7 @@ class C2Permanent:
             assert expect_bool(handle.spend(request_id), "spend") is True
         ledgers.runtime.waiting[ledgers.suite_key] = (label, ids, time.monotonic())
 
-    @pytest.mark.clause("C2")
+    @C2()
     @pytest.mark.ledger_final
     def test_C2_after_waiting(self, request: pytest.FixtureRequest, ledgers: Ledgers) -> None:
         wait = ledgers.profile.permanence_wait
@@ -93,12 +96,11 @@ class C2Permanent:
         # No history check here: the spends were recorded by the first part's test.
         assert not lost, f"{len(lost)} id(s) forgotten after {waited:.1f} s: {lost[:3]!r}"
 
-    @pytest.mark.clause("C2")
+    @C2(RESTART)
     def test_C2_server_restart(
         self, ledgers: Ledgers, ledger_restart: Callable[[], object] | None
     ) -> None:
-        if ledger_restart is None:
-            not_exercised("no ledger_restart hook was given")
+        assert ledger_restart is not None  # the RESTART need skipped the test otherwise
         label = ledgers.label()
         first = ledgers.open(label)
         ids = ledgers.ids(10)
@@ -116,7 +118,7 @@ class C2Permanent:
         assert not lost, f"{len(lost)} id(s) lost in a server restart: {lost[:3]!r}"
         assert_linearizable(ledgers, "C2")
 
-    @pytest.mark.clause("C2")
+    @C2()
     @pytest.mark.ledger_final
     def test_C2_every_acknowledged_id_still_spent(self, ledgers: Ledgers) -> None:
         """Jepsen's set check: every id acknowledged anywhere in this run is still spent."""

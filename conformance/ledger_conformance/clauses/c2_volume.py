@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ..harness import Handle, Ledgers, error_text
+from .c2_permanent import C2
 from .common import partly
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
@@ -66,7 +67,7 @@ class C2Volume:
         backend's test class may lower it (say why in a comment): the report says so."""
         return None
 
-    @pytest.mark.clause("C2")
+    @C2()
     def test_C2_volume(
         self,
         request: pytest.FixtureRequest,

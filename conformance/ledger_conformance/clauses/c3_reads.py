@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
+from ..declare import declare
 from ..harness import CALL_BOUND, Ledgers
 from .common import assert_linearizable, expect_bool, require_is_spent, run_threads
 
+C3 = declare("C3", "is_spent is exact and current, and never records")
+
 
 class C3Reads:
-    @pytest.mark.clause("C3")
+    @C3()
     def test_C3_before_and_after(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         writer = ledgers.open(label)
@@ -29,7 +30,7 @@ class C3Reads:
                 )
         assert_linearizable(ledgers, "C3")
 
-    @pytest.mark.clause("C3")
+    @C3()
     def test_C3_never_records(self, ledgers: Ledgers) -> None:
         handle = ledgers.open(ledgers.label())
         require_is_spent(handle)
@@ -43,7 +44,7 @@ class C3Reads:
             )
         assert_linearizable(ledgers, "C3")
 
-    @pytest.mark.clause("C3")
+    @C3()
     def test_C3_reads_racing_spends(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         handles = [ledgers.open(label) for _ in range(2)]

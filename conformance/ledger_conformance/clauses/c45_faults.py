@@ -18,20 +18,18 @@ import pytest
 
 from ledger_core.errors import LedgerError
 
+from ..declare import ROUTABLE, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
-from ..urlmode import URLFactory
 from .common import assert_linearizable, expect_bool, not_exercised
 
 LATENCY = 0.2
+C4 = declare("C4", "fail closed: a fault raises; never a false True, never a false False")
+C5 = declare("C5", "ambiguity: a write whose reply was lost is resolved, not guessed")
 
 
 def _open_routed(ledgers: Ledgers, router: ProxyRouter) -> list[Handle]:
     label = ledgers.label()
-    factory = ledgers.factory
-    if isinstance(factory, URLFactory) and not factory.routable:
-        scheme = factory.url.split(":", 1)[0]
-        not_exercised(f"{scheme}:// has no network address to put the fault proxy in front of")
     handles = [ledgers.open(label, "sync", route=router)]
     second = ledgers.open(label, "async", route=router)
     if second.flavor != handles[0].flavor:
@@ -109,12 +107,12 @@ def _under_fault(ledgers: Ledgers, toxic_name: str, clause: str) -> bool:
 
 
 class C45Faults:
-    @pytest.mark.clause("C4")
+    @C4(ROUTABLE)
     @pytest.mark.parametrize("toxic", ["refuse", "reset", "latency", "blackhole"])
     def test_C4_fail_closed(self, ledgers: Ledgers, toxic: str) -> None:
         _under_fault(ledgers, toxic, "C4")
 
-    @pytest.mark.clause("C5")
+    @C5(ROUTABLE)
     @pytest.mark.parametrize("toxic", ["drop_replies", "reset_after_request"])
     def test_C5_ambiguous_write(self, ledgers: Ledgers, toxic: str) -> None:
         if not _under_fault(ledgers, toxic, "C5"):

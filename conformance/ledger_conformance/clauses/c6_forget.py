@@ -24,8 +24,10 @@ import pytest
 
 from ledger_core.errors import LedgerError
 
+from ..declare import FORGET
 from ..harness import Handle, Ledgers, error_text
-from .common import expect_bool, not_applicable, not_exercised, open_both
+from .c6_identity import C6
+from .common import expect_bool, not_applicable, open_both
 
 OLD_IDS = 10
 Forget = Callable[[], object] | None
@@ -48,8 +50,7 @@ def _forget(ledgers: Ledgers, forget: Callable[[], object]) -> None:
 
 def _setup(ledgers: Ledgers, forget: Forget) -> tuple[str, list[Handle], str, list[str]]:
     """Open every variant on a new store, spend ids, then make the store forget."""
-    if forget is None:
-        not_exercised("no ledger_forget hook was given (--ledger-forget or --ledger-forget-cmd)")
+    assert forget is not None  # the FORGET need skipped the test otherwise
     label = ledgers.label()
     old = open_both(ledgers, label)
     if old[0].store_id is None:
@@ -108,7 +109,7 @@ def _verdict(problems: list[str]) -> None:
 
 
 class C6Forget:
-    @pytest.mark.clause("C6")
+    @C6(FORGET)
     @pytest.mark.ledger_forgets
     def test_C6_forgotten_store_old_instance(self, ledgers: Ledgers, ledger_forget: Forget) -> None:
         """Instances opened before the forget fail closed (or answer as another store)."""
@@ -119,7 +120,7 @@ class C6Forget:
             problems += _answers_for_forgotten(handle, first, ids, who)
         _verdict(problems)
 
-    @pytest.mark.clause("C6")
+    @C6(FORGET)
     @pytest.mark.ledger_forgets
     def test_C6_forgotten_store_new_instance(self, ledgers: Ledgers, ledger_forget: Forget) -> None:
         """A new instance is a new store (another store_id, working), or refuses clearly."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
+from ..declare import declare
 from ..harness import Handle, Ledgers
 from .common import not_applicable
+
+C6 = declare(
+    "C6", "store identity: one store_id per store, another for any other or after a forget"
+)
 
 
 def _identity(handle: Handle) -> str | None:
@@ -24,7 +27,7 @@ def _identity(handle: Handle) -> str | None:
 
 
 class C6Identity:
-    @pytest.mark.clause("C6")
+    @C6()
     def test_C6_same_store_same_id(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         first = ledgers.open(label)
@@ -43,7 +46,7 @@ class C6Identity:
             f"the {other_flavor.flavor} variant reports {other_flavor.store_id!r}, not {expected!r}"
         )
 
-    @pytest.mark.clause("C6")
+    @C6()
     def test_C6_different_stores_differ(self, ledgers: Ledgers) -> None:
         handles = [ledgers.open(ledgers.label(f"store{i}")) for i in range(3)]
         ids = [_identity(h) for h in handles]

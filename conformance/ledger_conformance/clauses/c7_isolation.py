@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
-
+from ..declare import declare
 from ..harness import Ledgers
 from .common import assert_linearizable, expect_bool
 
 # Separators a naive "namespace + sep + id" encoding might use; "" is plain concatenation.
 SEPARATORS = (":", "/", "|", ".", "-", "_", " ", "")
 
+C7 = declare("C7", "isolation: stores never collide under any key encoding")
+
 
 class C7Isolation:
-    @pytest.mark.clause("C7")
+    @C7()
     def test_C7_no_collision_under_concatenation(self, ledgers: Ledgers) -> None:
         collisions: list[str] = []
         for n, sep in enumerate(SEPARATORS):
@@ -28,7 +29,7 @@ class C7Isolation:
         assert not collisions, "stores collide:\n  " + "\n  ".join(collisions)
         assert_linearizable(ledgers, "C7")
 
-    @pytest.mark.clause("C7")
+    @C7()
     def test_C7_same_id_in_two_stores(self, ledgers: Ledgers) -> None:
         first = ledgers.open(ledgers.label("a"))
         second = ledgers.open(ledgers.label("b"))

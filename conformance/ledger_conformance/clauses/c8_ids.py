@@ -1,4 +1,6 @@
-"""C8 ids: any 1..1024-byte Unicode string, compared exactly; anything else refused."""
+"""C8 ids: any 1..MAX_ID_BYTES-byte Unicode string, compared exactly; anything else refused.
+
+The limits come from ``ledger_core.ids``: the suite keeps no copy of them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger_core.errors import InvalidRequestId
+from ledger_core.ids import MAX_ID_BYTES
 
+from ..declare import declare
 from ..harness import Handle, Ledgers
 from .common import assert_linearizable, expect_bool, require_is_spent
 
@@ -49,12 +53,12 @@ EDGE_IDS = (
     "\ufeffa",
     "x" * 64 + "a",
     "x" * 64 + "b",
-    "y" * 1023 + "a",
-    "y" * 1023 + "b",
-    "x" * 1024,
-    "\u00e9" * 512,
-    "\U0001f600" * 256,
-    "\u00e9" * 511 + "ab",
+    "y" * (MAX_ID_BYTES - 1) + "a",
+    "y" * (MAX_ID_BYTES - 1) + "b",
+    "x" * MAX_ID_BYTES,
+    "\u00e9" * (MAX_ID_BYTES // 2),
+    "\U0001f600" * (MAX_ID_BYTES // 4),
+    "\u00e9" * (MAX_ID_BYTES // 2 - 1) + "ab",
     "'; DROP TABLE decision_ledger; --",
     "*",
     "?",
@@ -88,7 +92,7 @@ LOOKALIKE_PAIRS: tuple[tuple[str, str], ...] = (
     ("order-10", "order-1"),  # suffix dropped
     ("order-1", "xorder-1"),
     ("x" * 64 + "a", "x" * 64 + "b"),
-    ("y" * 1023 + "a", "y" * 1023 + "b"),
+    ("y" * (MAX_ID_BYTES - 1) + "a", "y" * (MAX_ID_BYTES - 1) + "b"),
 )
 
 INVALID_IDS: tuple[tuple[object, str | None], ...] = (
@@ -97,13 +101,15 @@ INVALID_IDS: tuple[tuple[object, str | None], ...] = (
     (123, "123"),
     (None, "None"),
     ("", None),
-    ("w" * 1025, "w" * 1024),
-    ("\u00e9" * 513, "\u00e9" * 512),
+    ("w" * (MAX_ID_BYTES + 1), "w" * MAX_ID_BYTES),
+    ("\u00e9" * (MAX_ID_BYTES // 2 + 1), "\u00e9" * (MAX_ID_BYTES // 2)),
     ("\ud800", "\ufffd"),
     ("a\udfffb", "a\ufffdb"),
     ("a\udfffb", "a?b"),
     ("a\udfffb", "ab"),
 )
+
+C8 = declare("C8", f"ids: 1-{MAX_ID_BYTES} UTF-8 bytes, compared exactly; invalid ids refused")
 
 
 def _assert_invalid(handle: Handle, method: str, value: object) -> None:
@@ -113,12 +119,12 @@ def _assert_invalid(handle: Handle, method: str, value: object) -> None:
 
 _valid_text = st.text(
     alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=24
-).filter(lambda s: len(s.encode("utf-8")) <= 1024)
+).filter(lambda s: len(s.encode("utf-8")) <= MAX_ID_BYTES)
 _ids = st.one_of(_valid_text, st.sampled_from(EDGE_IDS))
 
 
 class C8Ids:
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_edge_ids_are_distinct(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         handle = ledgers.open(label)
@@ -135,7 +141,7 @@ class C8Ids:
             assert other.spend(request_id) is False, f"{request_id[:80]!r} spent twice"
         assert_linearizable(ledgers, "C8")
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_lookalike_reads(self, ledgers: Ledgers) -> None:
         """Reads of a look-alike BEFORE and AFTER its twin is spent, each pair on a store
         of its own (spending every id first would hide an is_spent that strips or folds)."""
@@ -166,7 +172,7 @@ class C8Ids:
         )
         assert_linearizable(ledgers, "C8")
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_invalid_ids_refused(self, ledgers: Ledgers) -> None:
         handle = ledgers.open(ledgers.label())
         for value, _ in INVALID_IDS:
@@ -180,7 +186,7 @@ class C8Ids:
                 f"refusing {value!r} recorded {lookalike[:40]!r} (the spend of it returned False)"
             )
 
-    @pytest.mark.clause("C8")
+    @C8()
     def test_C8_generated_ids(self, ledgers: Ledgers) -> None:
         handle = ledgers.open(ledgers.label())
         spent: set[str] = set()

@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from ledger_core.errors import InvalidRequestId
+from ledger_core.ids import MAX_ID_BYTES
 
+from ..declare import declare
 from ..harness import Ledgers
 from .common import assert_linearizable, expect_bool, open_flavor
 
+C9 = declare("C9", "the sync and async variants agree on one store")
+
 
 class C9Variants:
-    @pytest.mark.clause("C9")
+    @C9()
     def test_C9_sync_and_async_agree(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         sync = open_flavor(ledgers, label, "sync")
@@ -32,7 +36,7 @@ class C9Variants:
                     f"the {reader.flavor} variant spent {request_id!r} again"
                 )
         for handle in (sync, asyn):
-            for bad in ("", "v" * 1025, b"bytes"):
+            for bad in ("", "v" * (MAX_ID_BYTES + 1), b"bytes"):
                 with pytest.raises(InvalidRequestId):
                     handle.call("spend", bad)
         assert sync.has_is_spent == asyn.has_is_spent, "only one variant has is_spent"

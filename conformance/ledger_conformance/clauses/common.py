@@ -8,8 +8,9 @@ from typing import NoReturn
 
 import pytest
 
+from ..collect import NOTE, PARTLY
 from ..context import Flavor
-from ..harness import NOTE, PARTLY, Handle, Ledgers, describe_violations, error_text
+from ..harness import Handle, Ledgers, describe_violations, error_text
 
 NOT_EXERCISED = "not exercised"
 NOT_APPLICABLE = "not applicable"

@@ -5,14 +5,19 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import pytest
-
 from ledger_core import host
 from ledger_core.host import CloseVerdict, LandedVerdict, PendingRequest, ResolveVerdict
 from ledger_core.ids import MarkerKind, closed_proven_marker, marker_id
 
+from ..declare import MARKERS, declare
 from ..harness import Handle, Ledgers
 from .common import not_applicable, open_both
+
+H1 = declare("H1", "host: only a result that is True lets the call run")
+H2 = declare("H2", "host: is_spent tells a failed spend that never landed")
+H3 = declare("H3", "host: a close proves only with a store_id; markers are never ids")
+H4 = declare("H4", "host: a retried close keeps its verdict; late answers are told")
+H5 = declare("H5", "host: a decision is spent only in the store it was minted under")
 
 
 def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
@@ -121,7 +126,7 @@ def _lookalike_problems(ledgers: Ledgers, handle: Handle, first: bool) -> list[s
 
 
 class HostRules:
-    @pytest.mark.clause("H1")
+    @H1()
     def test_H1_only_true_runs(self, ledgers: Ledgers) -> None:
         for handle in open_both(ledgers, ledgers.label()):
             pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
@@ -134,7 +139,7 @@ class HostRules:
                 f"{handle.flavor}: a second answer gave {second.verdict.value}{_why(second)}"
             )
 
-    @pytest.mark.clause("H2")
+    @H2()
     def test_H2_landed_after_failure(self, ledgers: Ledgers) -> None:
         for handle in open_both(ledgers, ledgers.label()):
             request_id = ledgers.ids(1, handle.flavor)[0]
@@ -149,7 +154,7 @@ class HostRules:
                 f"{handle.flavor}: a spent id gave {after.value}"
             )
 
-    @pytest.mark.clause("H3")
+    @H3()
     def test_H3_close_with_proof(self, ledgers: Ledgers) -> None:
         for handle in open_both(ledgers, ledgers.label()):
             pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
@@ -176,14 +181,14 @@ class HostRules:
                 f"{handle.flavor}: closing an answered request claimed a proof"
             )
 
-    @pytest.mark.clause("H4")
+    @H4(MARKERS)
     def test_H4_retried_close_keeps_verdict(self, ledgers: Ledgers) -> None:
         label = ledgers.label()
         for handle in open_both(ledgers, label):
             if handle.store_id is None:
                 not_applicable("store_id is None: the host never closes with a proof")
             if not has_markers(handle):
-                not_applicable("no marker space (spend_marker): the ledger records no close")
+                not_applicable(f"the {handle.flavor} variant has no markers (the other one has)")
             pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
             assert _close(ledgers, handle, pending).proven
             fresh = ledgers.open(label, handle.flavor)
@@ -194,7 +199,7 @@ class HostRules:
                 f"{handle.flavor}: a late answer gave {late.verdict.value}{_why(late)}"
             )
 
-    @pytest.mark.clause("H5")
+    @H5()
     def test_H5_spent_only_where_minted(self, ledgers: Ledgers) -> None:
         label = ledgers.label("minted")
         for handle in open_both(ledgers, label):
@@ -216,7 +221,7 @@ class HostRules:
                 f"{handle.flavor}: a new instance of the minting store gave {home.verdict.value}"
             )
 
-    @pytest.mark.clause("H3")
+    @H3()
     def test_H3_ids_that_look_like_markers(self, ledgers: Ledgers) -> None:
         """Markers live outside the request-id space: a request called `closed-proven:X`
         neither forges the close of X, nor is refused because X was closed."""

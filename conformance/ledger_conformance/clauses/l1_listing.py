@@ -17,10 +17,13 @@ import pytest
 
 from ledger_core.ids import MarkerKind, marker_id
 
+from ..declare import SPENT_IDS, declare
 from ..harness import CALL_BOUND, Handle, Ledgers
 from .common import not_applicable, open_flavor, run_threads
 
 BEFORE, DURING, OTHER, WORKERS = 300, 200, 20, 4
+
+L1 = declare("L1", "listing (spent_ids): every spent id once, nothing else, under spends")
 
 
 def _listing(handle: Handle) -> list[object]:
@@ -43,14 +46,14 @@ def _listing(handle: Handle) -> list[object]:
 
 
 class L1Listing:
-    @pytest.mark.clause("L1")
+    @L1(SPENT_IDS)
     @pytest.mark.parametrize("flavor", ["sync", "async"])
     def test_L1_lists_every_spent_id_once_and_nothing_else(
         self, ledgers: Ledgers, flavor: str
     ) -> None:
         handle = open_flavor(ledgers, ledgers.label("listing"), flavor)  # type: ignore[arg-type]
         if not callable(getattr(handle.ledger, "spent_ids", None)):
-            not_applicable("the ledger has no spent_ids (listing is optional)")
+            not_applicable(f"the {flavor} variant has no spent_ids (the other one has)")
         other = ledgers.open(ledgers.label("listing-other"))
         before, during = ledgers.ids(BEFORE, "before"), ledgers.ids(DURING, "during")
         for request_id in before:
