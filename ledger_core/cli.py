@@ -154,6 +154,24 @@ def _check(args: argparse.Namespace) -> int:
     )
 
 
+def _torture(args: argparse.Namespace) -> int:
+    """The fault campaign lives in the conformance extra: imported only when asked for;
+    it parses its own flags (``decision-ledger torture --help``)."""
+    try:
+        command = importlib.import_module("ledger_conformance.torture.command")
+    except ImportError as exc:
+        print(
+            f"the conformance suite is not installed ({exc}); "
+            "pip install 'decision-ledger[conformance]'",
+            file=sys.stderr,
+        )
+        return USAGE
+    parsed: argparse.Namespace = command.parse(args.argv)
+    args.url, args.debug = parsed.url, parsed.debug  # for any error main() prints
+    torture: Callable[[argparse.Namespace], int] = command.main
+    return torture(parsed)
+
+
 def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
     info = setup_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
@@ -292,6 +310,14 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--quick", dest="profile", action="store_const", const="quick")
     profile.add_argument("--thorough", dest="profile", action="store_const", const="thorough")
     check.set_defaults(handler=_check, profile="quick", namespace=None)
+
+    torture = sub.add_parser(
+        "torture",
+        help="a fault campaign: concurrent spends and reads under injected faults, checked "
+        "(decision-ledger torture --help)",
+        add_help=False,
+    )
+    torture.set_defaults(handler=_torture, namespace=None)  # its flags: main() passes them
     return parser
 
 
@@ -309,16 +335,27 @@ def _say(args: argparse.Namespace, text: str, urls: Sequence[str]) -> None:
     print(f"decision-ledger {args.command}: {line}", file=sys.stderr)
 
 
+def _urls(args: argparse.Namespace) -> list[str]:
+    """The URLs given, read when an error is said (a handler may have parsed its own)."""
+    return [u for u in (getattr(args, "url", None), getattr(args, "target", None)) if u]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "torture":
+        args.argv = rest  # parsed by the campaign's own parser
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     handler: Callable[[argparse.Namespace], int] = args.handler
-    urls = [u for u in (getattr(args, "url", None), getattr(args, "target", None)) if u]
     try:
         return handler(args)
     except LedgerError as exc:
+        urls = _urls(args)
         _say(args, f"{type(exc).__name__}: {exc}", urls)
         return _exit_code(exc)
     except KeyboardInterrupt:
+        urls = _urls(args)
         _say(args, "interrupted", urls)
         return INTERRUPTED
     except Exception as exc:

@@ -1,0 +1,23 @@
+"""Factories the campaign's worker processes import by path (``--factory``): each reads
+its server from the environment, which spawned workers inherit."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ledger_conformance import LedgerContext
+from ledger_core import open_async_ledger, open_ledger
+from tests.dynamodb import tools
+
+DYNAMODB_ENV = "LEDGER_TORTURE_DYNAMODB_URL"
+NAMESPACE_ENV = "LEDGER_TORTURE_NAMESPACE"
+
+
+def dynamodb(ctx: LedgerContext) -> Any:
+    """DynamoDB with its ``endpoint_url`` through ``ctx.route`` (the backend has no
+    ``reroute`` hook yet, so a URL campaign would run without faults)."""
+    url = os.environ[DYNAMODB_ENV]
+    opener = open_async_ledger if ctx.flavor == "async" else open_ledger
+    namespace = f"{os.environ[NAMESPACE_ENV]}-{ctx.store}"
+    return opener(tools.routed(url, ctx), namespace=namespace, **tools.ledger_options(url))
