@@ -25,6 +25,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
@@ -124,6 +125,19 @@ def _lineage(args: argparse.Namespace) -> int:
     return OK
 
 
+def _suite_module(name: str) -> ModuleType | None:
+    """Imported by name: the suite (and pytest) is an optional extra; None says so."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        print(
+            f"the conformance suite is not installed ({exc}); "
+            "pip install 'decision-ledger[conformance]'",
+            file=sys.stderr,
+        )
+        return None
+
+
 def _check(args: argparse.Namespace) -> int:
     if args.url is None and args.factory is None:
         print(
@@ -135,14 +149,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.url is not None and args.factory is not None:
         print("decision-ledger check: give a URL or --factory, not both", file=sys.stderr)
         return USAGE
-    try:  # imported by name: the suite (and pytest) is an optional extra
-        runner = importlib.import_module("ledger_conformance.runner")
-    except ImportError as exc:
-        print(
-            f"the conformance suite is not installed ({exc}); "
-            "pip install 'decision-ledger[conformance]'",
-            file=sys.stderr,
-        )
+    runner = _suite_module("ledger_conformance.runner")
+    if runner is None:
         return USAGE
     run_check: Callable[..., int] = runner.run_check
     return run_check(
@@ -157,14 +165,8 @@ def _check(args: argparse.Namespace) -> int:
 def _torture(args: argparse.Namespace) -> int:
     """The fault campaign lives in the conformance extra: imported only when asked for;
     it parses its own flags (``decision-ledger torture --help``)."""
-    try:
-        command = importlib.import_module("ledger_conformance.torture.command")
-    except ImportError as exc:
-        print(
-            f"the conformance suite is not installed ({exc}); "
-            "pip install 'decision-ledger[conformance]'",
-            file=sys.stderr,
-        )
+    command = _suite_module("ledger_conformance.torture.command")
+    if command is None:
         return USAGE
     parsed: argparse.Namespace = command.parse(args.argv)
     args.url, args.debug = parsed.url, parsed.debug  # for any error main() prints
@@ -351,16 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except LedgerError as exc:
-        urls = _urls(args)
-        _say(args, f"{type(exc).__name__}: {exc}", urls)
+        _say(args, f"{type(exc).__name__}: {exc}", _urls(args))
         return _exit_code(exc)
     except KeyboardInterrupt:
-        urls = _urls(args)
-        _say(args, "interrupted", urls)
+        _say(args, "interrupted", _urls(args))
         return INTERRUPTED
     except Exception as exc:
         # Not an answer, and not a failure the ledger described: it must read as neither
         # "spent" (0) nor "not spent" (1). A third-party ledger's raw exception lands here.
+        urls = _urls(args)
         if getattr(args, "debug", False):
             text = "".join(traceback.format_exception(exc))
             print(scrub(text, secret_fragments(*urls)), file=sys.stderr, end="")

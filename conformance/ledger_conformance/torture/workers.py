@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,39 +165,52 @@ class _Clock:
         return now >= self.end_ns or self.stop.is_set()
 
 
+Call = tuple[Callable[[str], Any], str, Callable[[object, "Exception | None"], None]]
+
+
+def _begin(worker: _Worker, ledger: Any, journal: Journal, stats: Stats) -> Call | None:
+    """The next call, journaled: (method, id, done(value, exc)); None when the worker ends."""
+    call = worker.next_call()
+    if call is None:
+        return None
+    kind, request_id = call
+    seq = journal.invoke(worker.name, kind, request_id, time.monotonic_ns())
+
+    def done(value: object, exc: Exception | None) -> None:
+        now = time.monotonic_ns()
+        if exc is None:
+            journal.complete(seq, now, value, None)
+            stats.ok(kind, value)
+        else:
+            journal.complete(seq, now, None, error_line(exc))
+            stats.failed(exc)
+
+    return (ledger.spend if kind == "s" else ledger.is_spent), request_id, done
+
+
 def _run_thread(ledger: Any, worker: _Worker, journal: Journal, stats: Stats) -> None:
-    while (call := worker.next_call()) is not None:
-        kind, request_id = call
-        method = ledger.spend if kind == "s" else ledger.is_spent
-        invoke = time.monotonic_ns()
-        seq = journal.invoke(worker.name, kind, request_id, invoke)
+    while (call := _begin(worker, ledger, journal, stats)) is not None:
+        method, request_id, done = call
         try:
             value = method(request_id)
         except Exception as exc:
-            journal.complete(seq, time.monotonic_ns(), None, error_line(exc))
-            stats.failed(exc)
-            worker.clock.stop.wait(BACKOFF)
-            continue
-        journal.complete(seq, time.monotonic_ns(), value, None)
-        stats.ok(kind, value)
+            done(None, exc)
+            worker.clock.stop.wait(BACKOFF)  # a refused port fails at once: no hot loop
+        else:
+            done(value, None)
 
 
 async def _run_task(ledger: Any, worker: _Worker, journal: Journal, stats: Stats) -> None:
     native = is_async_ledger(ledger)
-    while (call := worker.next_call()) is not None:
-        kind, request_id = call
-        method = ledger.spend if kind == "s" else ledger.is_spent
-        invoke = time.monotonic_ns()
-        seq = journal.invoke(worker.name, kind, request_id, invoke)
+    while (call := _begin(worker, ledger, journal, stats)) is not None:
+        method, request_id, done = call
         try:
             value = await (method(request_id) if native else asyncio.to_thread(method, request_id))
         except Exception as exc:
-            journal.complete(seq, time.monotonic_ns(), None, error_line(exc))
-            stats.failed(exc)
+            done(None, exc)
             await asyncio.sleep(BACKOFF)
-            continue
-        journal.complete(seq, time.monotonic_ns(), value, None)
-        stats.ok(kind, value)
+        else:
+            done(value, None)
 
 
 def _await_go(start: Any, stop: Any) -> int:
