@@ -3,13 +3,13 @@ correct ledger (same server, same faults) passes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.servers import redis as redis_servers
-from tests.zoo.base import ENV
+from tests.zoo.base import ENV, flush
 
 from .conftest import campaign, enter
 
@@ -21,29 +21,54 @@ def zoo_redis() -> Iterator[str]:
         yield f"127.0.0.1:{server.port}"
 
 
+def _flush(address: str) -> Callable[[], None]:
+    host, _, port = address.rpartition(":")
+    return lambda: flush((host, int(port)))
+
+
 @pytest.fixture(autouse=True)
 def _zoo_env(zoo_redis: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, zoo_redis)
 
 
-def test_the_correct_zoo_ledger_passes() -> None:
-    result, text = campaign(factory="tests.zoo.base:correct")
+def test_the_correct_zoo_ledger_passes_and_forgets_cleanly(zoo_redis: str) -> None:
+    """Same server, same faults: no violation; after FLUSHALL the old instance fails
+    closed and a new open reports a new store_id."""
+    result, text = campaign(factory="tests.zoo.base:correct", forget=_flush(zoo_redis))
     assert result.code == 0, text
     assert result.totals.faults > 0, text
     assert result.verdict.acknowledged > 0, text
+    assert result.totals.forget is not None, text
+    assert result.totals.forget.startswith("passed"), text
 
 
-def test_acknowledging_a_write_that_never_landed_fails(tmp_path: Path) -> None:
-    """``TrueAfterAmbiguous``: when a call fails it answers True without checking, so a
-    spend the fault stopped before the server is acknowledged and lost (or won twice)."""
-    report = tmp_path / "violations.txt"
-    result, text = campaign(factory="tests.zoo.mutants:true_after_ambiguous", report=report)
+def test_an_identity_read_once_fails_the_forget_check(zoo_redis: str, tmp_path: Path) -> None:
+    """``ReadsIdentityOnce`` keeps its store_id after the store forgot and answers for
+    forgotten ids: exit 1 (no faults needed)."""
+    result, text = campaign(
+        factory="tests.zoo.torture:reads_identity_once",
+        forget=_flush(zoo_redis),
+        faults=False,
+        duration=2.0,
+        report=tmp_path / "violations.txt",
+    )
     assert result.code == 1, text
-    assert result.verdict.lost_spends + result.verdict.double_wins > 0, text
+    assert result.totals.forget is not None, text
+    assert result.totals.forget.startswith("FAILED"), text
+    assert "under the old store_id" in text
+
+
+def test_dropping_acknowledged_writes_under_faults_fails(tmp_path: Path) -> None:
+    """``FlushesLater`` (tests/zoo/torture.py): acknowledged spends are made permanent by
+    a background flush whose failures are dropped, so faults lose acknowledged spends."""
+    report = tmp_path / "violations.txt"
+    result, text = campaign(factory="tests.zoo.torture:flushes_later", report=report)
+    assert result.code == 1, text
+    assert result.verdict.lost_spends > 0, text
     assert str(report) in text
     written = report.read_text()
     assert "the id's whole history" in written
-    assert "during:" in written
+    assert "final      is_spent -> False" in written
 
 
 def test_a_dropped_reply_read_as_false_fails(tmp_path: Path) -> None:
