@@ -73,13 +73,24 @@ def target(backend: str) -> Iterator[tuple[Source, Hook | None, Hook | None]]:
             os.environ[factories.DYNAMODB_ENV] = dyn.url
             os.environ[factories.NAMESPACE_ENV] = f"torture-{os.urandom(4).hex()}"
             restart = dyn.server.restart if dyn.server is not None else None
-            yield (
-                {"factory": "tests.torture.factories:dynamodb"},
-                restart,
-                lambda: tools.forget(dyn.url),
-            )
+            try:
+                yield (
+                    {"factory": "tests.torture.factories:dynamodb"},
+                    restart,
+                    lambda: tools.forget(dyn.url),
+                )
+            finally:
+                _keep_log(dyn.server.directory if dyn.server else None, "dynalite")
     else:
         raise SystemExit(f"unknown backend {backend!r}")
+
+
+def _keep_log(directory: str | None, name: str) -> None:
+    """The server's log survives the harness's cleanup (a failed restart is read there)."""
+    if directory is not None and os.path.exists(os.path.join(directory, "server.log")):
+        keep = Path(tempfile.gettempdir()) / f"torture-{name}-server.log"
+        shutil.copyfile(os.path.join(directory, "server.log"), keep)
+        print(f"server log: {keep}", file=sys.stderr)
 
 
 def main() -> int:

@@ -162,3 +162,28 @@ def test_ctrl_c_stops_with_a_summary(tmp_path: Path) -> None:
     assert "operations" in out, out
     assert "double wins       0" in out, out
     assert "interrupted" in out
+
+
+def test_a_store_gone_before_the_final_read_is_exit_3_with_a_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing proven is never a pass: every id stays unread, said in the summary."""
+    from tests.torture import factories
+
+    from .conftest import campaign
+
+    closed = tmp_path / "closed"
+    monkeypatch.setenv(factories.SQLITE_ENV, str(tmp_path / "l.db"))
+    monkeypatch.setenv(factories.CLOSED_ENV, str(closed))
+    result, text = campaign(
+        factory="tests.torture.factories:closes_later",
+        restart=closed.touch,  # "restarts" the store into one that refuses opens
+        restarts=1,
+        duration=2.0,
+        processes=1,
+    )
+    assert result.code == 3, text
+    assert result.totals.restarts == 1, text
+    assert "the final read could not open the ledger" in text
+    assert result.verdict.final_unverified > 0, text
+    assert "double wins       0" in text

@@ -237,7 +237,8 @@ class _Restarts:
 
     def __init__(self, hook: Hook | None) -> None:
         self.hook = hook
-        self.done = 0
+        self.done = 0  # restarts that completed
+        self.tried = 0
         self.windows: list[Window] = []
         self.failures: list[str] = []
         self.thread: threading.Thread | None = None
@@ -252,12 +253,14 @@ class _Restarts:
 
         def run() -> None:
             began = time.monotonic_ns()
+            self.tried += 1
             try:
                 hook()
             except Exception as exc:
-                self.failures.append(error_line(exc))
+                self.failures.append(f"restart {self.tried} failed: {error_line(exc)}")
+            else:
+                self.done += 1
             self.windows.append(Window(began, time.monotonic_ns(), "server restart"))
-            self.done += 1
 
         self.thread = threading.Thread(target=run, name="torture-restart", daemon=True)
         self.thread.start()
@@ -406,7 +409,7 @@ def _run(
     loaded = load([j for j in journals if j.exists()], end_ns)
     ops = loaded.ops
     spent_ids = sorted({op.key for op in ops if op.kind == "spend"})
-    final_ops, unread = loop.run(_final_read(factory, spent_ids))
+    final_ops, unread = loop.run(_final_read(factory, spent_ids, problems))
     ops.extend(final_ops)
     verdict = judge(ops)
     verdict.final_unverified = unread
@@ -465,9 +468,23 @@ def _run(
     return Result(code, verdict, totals, report_path, problems)
 
 
-async def _final_read(factory: Any, ids: list[str]) -> tuple[list[Op], int]:
-    """A fresh ledger, opened around the proxy, reads every id that saw a spend."""
-    ledger, close = await enter_factory(factory, LedgerContext(STORE, identity_route, "sync"))
+async def _final_read(factory: Any, ids: list[str], problems: list[str]) -> tuple[list[Op], int]:
+    """A fresh ledger, opened around the proxy, reads every id that saw a spend (a store
+    that cannot be opened leaves every id unread: said, never guessed)."""
+    ledger, failure = None, ""
+    for n in range(FINAL_ROUNDS):
+        if n:
+            await asyncio.sleep(FINAL_PAUSE)
+        try:
+            ledger, close = await enter_factory(
+                factory, LedgerContext(STORE, identity_route, "sync")
+            )
+            break
+        except LedgerError as exc:
+            failure = error_line(exc)
+    if ledger is None:
+        problems.append(f"the final read could not open the ledger: {failure}")
+        return [], len(ids)
     try:
         return await _final_reads(ledger, ids)
     finally:
