@@ -14,7 +14,7 @@ from ledger_conformance.torture import Campaign, Result, run
 T = TypeVar("T")
 
 # Small and quick: a few seconds per backend (CI budget), every fault kind still injected.
-SHORT = {"duration": 4.0, "processes": 2, "threads": 2, "tasks": 4, "progress_every": 1.0}
+SHORT = {"duration": 3.0, "processes": 2, "threads": 2, "tasks": 4, "progress_every": 1.0}
 
 
 def enter(
