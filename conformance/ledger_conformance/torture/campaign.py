@@ -34,7 +34,7 @@ from ledger_core.urls import scrub, secret_fragments
 from ..context import LedgerContext, enter_factory, identity_route
 from ..faults import ProxyRouter, Toxic
 from ..history import FINAL, Op
-from ..hooks import Hook, factory_hook
+from ..hooks import Hook, HookFailed, factory_hook
 from ..loading import load_factory
 from . import schedule
 from .checker import Verdict, judge
@@ -404,6 +404,11 @@ def _run(
                 child.kill()
                 child.join(10)
         restarts.join(campaign.grace)
+    if campaign.restart is not None and not interrupted:
+        # A last crash and restart before the final read: every acknowledged spend must
+        # survive it too, and a server that a fault left down is up for the read.
+        restarts.start()
+        restarts.join(campaign.grace)
     problems += restarts.failures
     end_ns = time.monotonic_ns()
     loaded = load([j for j in journals if j.exists()], end_ns)
@@ -418,11 +423,16 @@ def _run(
     forget_text = None
     if campaign.forget is not None and not interrupted:
         acked = sorted({op.key for op in ops if op.kind == "spend" and op.result is True})
-        forget_text, forget_problems = loop.run(
-            _forget_check(factory, campaign.forget, acked[:FORGET_SAMPLE], f"{workload.tag}-new")
-        )
-        if forget_problems:
-            problems += forget_problems
+        try:
+            forget_text, forget_problems = loop.run(
+                _forget_check(
+                    factory, campaign.forget, acked[:FORGET_SAMPLE], f"{workload.tag}-new"
+                )
+            )
+        except (LedgerError, HookFailed) as exc:
+            forget_text, forget_problems = None, []
+            problems.append(f"the forget check could not run: {error_line(exc)}")
+        problems += forget_problems
     seconds = (end_ns - start_ns) / 1e9
     replies = router.stats.replies_dropped if router is not None else 0
     windows = sorted([*windows, *restarts.windows], key=lambda w: w.start_ns)
