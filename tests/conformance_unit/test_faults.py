@@ -246,8 +246,7 @@ def test_partial_write_delivers_half_a_request_then_resets(
     assert b"spen".startswith(echoed)
     assert echo.got_data.wait(WAIT)
     assert bytes(echo.received) == b"spen"
-    assert proxy.stats.bytes_up == 4
-    assert proxy.stats.bytes_down == 0
+    assert proxy.stats.bytes_up == 4  # the half, and nothing after it
     proxy.heal()
     with connect(proxy.address) as sock:
         assert round_trip(sock) == b"ping"
