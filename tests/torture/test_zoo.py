@@ -64,11 +64,11 @@ def test_dropping_acknowledged_writes_under_faults_fails(tmp_path: Path) -> None
     report = tmp_path / "violations.txt"
     result, text = campaign(factory="tests.zoo.torture:flushes_later", report=report)
     assert result.code == 1, text
-    assert result.verdict.lost_spends > 0, text
+    # An expired acknowledged spend reads not spent at the end (lost), or is spent True
+    # again by another worker first (a double win): either is that defect.
+    assert result.verdict.lost_spends + result.verdict.double_wins > 0, text
     assert str(report) in text
-    written = report.read_text()
-    assert "the id's whole history" in written
-    assert "final      is_spent -> False" in written
+    assert "the id's whole history" in report.read_text()
 
 
 def test_a_dropped_reply_read_as_false_fails(tmp_path: Path) -> None:
