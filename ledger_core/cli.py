@@ -169,7 +169,8 @@ def _torture(args: argparse.Namespace) -> int:
     if command is None:
         return USAGE
     parsed: argparse.Namespace = command.parse(args.argv)
-    args.url, args.debug = parsed.url, parsed.debug  # for any error main() prints
+    args.url = parsed.url  # scrubbed from any error main() prints
+    args.debug = getattr(args, "debug", False) or parsed.debug
     torture: Callable[[argparse.Namespace], int] = command.main
     return torture(parsed)
 

@@ -82,7 +82,7 @@ class Campaign:
 
     def check(self) -> None:
         if (self.url is None) == (self.factory is None):
-            raise ValueError("give a ledger URL or a factory (module:callable), not both")
+            raise ValueError("give one ledger: a URL or --factory module:callable")
         if not (math.isfinite(self.duration) and 0 < self.duration <= 7 * 24 * 3600):
             raise ValueError(f"duration must be a positive number of seconds, not {self.duration}")
         for name in ("processes", "max_ops"):
