@@ -29,6 +29,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
@@ -138,6 +139,19 @@ def _lineage(args: argparse.Namespace) -> int:
     return OK
 
 
+def _suite_module(name: str) -> ModuleType | None:
+    """Imported by name: the suite (and pytest) is an optional extra; None says so."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        print(
+            f"the conformance suite is not installed ({exc}); "
+            "pip install 'decision-ledger[conformance]'",
+            file=sys.stderr,
+        )
+        return None
+
+
 def _check(args: argparse.Namespace) -> int:
     if args.url is None and args.factory is None:
         print(
@@ -149,14 +163,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.url is not None and args.factory is not None:
         print("decision-ledger check: give a URL or --factory, not both", file=sys.stderr)
         return USAGE
-    try:  # imported by name: the suite (and pytest) is an optional extra
-        runner = importlib.import_module("ledger_conformance.runner")
-    except ImportError as exc:
-        print(
-            f"the conformance suite is not installed ({exc}); "
-            "pip install 'decision-ledger[conformance]'",
-            file=sys.stderr,
-        )
+    runner = _suite_module("ledger_conformance.runner")
+    if runner is None:
         return USAGE
     run_check: Callable[..., int] = runner.run_check
     return run_check(
@@ -167,6 +175,19 @@ def _check(args: argparse.Namespace) -> int:
         forget=args.forget,
         keep_scratch=args.keep_scratch,
     )
+
+
+def _torture(args: argparse.Namespace) -> int:
+    """The fault campaign lives in the conformance extra: imported only when asked for;
+    it parses its own flags (``decision-ledger torture --help``)."""
+    command = _suite_module("ledger_conformance.torture.command")
+    if command is None:
+        return USAGE
+    parsed: argparse.Namespace = command.parse(args.argv)
+    args.url = parsed.url  # scrubbed from any error main() prints
+    args.debug = getattr(args, "debug", False) or parsed.debug
+    torture: Callable[[argparse.Namespace], int] = command.main
+    return torture(parsed)
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -395,6 +416,14 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--quick", dest="profile", action="store_const", const="quick")
     profile.add_argument("--thorough", dest="profile", action="store_const", const="thorough")
     check.set_defaults(handler=_check, profile="quick", namespace=None)
+
+    torture = sub.add_parser(
+        "torture",
+        help="a fault campaign: concurrent spends and reads under injected faults, checked "
+        "(decision-ledger torture --help)",
+        add_help=False,
+    )
+    torture.set_defaults(handler=_torture, namespace=None)  # its flags: main() passes them
     return parser
 
 
@@ -412,21 +441,31 @@ def _say(args: argparse.Namespace, text: str, urls: Sequence[str]) -> None:
     print(f"decision-ledger {args.command}: {line}", file=sys.stderr)
 
 
+def _urls(args: argparse.Namespace) -> list[str]:
+    """The URLs given, read when an error is said (a handler may have parsed its own)."""
+    return [u for u in (getattr(args, "url", None), getattr(args, "target", None)) if u]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "torture":
+        args.argv = rest  # parsed by the campaign's own parser
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     handler: Callable[[argparse.Namespace], int] = args.handler
-    urls = [u for u in (getattr(args, "url", None), getattr(args, "target", None)) if u]
     try:
         return handler(args)
     except LedgerError as exc:
-        _say(args, f"{type(exc).__name__}: {exc}", urls)
+        _say(args, f"{type(exc).__name__}: {exc}", _urls(args))
         return _exit_code(exc)
     except KeyboardInterrupt:
-        _say(args, "interrupted", urls)
+        _say(args, "interrupted", _urls(args))
         return INTERRUPTED
     except Exception as exc:
         # Not an answer, and not a failure the ledger described: it must read as neither
         # "spent" (0) nor "not spent" (1). A third-party ledger's raw exception lands here.
+        urls = _urls(args)
         if getattr(args, "debug", False):
             text = "".join(traceback.format_exception(exc))
             print(scrub(text, secret_fragments(*urls)), file=sys.stderr, end="")

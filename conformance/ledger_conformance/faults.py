@@ -55,6 +55,9 @@ class Toxic(enum.Enum):
     """Forward requests, discard replies: the request landed, the answer is lost."""
     RESET_AFTER_REQUEST = "reset_after_request"
     """Forward requests; when a reply arrives, discard it and RST the client."""
+    PARTIAL_WRITE = "partial_write"
+    """Forward only the first half of a request chunk, then RST the client and close the
+    upstream: the server gets a truncated command it must discard (a sender dying mid-send)."""
 
 
 @dataclass(frozen=True)
@@ -432,6 +435,12 @@ class FaultProxy:
             raise _Abort
         if toxic is Toxic.BLACKHOLE:
             return
+        if upward and toxic is Toxic.PARTIAL_WRITE:
+            part = data[: len(data) // 2] if len(data) > 1 else b""
+            self._bytes_up += len(part)
+            if part:
+                await asyncio.get_running_loop().sock_sendall(dst, part)
+            raise _Abort  # the upstream is closed too: the command stays cut
         if not upward and toxic in (Toxic.DROP_REPLIES, Toxic.RESET_AFTER_REQUEST):
             self._replies_dropped += 1
             if toxic is Toxic.DROP_REPLIES:

@@ -229,6 +229,29 @@ def test_reset_after_request(proxy: FaultProxy, echo: EchoServer) -> None:
     assert proxy.stats.replies_dropped == 1
 
 
+def _read_until_closed(sock: socket.socket, into: bytearray) -> None:
+    while chunk := sock.recv(1):
+        into += chunk
+
+
+def test_partial_write_delivers_half_a_request_then_resets(
+    proxy: FaultProxy, echo: EchoServer
+) -> None:
+    proxy.set(Toxic.PARTIAL_WRITE)
+    with connect(proxy.address) as sock:
+        sock.sendall(b"spend-id")
+        echoed = bytearray()
+        with pytest.raises(ConnectionResetError):  # the echo of the half may come first
+            _read_until_closed(sock, echoed)
+    assert b"spen".startswith(echoed)
+    assert echo.got_data.wait(WAIT)
+    assert bytes(echo.received) == b"spen"
+    assert proxy.stats.bytes_up == 4  # the half, and nothing after it
+    proxy.heal()
+    with connect(proxy.address) as sock:
+        assert round_trip(sock) == b"ping"
+
+
 def test_toxic_chosen_before_start(echo: EchoServer) -> None:
     proxy = FaultProxy(*echo.address)
     proxy.set(Toxic.REFUSE)

@@ -1,0 +1,39 @@
+"""Short torture campaigns in CI: one server per backend from the tests/servers harness."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import pytest
+
+from ledger_conformance.torture import Campaign, Result, run
+
+T = TypeVar("T")
+
+# Small and quick: a few seconds per backend (CI budget), every fault kind still injected.
+SHORT = {"duration": 3.0, "processes": 2, "threads": 2, "tasks": 4, "progress_every": 1.0}
+
+
+def enter(
+    factory: Callable[[], AbstractContextManager[T]], unavailable: type[Exception]
+) -> Iterator[T]:
+    """A harness server for the session, or a skip that says what to install."""
+    try:
+        manager = factory()
+        value = manager.__enter__()
+    except unavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield value
+    finally:
+        manager.__exit__(None, None, None)
+
+
+def campaign(**options: Any) -> tuple[Result, str]:
+    """Run a short campaign; (result, everything it printed)."""
+    err, out = io.StringIO(), io.StringIO()
+    result = run(Campaign(**{**SHORT, **options}), err=err, out=out)
+    return result, out.getvalue() + err.getvalue()
