@@ -6,7 +6,9 @@ raises ``MissingDriver`` naming ``pip install 'decision-ledger[dynamodb]'`` when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ledger_core.lazy import lazy_exports
 
 from .backend import BACKEND
 
@@ -17,13 +19,4 @@ if TYPE_CHECKING:
 __all__ = ["BACKEND", "AsyncDynamoDBLedger", "DynamoDBLedger"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "DynamoDBLedger":
-        from .ledger import DynamoDBLedger
-
-        return DynamoDBLedger
-    if name == "AsyncDynamoDBLedger":
-        from .aio import AsyncDynamoDBLedger
-
-        return AsyncDynamoDBLedger
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"DynamoDBLedger": ".ledger", "AsyncDynamoDBLedger": ".aio"})

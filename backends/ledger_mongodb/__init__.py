@@ -8,7 +8,9 @@ Importing this package does not import PyMongo; opening a ledger does, and raise
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ledger_core.lazy import lazy_exports
 
 from .backend import BACKEND
 
@@ -17,16 +19,7 @@ if TYPE_CHECKING:
     from .ledger import MongoLedger
 
 
-def __getattr__(name: str) -> Any:
-    if name == "MongoLedger":
-        from .ledger import MongoLedger
-
-        return MongoLedger
-    if name == "AsyncMongoLedger":
-        from .aio import AsyncMongoLedger
-
-        return AsyncMongoLedger
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"MongoLedger": ".ledger", "AsyncMongoLedger": ".aio"})
 
 
 __all__ = ["BACKEND", "AsyncMongoLedger", "MongoLedger"]

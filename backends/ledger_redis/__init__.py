@@ -7,7 +7,9 @@ Importing this package does not import redis-py; opening a ledger does, and rais
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ledger_core.lazy import lazy_exports
 
 from .backend import BACKEND, CLUSTER_BACKEND
 from .errors import ReplyLost
@@ -27,14 +29,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The ledger classes, imported on first use."""
-    if name == "RedisLedger":
-        from .ledger import RedisLedger
-
-        return RedisLedger
-    if name == "AsyncRedisLedger":
-        from .aio import AsyncRedisLedger
-
-        return AsyncRedisLedger
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"RedisLedger": ".ledger", "AsyncRedisLedger": ".aio"})

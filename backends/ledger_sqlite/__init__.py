@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ledger_core.lazy import lazy_exports
 
 from .backend import BACKEND
 
@@ -13,13 +15,4 @@ if TYPE_CHECKING:
 __all__ = ["BACKEND", "AsyncSQLiteLedger", "SQLiteLedger"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "SQLiteLedger":
-        from .ledger import SQLiteLedger
-
-        return SQLiteLedger
-    if name == "AsyncSQLiteLedger":
-        from .aio import AsyncSQLiteLedger
-
-        return AsyncSQLiteLedger
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"SQLiteLedger": ".ledger", "AsyncSQLiteLedger": ".aio"})
