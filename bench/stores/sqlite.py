@@ -32,7 +32,10 @@ SCHEMES = ("sqlite",)
 UNAVAILABLE = OSError
 RAW_CALLS = "INSERT OR IGNORE / SELECT"
 WORKERS = 4  # AsyncSQLiteLedger's default worker threads
-INSERT = "INSERT OR IGNORE INTO decision_ledger VALUES (?, ?, ?, ?)"
+INSERT = (
+    "INSERT OR IGNORE INTO decision_ledger (namespace, request_id, token, spent_at) "
+    "VALUES (?, ?, ?, ?)"
+)
 SELECT = "SELECT 1 FROM decision_ledger WHERE namespace = ? AND request_id = ?"
 TOKEN = os.urandom(16)
 

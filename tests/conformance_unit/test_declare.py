@@ -55,7 +55,7 @@ def test_a_mark_carries_the_clause_and_what_its_test_needs() -> None:
 
 def test_capabilities_are_detected_per_ledger() -> None:
     assert capabilities_of(MemoryLedger()) == ("markers", "spend_as", "spent_ids", "namespaces")
-    assert capabilities_of(AsyncMemoryLedger()) == ("markers", "spend_as")
+    assert capabilities_of(AsyncMemoryLedger()) == ("markers", "spend_as", "namespaces")
 
     class Bare:
         def spend(self, request_id: str) -> bool:
