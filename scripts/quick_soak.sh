@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 declare -A FILES=(
   [memory]=tests/test_conformance_memory.py
-  [sqlite]=tests/test_conformance_sqlite.py
+  [sqlite]=tests/sqlite/test_conformance_sqlite.py
   [redis]=tests/redis/test_conformance_redis.py
   [postgres]=tests/postgres/test_conformance_postgres.py
   [mongodb]=tests/mongodb/test_conformance_mongodb.py
