@@ -16,6 +16,7 @@ from tests.servers import dynamodb as dynamodb_servers
 from tests.servers import mongodb as mongo_servers
 from tests.servers import postgres as pg_servers
 from tests.servers import redis as redis_servers
+from tests.servers.common import ServerUnavailable
 
 BACKENDS = ["sqlite", "postgres", "redis", "mongodb", "dynamodb"]
 IDS = ["a", "*", "[x]", "nul\x00:c", "é", "x" * 1024, *[f"id-{n}" for n in range(40)]]
@@ -31,12 +32,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Open
             redis_url = stack.enter_context(redis_servers.redis_url())
             mongo = stack.enter_context(mongo_servers.mongodb())
             dynamo = stack.enter_context(dynamodb_servers.dynamodb_target("migrate-matrix"))
-        except (
-            pg_servers.ServerUnavailable,
-            redis_servers.ServerUnavailable,
-            mongo_servers.ServerUnavailable,
-            dynamodb_servers.ServerUnavailable,
-        ) as exc:
+        except ServerUnavailable as exc:
             pytest.skip(str(exc))
         root = tmp_path_factory.mktemp("matrix")
 

@@ -7,21 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers import dynamodb as servers
+from tests.servers.common import serve_or_skip
 
 TABLE = "decision-ledger-test"
 
 
 @pytest.fixture(scope="session")
 def dynamodb_target() -> Iterator[servers.Target]:
-    try:
-        manager = servers.dynamodb_target(TABLE)
-        target = manager.__enter__()
-    except servers.ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield target
-    finally:
-        manager.__exit__(None, None, None)
+    yield from serve_or_skip(lambda: servers.dynamodb_target(TABLE))
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,6 @@ from tests.servers import postgres as pg_servers
 from tests.servers import redis as redis_servers
 
 KINDS = ["redis", "postgres", "mongodb", "dynamodb"]
-UNAVAILABLE = (
-    dynamo_servers.ServerUnavailable,
-    mongo_servers.ServerUnavailable,
-    pg_servers.ServerUnavailable,
-    redis_servers.ServerUnavailable,
-)
 
 
 def _with_option(url: str, name: str, value: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from ledger_openai_agents import aclose_interruptions
 from ledger_pydantic_ai import close_requests
 from tests.hosts import lg_app, oa_app, pa_app
 from tests.hosts.common import CRASH_EXIT, in_processes, lines
-from tests.hosts.stores import KINDS, UNAVAILABLE, store
+from tests.hosts.stores import KINDS, store
+from tests.servers.common import serve_or_skip
 
 ALREADY = "error NotThisResume: Not run: this approval was already used by another resume."
 CLOSED = "Not run: the host closed this approval after it timed out."
@@ -41,15 +41,7 @@ RESUMERS: dict[str, Callable[[str, str, bool], str]] = {
 @pytest.fixture(scope="module", params=KINDS)
 def fresh_url(request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
     """One server per backend for the module; each call: a new, empty namespace."""
-    found: AbstractContextManager[Callable[[], str]] = store(request.param)
-    try:
-        fresh = found.__enter__()
-    except UNAVAILABLE as exc:
-        pytest.skip(f"{request.param}: {exc}")
-    try:
-        yield fresh
-    finally:
-        found.__exit__(None, None, None)
+    yield from serve_or_skip(lambda: store(request.param))
 
 
 def _paused(framework: str, root: Path, url: str) -> dict[str, Any]:

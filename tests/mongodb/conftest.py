@@ -10,6 +10,7 @@ from pymongo import MongoClient
 
 from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.servers import mongodb as servers
+from tests.servers.common import serve_or_skip
 
 
 def _db(client: MongoClient[dict[str, Any]]) -> Any:
@@ -19,15 +20,7 @@ def _db(client: MongoClient[dict[str, Any]]) -> Any:
 @pytest.fixture(scope="session")
 def mongo() -> Iterator[servers.Found]:
     """The MongoDB this machine offers (URL, mongod, container, else nx-27017)."""
-    try:
-        manager = servers.mongodb()
-        found = manager.__enter__()
-    except servers.ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield found
-    finally:
-        manager.__exit__(None, None, None)
+    yield from serve_or_skip(servers.mongodb)
 
 
 @pytest.fixture(scope="session")

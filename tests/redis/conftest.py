@@ -5,34 +5,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from typing import TypeVar
 
 import pytest
 import redis
 
 from tests.servers import redis as servers
-from tests.servers.common import binary
+from tests.servers.common import binary, serve_or_skip
 
 T = TypeVar("T")
-
-
-def _enter(factory: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
-    try:
-        manager = factory()
-        value = manager.__enter__()
-    except servers.ServerUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield value
-    finally:
-        manager.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
 def local_plain() -> Iterator[servers.RedisServer]:
     """A plain local server the tests may reconfigure (ACL users) or restart."""
-    yield from _enter(lambda: servers.local_redis(servers.PLAIN))
+    yield from serve_or_skip(lambda: servers.local_redis(servers.PLAIN))
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +27,7 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A plain server (``appendonly yes``, ``appendfsync always``, no eviction):
     ``LEDGER_TEST_REDIS_URL``, else the local one, else a container."""
     if os.environ.get(servers.PLAIN_ENV) or binary("redis-server") is None:
-        yield from _enter(lambda: servers.redis_url(servers.PLAIN))
+        yield from serve_or_skip(lambda: servers.redis_url(servers.PLAIN))
     else:
         local: servers.RedisServer = request.getfixturevalue("local_plain")
         yield local.url
@@ -58,25 +45,25 @@ def plain_restart(request: pytest.FixtureRequest, redis_url: str) -> Callable[[]
 @pytest.fixture(scope="session")
 def durable_server() -> Iterator[servers.RedisServer]:
     """``appendonly yes`` + ``appendfsync always``: survives kill -9."""
-    yield from _enter(lambda: servers.local_redis(servers.DURABLE))
+    yield from serve_or_skip(lambda: servers.local_redis(servers.DURABLE))
 
 
 @pytest.fixture(scope="session")
 def page_cache_server() -> Iterator[servers.RedisServer]:
     """``appendfsync no``: survives kill -9, proves only with durability=process."""
-    yield from _enter(lambda: servers.local_redis(servers.PAGE_CACHE))
+    yield from serve_or_skip(lambda: servers.local_redis(servers.PAGE_CACHE))
 
 
 @pytest.fixture(scope="session")
 def everysec_server() -> Iterator[servers.RedisServer]:
     """``appendfsync everysec``: may lose acknowledged spends in a kill -9: never proves."""
-    yield from _enter(lambda: servers.local_redis(servers.EVERYSEC))
+    yield from serve_or_skip(lambda: servers.local_redis(servers.EVERYSEC))
 
 
 @pytest.fixture(scope="session")
 def lru_server() -> Iterator[servers.RedisServer]:
     """``maxmemory-policy allkeys-lru``: can evict, so it never proves."""
-    yield from _enter(lambda: servers.local_redis(servers.ALLKEYS_LRU))
+    yield from serve_or_skip(lambda: servers.local_redis(servers.ALLKEYS_LRU))
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +74,7 @@ def lru_url(lru_server: servers.RedisServer) -> str:
 @pytest.fixture(scope="session")
 def cluster_target() -> Iterator[servers.ClusterTarget]:
     """A 3-master Redis Cluster (and its restart, when local)."""
-    yield from _enter(servers.cluster_target)
+    yield from serve_or_skip(servers.cluster_target)
 
 
 @pytest.fixture(scope="session")

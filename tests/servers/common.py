@@ -12,6 +12,31 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ServerUnavailable(Exception):
+    """No way to get this server here; the message says what to install."""
+
+
+def serve_or_skip(factory: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
+    """For a fixture: ``yield from`` the server ``factory`` gives, or skip the tests with
+    the reason when none can be had here (``CI=true`` turns that skip into a failure)."""
+    import pytest
+
+    try:
+        manager = factory()
+        value = manager.__enter__()
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield value
+    finally:
+        manager.__exit__(None, None, None)
 
 
 def strict() -> bool:

@@ -22,7 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import common
 from .common import LocalProcess, binary, docker_available, free_port
+
+# One class for every harness (tests.servers.common), named here for its callers.
+ServerUnavailable = common.ServerUnavailable
 
 URL_ENV = "LEDGER_TEST_DYNAMODB_URL"
 INSTALL_HINT = (
@@ -32,10 +36,6 @@ INSTALL_HINT = (
 START_TIMEOUT = 20.0
 REGION = "us-east-1"
 LOCAL_NODE_BIN = Path(__file__).resolve().parents[2] / ".ci" / "node" / "bin"
-
-
-class ServerUnavailable(Exception):
-    """No way to get this server here; the message says what to install."""
 
 
 def local_credentials() -> None:

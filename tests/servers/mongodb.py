@@ -21,7 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import common
 from .common import LocalProcess, binary, docker_available, free_port
+
+# One class for every harness (tests.servers.common), named here for its callers.
+ServerUnavailable = common.ServerUnavailable
 
 ENV = "LEDGER_TEST_MONGODB_URL"
 INSTALL_HINT = (
@@ -29,10 +33,6 @@ INSTALL_HINT = (
     "pip install nx-27017 (the dev extra has it)"
 )
 START_TIMEOUT = 30.0
-
-
-class ServerUnavailable(Exception):
-    """No way to get this server here; the message says what to install."""
 
 
 def _answers(port: int) -> bool:

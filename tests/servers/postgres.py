@@ -19,7 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from . import common
 from .common import binary, docker_available, free_port
+
+# One class for every harness (tests.servers.common), named here for its callers.
+ServerUnavailable = common.ServerUnavailable
 
 ENV_URL = "LEDGER_TEST_POSTGRES_URL"
 INSTALL_HINT = (
@@ -27,10 +31,6 @@ INSTALL_HINT = (
     "(apt-get install postgresql: initdb and pg_ctl), or run a Docker engine"
 )
 _START_TIMEOUT = 30
-
-
-class ServerUnavailable(Exception):
-    """No way to get a server here; the message says what to install."""
 
 
 @dataclass

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import common
 from .common import LocalProcess, binary, docker_available, free_port
+
+# One class for every harness (tests.servers.common), named here for its callers.
+ServerUnavailable = common.ServerUnavailable
 
 PLAIN_ENV = "LEDGER_TEST_REDIS_URL"
 INSTALL_HINT = "install redis-server (apt-get install -y redis-server) or set LEDGER_TEST_REDIS_URL"
 START_TIMEOUT = 10.0
-
-
-class ServerUnavailable(Exception):
-    """No way to get this server here; the message says what to install."""
 
 
 def _ping(port: int) -> bool:

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
-
-import pytest
 
 from ledger_conformance.torture import Campaign, Result, run
 
@@ -15,21 +11,6 @@ T = TypeVar("T")
 
 # Small and quick: a few seconds per backend (CI budget), every fault kind still injected.
 SHORT = {"duration": 3.0, "processes": 2, "threads": 2, "tasks": 4, "progress_every": 1.0}
-
-
-def enter(
-    factory: Callable[[], AbstractContextManager[T]], unavailable: type[Exception]
-) -> Iterator[T]:
-    """A harness server for the session, or a skip that says what to install."""
-    try:
-        manager = factory()
-        value = manager.__enter__()
-    except unavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield value
-    finally:
-        manager.__exit__(None, None, None)
 
 
 def campaign(**options: Any) -> tuple[Result, str]:

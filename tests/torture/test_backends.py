@@ -14,9 +14,10 @@ import pytest
 
 from tests.servers import dynamodb, mongodb, postgres
 from tests.servers import redis as redis_servers
+from tests.servers.common import serve_or_skip
 
 from . import factories
-from .conftest import campaign, enter
+from .conftest import campaign
 
 TIMEOUT = 2  # seconds: a black hole ends a call quickly
 
@@ -55,8 +56,7 @@ def test_sqlite(disk_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def redis_server() -> Iterator[redis_servers.RedisServer]:
-    yield from enter(lambda: redis_servers.local_redis(redis_servers.DURABLE),
-                     redis_servers.ServerUnavailable)  # fmt: skip
+    yield from serve_or_skip(lambda: redis_servers.local_redis(redis_servers.DURABLE))
 
 
 def test_redis_with_kill9_restart(redis_server: redis_servers.RedisServer) -> None:
@@ -66,7 +66,7 @@ def test_redis_with_kill9_restart(redis_server: redis_servers.RedisServer) -> No
 
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[postgres.PostgresServer]:
-    yield from enter(postgres.postgres_server, postgres.ServerUnavailable)
+    yield from serve_or_skip(postgres.postgres_server)
 
 
 def test_postgres_with_crash_restart(pg_server: postgres.PostgresServer) -> None:
@@ -76,7 +76,7 @@ def test_postgres_with_crash_restart(pg_server: postgres.PostgresServer) -> None
 
 @pytest.fixture(scope="module")
 def mongo() -> Iterator[mongodb.Found]:
-    yield from enter(mongodb.mongodb, mongodb.ServerUnavailable)
+    yield from serve_or_skip(mongodb.mongodb)
 
 
 def test_mongodb(mongo: mongodb.Found) -> None:
@@ -87,8 +87,7 @@ def test_mongodb(mongo: mongodb.Found) -> None:
 
 @pytest.fixture(scope="module")
 def dynamo() -> Iterator[dynamodb.Target]:
-    yield from enter(lambda: dynamodb.dynamodb_target("ledger-torture"),
-                     dynamodb.ServerUnavailable)  # fmt: skip
+    yield from serve_or_skip(lambda: dynamodb.dynamodb_target("ledger-torture"))
 
 
 def test_dynamodb(dynamo: dynamodb.Target, monkeypatch: pytest.MonkeyPatch) -> None:

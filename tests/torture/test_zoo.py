@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from tests.servers import redis as redis_servers
+from tests.servers.common import serve_or_skip
 from tests.zoo.base import ENV, flush
 
-from .conftest import campaign, enter
+from .conftest import campaign
 
 
 @pytest.fixture(scope="module")
 def zoo_redis() -> Iterator[str]:
-    for server in enter(lambda: redis_servers.local_redis(redis_servers.DURABLE),
-                        redis_servers.ServerUnavailable):  # fmt: skip
+    for server in serve_or_skip(lambda: redis_servers.local_redis(redis_servers.DURABLE)):
         yield f"127.0.0.1:{server.port}"
 
 
