@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ledger_core.protocol import Durability
+from ledger_core.protocol import Durability, LedgerInfo
 from ledger_dynamodb.decisions import server_header
 from ledger_dynamodb.identity import TableFacts, ledger_info, refusals
 from ledger_dynamodb.options import Settings
@@ -60,17 +60,22 @@ def test_recreated_table_is_a_new_store() -> None:
     assert info_a.store_id != info_b.store_id
 
 
-def test_moto_server_never_proves_even_when_told_it_persists() -> None:
-    """moto's server mode: in memory and not atomic under contention (the suite's C1
-    fails there), so no store_id even with durability=process."""
-    facts = TableFacts.read(_table(), {}, server="Werkzeug/3.1.9 Python/3.11.7, amazon.com")
-    info = ledger_info(
+def _told_it_persists(facts: TableFacts) -> LedgerInfo:
+    """What a ledger told ``durability=process`` makes of a local server's ``facts``."""
+    return ledger_info(
         facts,
         b"g" * 16,
         Settings(durability=Durability.PROCESS),
         location="x",
         endpoint_url="http://127.0.0.1:5000",
     )
+
+
+def test_moto_server_never_proves_even_when_told_it_persists() -> None:
+    """moto's server mode: in memory and not atomic under contention (the suite's C1
+    fails there), so no store_id even with durability=process."""
+    facts = TableFacts.read(_table(), {}, server="Werkzeug/3.1.9 Python/3.11.7, amazon.com")
+    info = _told_it_persists(facts)
     assert info.store_id is None
     assert "moto" in (info.reason or "")
     assert info.durability == Durability.NONE
@@ -89,12 +94,6 @@ def test_moto_is_recognized_without_its_werkzeug_header() -> None:
     ledger claimed a store_id there that the sync one refused (the suite's C6/C9 on moto)."""
     arn = "arn:aws:dynamodb:us-east-1:123456789012:table/ledger"
     facts = TableFacts.read(_table(TableId=None, TableArn=arn), {}, server="amazon.com")
-    info = ledger_info(
-        facts,
-        b"g" * 16,
-        Settings(durability=Durability.PROCESS),
-        location="x",
-        endpoint_url="http://127.0.0.1:5000",
-    )
+    info = _told_it_persists(facts)
     assert info.store_id is None
     assert "moto" in (info.reason or "")
