@@ -87,6 +87,8 @@ class Runtime:
     forgot: bool = False  # the forget hook ran: every earlier spend may be gone
     # suite -> (label, ids, monotonic time of their spend): C2's wait runs behind the run
     waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
+    # suite -> (label, ids, monotonic time C2 volume ended): re-read at the run's end
+    volume: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed

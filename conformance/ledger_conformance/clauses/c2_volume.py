@@ -5,11 +5,13 @@ cache with a size limit or an LRU policy, a table someone prunes) keeps the few 
 ids of the other clauses; only spending many and reading every one back catches it.
 The calls go out in parallel and are not recorded in the history (tens of thousands of
 ops would make the checker and the final C2 read the slowest part of the run); this
-clause checks its own answers.
+clause checks its own answers. The ids are read back at once, after the restart hook, and
+once more at the run's end, at least the profile's wait later.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,7 +19,7 @@ import pytest
 
 from ..harness import Handle, Ledgers, error_text
 from .c2_permanent import C2
-from .common import partly
+from .common import not_exercised, note, partly
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
 
@@ -109,3 +111,29 @@ class C2Volume:
             if lost:
                 problems.append(_describe_lost(lost, count, "after a server restart"))
         assert not problems, "; ".join(problems)
+        ledgers.runtime.volume[ledgers.suite_key] = (label, ids, time.monotonic())
+
+    @C2()
+    @pytest.mark.ledger_final
+    def test_C2_volume_after_waiting(
+        self, request: pytest.FixtureRequest, ledgers: Ledgers
+    ) -> None:
+        """The same ids once more at the run's end, at least the profile's wait after the
+        clause above: a store that prunes later (a job that trims to a size, an eviction
+        that runs when traffic stops) kept them all when they were first read back."""
+        found = ledgers.runtime.volume.get(ledgers.suite_key)
+        if found is None:
+            not_exercised(
+                "C2 volume did not pass earlier in this run (deselected, or failed and "
+                "reported there), so there is no volume to read again"
+            )
+        label, ids, since = found
+        slept = max(0.0, ledgers.profile.permanence_wait - (time.monotonic() - since))
+        time.sleep(slept)  # the clause: a store that prunes when left alone has done so
+        waited = time.monotonic() - since
+        note(request, f"{len(ids)} ids re-read {waited:.1f} s after they were first read back")
+        lost, errors = _lost(ledgers.open(label), ids, ledgers.profile.volume_workers)
+        assert not errors, (
+            f"{len(errors)} of {len(ids)} reads raised without any fault: {errors[0]}"
+        )
+        assert not lost, _describe_lost(lost, len(ids), f"{waited:.1f} s after they were read back")
