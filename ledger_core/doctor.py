@@ -37,6 +37,54 @@ class Check:
     raised: bool = False  # the store raised a LedgerError: nothing could be checked
 
 
+def dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def version_check(
+    server: str,
+    version: tuple[int, ...] | None,
+    minimum: tuple[int, ...],
+    needs: str,
+    driver: str,
+    *,
+    shown: str | None = None,
+    unknown: str = "the server reports no version",
+) -> Check:
+    """The ``versions`` line of a backend's doctor: the server's version as the ledger saw
+    it at open against the lowest one its commands work on (``needs`` says which feature
+    sets that floor), and the driver's version. I/O-free: the backend passes its facts."""
+    said = shown or (dotted(version) if version is not None else "")
+    if version is None:
+        return Check("versions", INFO, f"{server}: {unknown}; {driver}")
+    if version < minimum:
+        return Check(
+            "versions",
+            FAIL,
+            f"{server} {said} is older than {dotted(minimum)}, which the ledger needs "
+            f"({needs}); {driver}",
+            f"upgrade the server to {dotted(minimum)} or later",
+        )
+    return Check("versions", PASS, f"{server} {said} (>= {dotted(minimum)}: {needs}); {driver}")
+
+
+def configuration_checks(info: LedgerInfo, lines: Iterable[Check]) -> list[Check]:
+    """A backend's itemized ``configuration`` lines, kept consistent with its decision:
+    a ledger that refused to prove shows at least one failure (its reason, when no
+    itemized fact carries it), and the fix of a failure names what to change."""
+    checks = list(lines)
+    if info.store_id is None and not any(c.status == FAIL for c in checks):
+        checks.append(
+            Check(
+                "configuration",
+                FAIL,
+                info.reason or "this ledger never proves (no reason given)",
+                "see identity",
+            )
+        )
+    return checks
+
+
 def _identity(info: LedgerInfo) -> Check:
     if info.store_id is not None:
         where = f" ({info.identity})" if info.identity else ""
@@ -99,7 +147,18 @@ def _backend_checks(ledger: object, info: LedgerInfo) -> list[Check]:
     """The backend's own itemized checks (versions, configuration), when it has them."""
     own = getattr(ledger, "doctor_checks", None)
     if callable(own):
-        checks = list(own())
+        try:
+            checks = list(own())
+        except LedgerError as exc:  # a re-read failed: nothing of it can be judged
+            return [
+                Check(
+                    "configuration",
+                    FAIL,
+                    f"{type(exc).__name__}: {exc}",
+                    "the store could not answer: make it reachable and run the doctor again",
+                    raised=True,
+                )
+            ]
         if all(isinstance(c, Check) for c in checks):
             return checks
     name = type(ledger).__name__
@@ -189,4 +248,13 @@ def render(checks: Iterable[Check]) -> list[str]:
     return lines
 
 
-__all__ = ["FAIL", "INFO", "PASS", "Check", "diagnose", "render"]
+__all__ = [
+    "FAIL",
+    "INFO",
+    "PASS",
+    "Check",
+    "configuration_checks",
+    "diagnose",
+    "render",
+    "version_check",
+]

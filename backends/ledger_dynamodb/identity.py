@@ -11,7 +11,9 @@ import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from ledger_core.doctor import FAIL, PASS, Check, configuration_checks, version_check
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -113,32 +115,54 @@ def check_usable(facts: TableFacts, location: str) -> None:
 
 def refusals(facts: TableFacts, settings: Settings, endpoint_url: str | None) -> list[str]:
     """Why this table cannot back a proof (empty: it can)."""
-    reasons: list[str] = []
+    return [reason for _, reason in judged(facts, settings, endpoint_url)]
+
+
+def judged(
+    facts: TableFacts, settings: Settings, endpoint_url: str | None
+) -> list[tuple[str, str]]:
+    """:func:`refusals`, each with the fact it is about (``ttl``, ``replicas``,
+    ``endpoint``, ``identity``): the doctor shows each on that fact's line."""
+    reasons: list[tuple[str, str]] = []
     if facts.ttl_status in ("ENABLED", "ENABLING") and facts.ttl_attribute in OUR_ATTRIBUTES:
         reasons.append(
-            f"Time to Live is on for attribute {facts.ttl_attribute!r}, which the ledger "
-            "writes: DynamoDB may delete spent records (C2)"
+            (
+                "ttl",
+                f"Time to Live is on for attribute {facts.ttl_attribute!r}, which the ledger "
+                "writes: DynamoDB may delete spent records (C2)",
+            )
         )
     if facts.replicas and facts.multi_region.upper() != "STRONG":
         reasons.append(
-            "a global table with multi-Region eventual consistency (replicas: "
-            f"{', '.join(facts.replicas)}): two Regions can both accept one id, last "
-            "writer wins"
+            (
+                "replicas",
+                "a global table with multi-Region eventual consistency (replicas: "
+                f"{', '.join(facts.replicas)}): two Regions can both accept one id, last "
+                "writer wins",
+            )
         )
     if not is_aws_endpoint(endpoint_url) and settings.durability != Durability.PROCESS:
         reasons.append(
-            f"endpoint {endpoint_url} is not AWS DynamoDB: an emulator's persistence cannot "
-            "be read through the API (dynalite without --path and DynamoDB Local -inMemory "
-            "keep nothing); pass durability=process if it keeps its data on disk"
+            (
+                "endpoint",
+                f"endpoint {endpoint_url} is not AWS DynamoDB: an emulator's persistence "
+                "cannot be read through the API (dynalite without --path and DynamoDB Local "
+                "-inMemory keep nothing); pass durability=process if it keeps its data on disk",
+            )
         )
     if is_moto(facts, endpoint_url):
         reasons.append(
-            "the endpoint is moto (server mode): it keeps everything in memory, and its "
-            "conditional put is not atomic under contention (the conformance suite saw two "
-            "concurrent spends of one id both return True); never a proof"
+            (
+                "endpoint",
+                "the endpoint is moto (server mode): it keeps everything in memory, and its "
+                "conditional put is not atomic under contention (the conformance suite saw "
+                "two concurrent spends of one id both return True); never a proof",
+            )
         )
     if not facts.table_id and not facts.arn:
-        reasons.append("the table has neither a TableId nor an ARN to derive an identity from")
+        reasons.append(
+            ("identity", "the table has neither a TableId nor an ARN to derive an identity from")
+        )
     return reasons
 
 
@@ -200,3 +224,77 @@ def forgot(location: str, detail: str) -> UnsafeStoreConfig:
         f"the store forgot or its identity changed since this ledger opened ({location}: "
         f"{detail}); reopen the ledger (a new store_id: pending requests are asked again)"
     )
+
+
+# The ledger's conditional puts send ReturnValuesOnConditionCheckFailure, which botocore
+# knows from 2023 on; the dynamodb extra asks for boto3 >= 1.34 (botocore 1.34).
+BOTOCORE_MINIMUM = (1, 34)
+BOTOCORE_NEEDS = "ReturnValuesOnConditionCheckFailure on conditional puts (the extra's floor)"
+
+
+def endpoint_kind(facts: TableFacts, endpoint_url: str | None) -> str:
+    """Where requests go, said without anything secret (no user info, no path)."""
+    if is_aws_endpoint(endpoint_url):
+        return "AWS DynamoDB (a managed service: no server version to check)"
+    parts = urlsplit(endpoint_url or "")
+    where = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    if is_moto(facts, endpoint_url):
+        return f"moto (server mode) at {where}"
+    server = f", server {facts.server}" if facts.server else ""
+    return f"a local emulator (dynalite or DynamoDB Local) at {where}{server}"
+
+
+def doctor_checks(
+    facts: TableFacts,
+    info: LedgerInfo,
+    settings: Settings,
+    endpoint_url: str | None,
+    botocore_version: str,
+) -> list[Check]:
+    """``decision-ledger doctor``'s lines for a DynamoDB ledger, from the facts it read at
+    open (``DescribeTable``, ``DescribeTimeToLive``), each judged by :func:`judged`; no
+    I/O. Point-in-time recovery is not read: it restores into a new table (a new
+    store_id), so it decides nothing here."""
+    parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
+    version = version_check(
+        "botocore",
+        parsed or None,
+        BOTOCORE_MINIMUM,
+        BOTOCORE_NEEDS,
+        f"endpoint: {endpoint_kind(facts, endpoint_url)}",
+        shown=botocore_version,
+        unknown="its version is unknown",
+    )
+    refused: dict[str, list[str]] = {}
+    for topic, reason in judged(facts, settings, endpoint_url):
+        refused.setdefault(topic, []).append(reason)
+    if facts.replicas:
+        replicas = f"global table (replicas: {', '.join(facts.replicas)}; {facts.multi_region})"
+    else:
+        replicas = "a single-Region table"
+    if is_aws_endpoint(endpoint_url):
+        endpoint = "AWS DynamoDB: writes are replicated before they are acknowledged"
+    else:
+        endpoint = "an emulator, accepted with durability=process"
+    ttl = f"Time to Live {facts.ttl_status}" + (
+        f" on {facts.ttl_attribute!r} (not an attribute the ledger writes)"
+        if facts.ttl_attribute
+        else ""
+    )
+    passing = [
+        ("status", f"table {facts.name} {facts.status}, key {KEY!r} (binary hash key)"),
+        ("ttl", ttl),
+        ("replicas", replicas),
+        ("endpoint", endpoint),
+        ("identity", f"TableId {facts.table_id or '?'}, created {facts.created or '?'}"),
+    ]
+    lines: list[Check] = []
+    for topic, detail in passing:
+        if topic in refused:
+            lines.extend(
+                Check("configuration", FAIL, reason, f"see docs/dynamodb.md ({topic})")
+                for reason in refused.pop(topic)
+            )
+        else:
+            lines.append(Check("configuration", PASS, detail))
+    return [version, *configuration_checks(info, lines)]

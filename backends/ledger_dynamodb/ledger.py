@@ -10,11 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ledger_core.base import ReentrantLedgerBase
+from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
 from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
-from . import decisions
+from . import decisions, identity
 from .commands import SCAN_SEGMENTS, Call, Request, Verify
 from .decisions import Handle, Session
 from .options import Settings, Target
@@ -119,6 +120,22 @@ class DynamoDBLedger(ReentrantLedgerBase):
         with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
             while pages := scan.next_pages():
                 yield from scan.listed(list(pool.map(self._run, pages)))
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s versions and configuration lines, from the facts
+        read at open or at the last re-check (no I/O)."""
+        import botocore
+
+        session = self._session
+        assert session.facts is not None  # read at open
+        assert session.info is not None
+        return identity.doctor_checks(
+            session.facts,
+            session.info,
+            session.settings,
+            session.endpoint_url,
+            str(botocore.__version__),
+        )
 
     def close(self) -> None:
         if self._handle.closes():

@@ -60,6 +60,7 @@ class Store:
     next_check: float
     failed: str | None = field(default=None)
     closed: bool = False  # the ledger was closed: its shell refuses every call
+    facts: Facts | None = None  # what opening read (the doctor shows it)
 
     @property
     def namespace(self) -> str:
@@ -197,6 +198,7 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
         encoding=encoding,
         shape=facts.shape(settings.durability),
         next_check=now + settings.recheck,
+        facts=facts,
     )
 
 

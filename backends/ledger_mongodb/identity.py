@@ -16,6 +16,7 @@ from typing import Any
 
 from bson.binary import UUID_SUBTYPE, Binary
 
+from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
 from ledger_core.protocol import Durability, LedgerInfo
 
 NX_PROCESS = "nx_27017"
@@ -84,59 +85,95 @@ class Facts:
 
     def verdict(self, durability: str = Durability.MACHINE) -> str | None:
         """Why this store must never prove, or ``None``."""
+        found = self.refusals(durability)
+        return found[0][1] if found else None
+
+    def refusals(self, durability: str = Durability.MACHINE) -> list[tuple[str, str]]:
+        """Every reason this store must never prove, each with the fact it is about
+        (``deployment``, ``collection``, ``journal``, ``storage engine``), the first
+        being :meth:`verdict`'s."""
+        found: list[tuple[str, str]] = []
         if self.kind == "mongos":
-            return (
-                "a sharded cluster (mongos): _id is unique per shard only unless _id is "
-                "the shard key, which this ledger does not verify"
+            found.append(
+                (
+                    "deployment",
+                    "a sharded cluster (mongos): _id is unique per shard only unless _id is "
+                    "the shard key, which this ledger does not verify",
+                )
             )
         options: Mapping[str, Any] = self.collection.get("options") or {}
         kind = self.collection.get("type", "collection")
         if kind != "collection":
-            return f"the ledger's namespace is a {kind}, not a collection"
+            found.append(("collection", f"the ledger's namespace is a {kind}, not a collection"))
         if options.get("capped"):
-            return "the collection is capped: MongoDB deletes the oldest documents"
+            found.append(
+                ("collection", "the collection is capped: MongoDB deletes the oldest documents")
+            )
         if "expireAfterSeconds" in options:
-            return "the collection expires documents (expireAfterSeconds)"
+            found.append(("collection", "the collection expires documents (expireAfterSeconds)"))
         if "timeseries" in options:
-            return "the collection is a time series collection"
+            found.append(("collection", "the collection is a time series collection"))
         collation = options.get("collation")
         if collation and collation.get("locale", "simple") != "simple":
-            return (
-                f"the collection's collation is {collation.get('locale')!r}, not simple: "
-                "ids could compare loosely (e.g. case-insensitively)"
+            found.append(
+                (
+                    "collection",
+                    f"the collection's collation is {collation.get('locale')!r}, not simple: "
+                    "ids could compare loosely (e.g. case-insensitively)",
+                )
             )
         for index in self.indexes:
             if "expireAfterSeconds" in index:
-                return f"index {index.get('name')!r} is a TTL index: documents expire"
-        if self.kind == "nx-27017" and durability != Durability.PROCESS:
-            return (
-                "nx-27017 cannot promise that a journaled write survives a power loss: it "
-                "turns j:true into PRAGMA synchronous=FULL on a SQLite connection shared by "
-                "every client of the database (a concurrent w:1 writer sets NORMAL), and it "
-                "reports neither its journal mode nor that level (open with "
-                "durability=process to accept a server-process crash as the bound)"
-            )
+                found.append(
+                    ("collection", f"index {index.get('name')!r} is a TTL index: documents expire")
+                )
+                break
         if self.kind == "nx-27017":
-            return None
+            if durability != Durability.PROCESS:
+                found.append(
+                    (
+                        "journal",
+                        "nx-27017 cannot promise that a journaled write survives a power "
+                        "loss: it turns j:true into PRAGMA synchronous=FULL on a SQLite "
+                        "connection shared by every client of the database (a concurrent "
+                        "w:1 writer sets NORMAL), and it reports neither its journal mode "
+                        "nor that level (open with durability=process to accept a "
+                        "server-process crash as the bound)",
+                    )
+                )
+            return found
+        engine = (self.status or {}).get("storageEngine") or {}
         if self.status is None:
-            return "serverStatus is not permitted (grant clusterMonitor): storage engine unknown"
-        engine = self.status.get("storageEngine") or {}
-        if not engine:
-            return "the server reports no storage engine"
-        if engine.get("name") == "inMemory" or engine.get("persistent") is False:
-            return f"the storage engine {engine.get('name')!r} does not persist"
+            found.append(
+                (
+                    "storage engine",
+                    "serverStatus is not permitted (grant clusterMonitor): storage engine unknown",
+                )
+            )
+        elif not engine:
+            found.append(("storage engine", "the server reports no storage engine"))
+        elif engine.get("name") == "inMemory" or engine.get("persistent") is False:
+            found.append(
+                ("storage engine", f"the storage engine {engine.get('name')!r} does not persist")
+            )
         if self.kind == "replica-set":
             if self.repl is None:
-                return (
-                    "replSetGetConfig is not permitted (grant clusterMonitor): "
-                    "writeConcernMajorityJournalDefault unknown"
+                found.append(
+                    (
+                        "journal",
+                        "replSetGetConfig is not permitted (grant clusterMonitor): "
+                        "writeConcernMajorityJournalDefault unknown",
+                    )
                 )
-            if self.repl.get("writeConcernMajorityJournalDefault") is False:
-                return (
-                    "writeConcernMajorityJournalDefault is false: a majority write may "
-                    "be acknowledged before it is journaled on a majority"
+            elif self.repl.get("writeConcernMajorityJournalDefault") is False:
+                found.append(
+                    (
+                        "journal",
+                        "writeConcernMajorityJournalDefault is false: a majority write may "
+                        "be acknowledged before it is journaled on a majority",
+                    )
                 )
-        return None
+        return found
 
 
 def durability_of(facts: Facts) -> str:
@@ -177,3 +214,76 @@ def ledger_info(
         identity=identity,
         durability=durability_of(facts),
     )
+
+
+# The oldest server a ledger opens on: every open sends ``hello`` (MongoDB 4.4.2, and
+# 4.0.21 / 4.2.10 patch releases). collectionUUID (6.0) is used where present, else each
+# spend and read is guarded by a re-read of the genesis instead.
+MONGODB_MINIMUM = (4, 0)
+GUARD_UUID_FROM = (6, 0)
+
+
+def _fact_lines(facts: Facts, durability: str) -> list[tuple[str, str]]:
+    """What the doctor says of each fact :meth:`Facts.refusals` judges, when it passes."""
+    options = facts.collection.get("options") or {}
+    collation = (options.get("collation") or {}).get("locale", "simple")
+    engine = (facts.status or {}).get("storageEngine") or {}
+    lines = [
+        ("deployment", f"deployment {facts.deployment}"),
+        ("collection", f"a plain collection, collation {collation}, no TTL index"),
+    ]
+    if facts.kind == "nx-27017":
+        lines.append(
+            ("journal", "nx-27017: power-loss durability accepted with durability=process")
+        )
+        return lines
+    lines.append(("storage engine", f"storage engine {engine.get('name', '?')} (persistent)"))
+    if facts.kind == "replica-set":
+        lines.append(("journal", "writeConcernMajorityJournalDefault true"))
+    return lines
+
+
+def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) -> list[Check]:
+    """``decision-ledger doctor``'s lines for a MongoDB ledger, from the facts it read at
+    open, each judged by :meth:`Facts.refusals`; no I/O."""
+    said = facts.build.get("version")
+    needs = "the hello command every open sends"
+    if facts.guard_uuid is not None:
+        needs += "; collectionUUID (6.0) guards each spend and read"
+    elif said and facts.version >= GUARD_UUID_FROM:
+        needs += "; it gives no collection UUID, so a genesis re-read guards each spend"
+    elif said:
+        needs += "; below 6.0 a genesis re-read guards each spend instead of collectionUUID"
+    version = version_check(
+        "MongoDB" if facts.kind != "nx-27017" else "nx-27017",
+        facts.version if said else None,
+        MONGODB_MINIMUM,
+        needs,
+        f"pymongo {driver}",
+        shown=str(said or ""),
+    )
+    refused: dict[str, list[str]] = {}
+    for topic, reason in facts.refusals(durability):
+        refused.setdefault(topic, []).append(reason)
+    lines = [
+        Check(
+            "configuration",
+            PASS,
+            "write concern w: majority, j: true on every write (sent with each command)",
+        )
+    ]
+    for topic, detail in _fact_lines(facts, durability):
+        if topic in refused:
+            lines.extend(
+                Check("configuration", FAIL, reason, f"see docs/mongodb.md ({topic})")
+                for reason in refused.pop(topic)
+            )
+        else:
+            lines.append(Check("configuration", PASS, detail))
+    for topic, reasons in refused.items():  # a fact with no line of its own
+        lines.extend(
+            Check("configuration", FAIL, r, f"see docs/mongodb.md ({topic})") for r in reasons
+        )
+    if facts.kind == "nx-27017":
+        lines.append(Check("configuration", INFO, "nx-27017 reports no storage engine"))
+    return [version, *configuration_checks(info, lines)]

@@ -8,18 +8,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import pymongo
 from bson.codec_options import CodecOptions
 from pymongo import MongoClient, ReadPreference
 from pymongo.collection import Collection
 from pymongo.database import Database
 
 from ledger_core.base import ReentrantLedgerBase
+from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
 from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
-from . import decisions
+from . import decisions, identity
 from .commands import Request
 from .options import CLIENT_OPTIONS, Settings, client_settings
 
@@ -120,6 +122,14 @@ class MongoLedger(ReentrantLedgerBase):
         if "collection" in options:
             raise TypeError("from_collection takes the collection's own name")
         return cls.from_database(collection.database, collection=collection.name, **options)
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s versions and configuration lines, from the facts
+        read at open (no I/O)."""
+        store = self._store
+        assert store.facts is not None  # every open reads them
+        durability = store.settings.durability
+        return identity.doctor_checks(store.facts, self._info, durability, pymongo.version)
 
     @staticmethod
     def _run(conn: SyncConnection, steps: decisions.Steps) -> Any:

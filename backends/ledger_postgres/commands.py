@@ -240,6 +240,12 @@ PROBE = sql.SQL(
     "AND attname = 'attempt_digest' AND NOT attisdropped)"
 )
 SYSTEM_IDENTIFIER = sql.SQL("SELECT system_identifier::text FROM pg_catalog.pg_control_system()")
+# What the doctor re-reads (read-only): the version and the defaults it shows.
+DOCTOR_SETTINGS = sql.SQL(
+    "SELECT current_setting('server_version'), current_setting('server_version_num')::int, "
+    "(SELECT reset_val FROM pg_catalog.pg_settings WHERE name = 'synchronous_commit'), "
+    "current_setting('full_page_writes')"
+)
 
 
 def _script(*statements: sql.Composable) -> sql.Composed:

@@ -22,6 +22,7 @@ from ledger_core.tokens import attempt_outcome, new_token
 from . import errors, identity
 from .commands import (
     BATCH_SIZE,
+    DOCTOR_SETTINGS,
     IDENTITY_NAMESPACE,
     PAGE_SIZE,
     PROBE,
@@ -306,6 +307,7 @@ class GuardedShell:
     _watchdog: Watchdog | LoopWatchdog
     _reentrant: bool = False
     _forgot: bool = False
+    _doctor_opened: Opened  # what opening found, kept for the doctor
 
     def _time_left(self, due: float) -> float:
         """Seconds left before ``due``, if this ledger may still run an op at all."""
@@ -343,6 +345,7 @@ class GuardedShell:
         return errors.DeadlineExceeded(f"no answer within {self._config.timeout} s")
 
     def _opened(self, opened: Opened) -> None:
+        self._doctor_opened = opened
         self._info = opened.info
         self._reentrant = opened.reentrant
         self._st = self._st.guarded(opened.guard, opened.reentrant)
@@ -375,3 +378,13 @@ class GuardedShell:
     def _page_steps(self, what: str, after: bytes) -> Steps:
         page = id_page if what == "ids" else namespace_page
         return page(self._st, after, self._due(), self._password)
+
+
+def doctor_settings(due: float, password: str | None) -> Steps:
+    """The doctor's re-read of the server's version and defaults (reads only)."""
+    try:
+        row = yield Op(DOCTOR_SETTINGS, due=due)
+    except Exception as exc:
+        raise errors.unavailable("reading the server's settings", exc, password) from exc
+    assert row is not None
+    return identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -49,13 +50,16 @@ def in_hot_standby(parameter: bytes | None) -> bool:
     return parameter == b"on"
 
 
-def _cannot_prove(probe: Probe) -> str | None:
-    """Why acknowledged spends could be lost in a crash of the server process, if so."""
+def _fsync_refusal(probe: Probe) -> str | None:
     if probe.fsync.lower() != "on":
         return (
             "fsync is off on this server: a crash can lose recorded ids (C2), "
             "so this ledger never proves"
         )
+    return None
+
+
+def _persistence_refusal(probe: Probe) -> str | None:
     if probe.persistence == "u":
         return (
             "the ledger table is unlogged: PostgreSQL empties it in crash recovery (C2), "
@@ -66,6 +70,11 @@ def _cannot_prove(probe: Probe) -> str | None:
     return None
 
 
+def _cannot_prove(probe: Probe) -> str | None:
+    """Why acknowledged spends could be lost in a crash of the server process, if so."""
+    return _fsync_refusal(probe) or _persistence_refusal(probe)
+
+
 class Opened(NamedTuple):
     """What opening found: the description, the guard every operation proves, and
     whether the table can record ``spend_as`` digests (C10)."""
@@ -73,6 +82,7 @@ class Opened(NamedTuple):
     info: LedgerInfo
     guard: Guard
     reentrant: bool = True
+    probe: Probe | None = None  # the facts it was decided on (the doctor shows them)
 
 
 def ledger_info(
@@ -124,4 +134,86 @@ def ledger_info(
         durability=Durability.NONE if reason else Durability.MACHINE,
     )
     guard = Guard(genesis, probe.table_oid, durable=reason is None)
-    return Opened(info, guard, probe.has_attempt_column)
+    return Opened(info, guard, probe.has_attempt_column, probe)
+
+
+# What the statements need of a server: INSERT ... ON CONFLICT (9.5); ADD COLUMN IF NOT
+# EXISTS, pg_control_system() and idle_in_transaction_session_timeout (9.6).
+POSTGRES_MINIMUM = (9, 6)
+POSTGRES_NEEDS = (
+    "INSERT ... ON CONFLICT, ADD COLUMN IF NOT EXISTS, pg_control_system(), "
+    "idle_in_transaction_session_timeout"
+)
+_PERSISTENCE = {"p": "permanent (logged)", "u": "unlogged", "t": "temporary"}
+
+
+class ServerSettings(NamedTuple):
+    """What the doctor re-reads (``DOCTOR_SETTINGS``): nothing here decides proving."""
+
+    version: str
+    version_num: int
+    synchronous_commit: str  # the server's default; the ledger sets on for its spends
+    full_page_writes: str
+
+
+def _version_of(number: int) -> tuple[int, ...]:
+    """``server_version_num`` as a tuple: 90624 -> (9, 6), 150004 -> (15, 4)."""
+    if number >= 100000:
+        return (number // 10000, number % 10000)
+    return (number // 10000, number // 100 % 100)
+
+
+def doctor_checks(
+    opened: Opened, settings: ServerSettings, config: PgConfig, driver: str, libpq: int
+) -> list[Check]:
+    """``decision-ledger doctor``'s lines for a PostgreSQL ledger: the facts it decided
+    on at open (``opened.probe``) judged by the same refusals, and a re-read of the
+    server's version and defaults; no I/O."""
+    info = opened.info
+    version = version_check(
+        "PostgreSQL",
+        _version_of(settings.version_num),
+        POSTGRES_MINIMUM,
+        POSTGRES_NEEDS,
+        f"psycopg {driver} (libpq {'.'.join(map(str, _version_of(libpq)))})",
+        shown=settings.version,
+    )
+    probe = opened.probe
+    lines: list[Check] = []
+    if probe is not None:
+        why = _fsync_refusal(probe)
+        lines.append(
+            Check("configuration", PASS, f"fsync {probe.fsync}")
+            if why is None
+            else Check("configuration", FAIL, why, "set fsync = on (postgresql.conf), reload")
+        )
+        kind = _PERSISTENCE.get(probe.persistence or "", probe.persistence or "unknown")
+        why = _persistence_refusal(probe)
+        lines.append(
+            Check("configuration", PASS, f"table {config.qualified} is {kind}")
+            if why is None
+            else Check(
+                "configuration",
+                FAIL,
+                f"table {config.qualified}: {why}",
+                f"ALTER TABLE {config.qualified} SET LOGGED, then reopen",
+            )
+        )
+        lines.append(Check("configuration", PASS, "a primary (not in recovery)"))
+    lines.append(
+        Check(
+            "configuration",
+            PASS,
+            "synchronous_commit on for every spend (set by the ledger; the server's "
+            f"default is {settings.synchronous_commit})",
+        )
+    )
+    lines.append(
+        Check(
+            "configuration",
+            INFO,
+            f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
+            "risks torn pages after a power loss)",
+        )
+    )
+    return [version, *configuration_checks(info, lines)]

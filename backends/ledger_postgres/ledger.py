@@ -16,10 +16,11 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from ledger_core.base import ReentrantLedgerBase
+from ledger_core.doctor import Check
 from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 
-from . import decisions, errors, options
+from . import decisions, errors, identity, options
 from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
 from .identity import in_hot_standby
 from .watchdog import Watchdog
@@ -292,6 +293,13 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
                 _tidy(conn, host_autocommit)
 
     # -- the ledger: each call runs its decision --------------------------------
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s versions and configuration lines: the facts read
+        at open, and one read-only query for the server's version and defaults."""
+        settings = self._drive(decisions.doctor_settings(self._due(), self._password))
+        driver = (psycopg.__version__, psycopg.pq.version())
+        return identity.doctor_checks(self._doctor_opened, settings, self._config, *driver)
 
     def _drive(self, steps: decisions.Steps) -> Any:
         return run_steps(steps, self._run)

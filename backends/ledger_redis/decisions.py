@@ -41,6 +41,7 @@ class Opened:
     plan: Plan
     info: LedgerInfo
     options: RedisOptions
+    facts: tuple[identity.ServerFacts, ...] = ()  # as read at open (the doctor shows them)
 
 
 def plan_for(
@@ -115,7 +116,7 @@ def open_steps(
         verdict=verdict,
         keys=keys,
     )
-    return Opened(plan, info, options)
+    return Opened(plan, info, options, tuple(facts))
 
 
 def genesis_steps(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
 from ledger_core.errors import InvalidLedgerURL, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -140,6 +141,11 @@ def _unknown(facts: ServerFacts, options: RedisOptions) -> list[str]:
     return unknown
 
 
+def evicts(policy: str) -> bool:
+    """Whether a maxmemory-policy may evict keys without an expiry (spent ids have none)."""
+    return policy.startswith("allkeys-")
+
+
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
@@ -186,7 +192,7 @@ def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[
     if facts.role is not None and facts.role != "master":
         return f"{where} is a replica (role {facts.role}): its data is a copy", notes, level
     policy = facts.maxmemory_policy
-    if policy is not None and policy.startswith("allkeys-"):
+    if policy is not None and evicts(policy):
         return (
             f"{where} has maxmemory-policy {policy}: it may evict spent ids under memory "
             "pressure (use noeviction or a volatile-* policy)",
@@ -382,3 +388,109 @@ def ledger_info(
         identity=identity,
         durability=verdict.durability,
     )
+
+
+# What the commands need of a server: EVALSHA scripts (2.6), SET ... NX for the genesis
+# (2.6.12), SCAN for listings (2.8); WAITAOF (7.2) only with wait_aof.
+REDIS_MINIMUM = (2, 8, 0)
+REDIS_NEEDS = "EVALSHA scripts, SET NX for the genesis, SCAN for listings"
+WAITAOF_MINIMUM = (7, 2, 0)
+
+
+def _unknown_line(where: str, what: str, options: RedisOptions, facts: ServerFacts) -> Check:
+    """A setting the server would not show: a refusal unless trust_config asserts it."""
+    blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
+    detail = f"{where}{what} unknown" + (f" ({blocked})" if blocked else "")
+    if options.trust_config:
+        return Check("configuration", INFO, f"{detail}; asserted safe by trust_config")
+    return Check(
+        "configuration",
+        FAIL,
+        detail,
+        "let the ledger read INFO and CONFIG GET, or assert the setting with trust_config=true",
+    )
+
+
+def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> Check:
+    """appendonly / appendfsync / save, judged by :func:`offered` against what the
+    ledger claims (its durability option), as :func:`assess` does."""
+    if facts.aof_enabled is None or (facts.aof_enabled and offered(facts, options) is None):
+        return _unknown_line(where, "appendonly/appendfsync", options, facts)
+    level = offered(facts, options)
+    assert level is not None
+    if not facts.aof_enabled:
+        said = f"appendonly no, save {facts.save!r}"
+    else:
+        said = f"appendonly yes, appendfsync {facts.appendfsync}"
+        if options.wait_aof:
+            said += ", WAITAOF on each spend (wait_aof)"
+    fix = "set appendonly yes and appendfsync always (CONFIG SET, and in redis.conf)"
+    if level == Durability.NONE:
+        return Check("configuration", FAIL, f"{where}{said}: a crash loses spends", fix)
+    if options.require_aof and facts.appendfsync not in (None, "always"):
+        return Check("configuration", FAIL, f"{where}{said}, and require_aof is set", fix)
+    if _RANK[level] < _RANK[options.durability]:
+        return Check(
+            "configuration",
+            FAIL,
+            f"{where}{said}: a spend survives a server crash, not a machine crash",
+            fix + "; or accept it with durability=process",
+        )
+    if level == Durability.PROCESS:
+        return Check("configuration", PASS, f"{where}{said}, accepted with durability=process")
+    return Check("configuration", PASS, f"{where}{said}")
+
+
+def doctor_checks(
+    facts: Sequence[ServerFacts], options: RedisOptions, info: LedgerInfo, driver: str
+) -> list[Check]:
+    """``decision-ledger doctor``'s lines for a Redis ledger, from the facts it read at
+    open (``INFO``, ``CONFIG GET``); no I/O. Each line is judged as :func:`assess`
+    judges it; a refusal no line carries is shown as its own line."""
+    version = server_version(facts)
+    many = len(facts) > 1
+    minimum, needs = REDIS_MINIMUM, REDIS_NEEDS
+    if options.wait_aof:
+        minimum, needs = WAITAOF_MINIMUM, "WAITAOF on each spend (wait_aof)"
+    checks = [
+        version_check(
+            f"oldest of {len(facts)} Redis servers" if many else "Redis",
+            version,
+            minimum,
+            needs,
+            f"redis-py {driver}",
+            unknown="a server does not report its version (INFO refused)",
+        )
+    ]
+    lines: list[Check] = []
+    for one in facts:
+        where = f"{one.node}: " if many else ""
+        if one.role is None:
+            lines.append(_unknown_line(where, "role", options, one))
+        elif one.role != "master":
+            lines.append(
+                Check(
+                    "configuration",
+                    FAIL,
+                    f"{where}role {one.role}: its data is a copy",
+                    "point the URL at the primary",
+                )
+            )
+        else:
+            lines.append(Check("configuration", PASS, f"{where}role master"))
+        policy = one.maxmemory_policy
+        if policy is None:
+            lines.append(_unknown_line(where, "maxmemory-policy", options, one))
+        elif evicts(policy):
+            lines.append(
+                Check(
+                    "configuration",
+                    FAIL,
+                    f"{where}maxmemory-policy {policy}: spent ids may be evicted",
+                    "set maxmemory-policy noeviction (or a volatile-* policy)",
+                )
+            )
+        else:
+            lines.append(Check("configuration", PASS, f"{where}maxmemory-policy {policy}"))
+        lines.append(_persistence_line(where, one, options))
+    return [*checks, *configuration_checks(info, lines)]

@@ -7,12 +7,14 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from ledger_core.base import ReentrantLedgerBase
+from ledger_core.doctor import Check
 from ledger_core.errors import LedgerError
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
-from . import decisions
+from . import decisions, identity
+from .driver import redis_module
 from .errors import unexpected
 from .options import RedisOptions
 from .transport import Op, SyncOps, Transport, deadline_for, through, transport_for
@@ -164,6 +166,13 @@ class RedisLedger(Shell, ReentrantLedgerBase):
     def _scan(self, scan: decisions.Scan) -> Iterator[str]:
         while (items := run_steps(self._page_ops(scan), self._perform)) is not None:
             yield from items
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s versions and configuration lines, from the facts
+        read at open (no I/O)."""
+        opened = self._guard.opened
+        driver = str(getattr(redis_module(), "__version__", "?"))
+        return identity.doctor_checks(opened.facts, opened.options, self._info, driver)
 
     def close(self) -> None:
         if not self._io.closed:

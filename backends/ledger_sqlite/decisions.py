@@ -47,6 +47,7 @@ class Store:
     info: LedgerInfo | None = None
     failed: LedgerError | None = None  # closed, or failed closed for good
     next_check: float = 0.0
+    filesystem: str | None = None  # what the file was on at open (the doctor shows it)
 
     @property
     def namespace(self) -> str:
@@ -138,7 +139,7 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
         raise LedgerUnavailable(f"cannot stat SQLite ledger {target.path!r}")
     if row is None:
         raise missing(target, f"the ledger in {target.path!r} has no identity yet")
-    store.uuid, store.file = str(row[0]), where
+    store.uuid, store.file, store.filesystem = str(row[0]), where, filesystem
     store.info = identity.ledger_info(target, store.uuid, filesystem)
     store.next_check = time.monotonic() + FILE_CHECK_PERIOD
     return store.info
@@ -354,3 +355,14 @@ def _seek(after: str, page: int) -> Steps[Request, list[str]]:
         cursor = str(row[0])
         found.append(cursor)
     return found
+
+
+def pragmas_steps(store: Store) -> Steps[Request, tuple[str, int]]:
+    """The doctor's re-read of a pooled connection's journal mode and synchronous level
+    (read-only: the pragmas are asked, never set)."""
+    try:
+        mode = yield Statement("PRAGMA journal_mode")
+        level = yield Statement("PRAGMA synchronous")
+    except sqlite3.Error as exc:
+        raise errors.unavailable("cannot read the settings of", store.target.path, exc) from exc
+    return str(mode[0]), int(level[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 
+from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -85,3 +86,90 @@ def moved(target: Target) -> UnsafeStoreConfig:
         f"the SQLite ledger file {target.path!r} was deleted or replaced since this "
         "ledger opened; reopen it (anything minted under the old store_id is asked again)"
     )
+
+
+# The oldest SQLite library the statements run on: spend_as's upsert ends in RETURNING.
+SQLITE_MINIMUM = (3, 35, 0)
+SQLITE_NEEDS = "RETURNING in spend_as; UPSERT (3.24) in every spend"
+# PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA. FULL syncs the WAL on each commit.
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def doctor_checks(
+    info: LedgerInfo,
+    filesystem: str | None,
+    journal_mode: str,
+    synchronous: int,
+    library: str,
+    python: str,
+) -> list[Check]:
+    """``decision-ledger doctor``'s lines for a SQLite ledger, from what it read at open
+    (the filesystem) and a re-read of its connection's pragmas; no I/O."""
+    version = tuple(int(p) for p in library.split(".") if p.isdigit()) or None
+    checks = [
+        version_check(
+            "SQLite library",
+            version,
+            SQLITE_MINIMUM,
+            SQLITE_NEEDS,
+            f"Python sqlite3 module (Python {python})",
+        )
+    ]
+    if journal_mode.lower() == "wal":
+        checks.append(
+            Check("configuration", PASS, "journal_mode wal (verified on every connection)")
+        )
+    else:
+        checks.append(
+            Check(
+                "configuration",
+                FAIL,
+                f"journal_mode {journal_mode}: the ledger needs wal",
+                "reopen the ledger: it asks for WAL on every new connection",
+            )
+        )
+    level = _SYNCHRONOUS.get(synchronous, str(synchronous))
+    if synchronous >= 2:
+        checks.append(
+            Check(
+                "configuration",
+                PASS,
+                f"synchronous {level} (set on each of the ledger's connections: another "
+                "process's setting affects only its own commits)",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "configuration",
+                FAIL,
+                f"synchronous {level}: a commit may be lost with the machine",
+                "reopen the ledger: it sets synchronous=FULL on every new connection",
+            )
+        )
+    if filesystem is None:
+        checks.append(
+            Check(
+                "configuration",
+                INFO,
+                "filesystem unknown (/proc/self/mounts unreadable): taken as a disk",
+            )
+        )
+    elif filesystem not in VOLATILE_FILESYSTEMS:
+        checks.append(Check("configuration", PASS, f"filesystem {filesystem}"))
+    elif info.store_id is not None:
+        checks.append(
+            Check(
+                "configuration", PASS, f"filesystem {filesystem}, accepted with durability=process"
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "configuration",
+                FAIL,
+                f"filesystem {filesystem}: {info.reason}",
+                "put the file on a disk, or accept the risk with durability=process",
+            )
+        )
+    return [checks[0], *configuration_checks(info, checks[1:])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import platform
 import queue
 import sqlite3
 import threading
@@ -16,12 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ledger_core.base import ReentrantLedgerBase
+from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_request_id
 from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
-from . import decisions, errors
+from . import decisions, errors, identity
 from .commands import Request, Statement, StatFile
 from .decisions import Store
 from .identity import filesystem_of
@@ -299,6 +301,18 @@ class SQLiteLedger(ReentrantLedgerBase):
     def lineage(self) -> list[str]:
         """The store_ids this store was migrated from (its lineage markers)."""
         return self._conns.run(decisions.lineage_steps(self._store))
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s versions and configuration lines (reads only)."""
+        mode, level = self._conns.run(decisions.pragmas_steps(self._store))
+        return identity.doctor_checks(
+            self._info,
+            self._store.filesystem,
+            mode,
+            level,
+            sqlite3.sqlite_version,
+            platform.python_version(),
+        )
 
     def close(self) -> None:
         self._store.failed = LedgerClosed(f"{self!r} is closed")
