@@ -1,0 +1,68 @@
+"""``decision-ledger doctor`` on a DynamoDB ledger: the endpoint, botocore's version and
+the table's facts, each judged by the same refusals as the open."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger_core.doctor import FAIL, PASS
+from ledger_dynamodb.identity import TableFacts, doctor_checks, ledger_info
+from ledger_dynamodb.options import Settings
+from tests.doctor_report import consistent, doctor, named
+
+
+def test_the_tables_lines_agree_with_its_decision(
+    dynamodb_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"{dynamodb_url}&namespace=doctor-lines&durability=process"
+    lines = doctor(url, capsys, setup=True)
+    consistent(lines)
+    (versions,) = named(lines, "versions")
+    assert versions.detail.startswith("botocore ")
+    assert "endpoint: " in versions.detail
+    details = [line.detail for line in named(lines, "configuration")]
+    assert details[0].endswith("ACTIVE, key 'pk' (binary hash key)")
+    if "endpoint_url=" in dynamodb_url:  # an emulator proves only when accepted
+        assert "an emulator, accepted with durability=process" in details
+        lines = doctor(f"{dynamodb_url}&namespace=doctor-lines", capsys)
+        consistent(lines)
+        (failed,) = [line for line in named(lines, "configuration") if line.status == "FAIL"]
+        assert failed.detail.startswith("endpoint ")
+        assert "is not AWS DynamoDB" in failed.detail
+
+
+def _facts(**kw: object) -> TableFacts:
+    base: dict[str, object] = {
+        "name": "t",
+        "table_id": "id",
+        "arn": "arn:aws:dynamodb:eu-west-1:1:table/t",
+        "created": "1.0",
+        "status": "ACTIVE",
+        "key_ok": True,
+        "ttl_status": "DISABLED",
+        "ttl_attribute": "",
+        "replicas": (),
+        "multi_region": "EVENTUAL",
+    }
+    base.update(kw)
+    return TableFacts(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("botocore", "status"), [("1.33.13", FAIL), ("1.34.0", PASS)])
+def test_botocore_below_the_extras_floor_fails(botocore: str, status: str) -> None:
+    facts = _facts()
+    info = ledger_info(facts, b"g" * 16, Settings(), location="t", endpoint_url=None)
+    checks = doctor_checks(facts, info, Settings(), None, botocore)
+    assert checks[0].status == status
+    assert "endpoint: AWS DynamoDB" in checks[0].detail
+
+
+def test_ttl_on_a_ledger_attribute_and_a_global_table_fail_their_lines() -> None:
+    facts = _facts(ttl_status="ENABLED", ttl_attribute="tok", replicas=("eu-west-1", "us-east-1"))
+    info = ledger_info(facts, b"g" * 16, Settings(), location="t", endpoint_url=None)
+    assert info.store_id is None
+    checks = doctor_checks(facts, info, Settings(), None, "1.35.0")
+    failed = [c.detail for c in checks if c.status == FAIL]
+    assert len(failed) == 2
+    assert failed[0].startswith("Time to Live is on for attribute 'tok'")
+    assert failed[1].startswith("a global table")
