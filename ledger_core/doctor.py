@@ -85,6 +85,24 @@ def configuration_checks(info: LedgerInfo, lines: Iterable[Check]) -> list[Check
     return checks
 
 
+def itemized(
+    facts: Iterable[tuple[str, str]], refusals: Iterable[tuple[str, str]], page: str
+) -> list[Check]:
+    """``configuration`` lines, one per ``(topic, what it is)`` fact: the backend's own
+    refusals about that topic (its decision's words) fail it, else it passes; a refusal
+    about a topic with no fact listed gets a failing line of its own."""
+    refused: dict[str, list[str]] = {}
+    for topic, reason in refusals:
+        refused.setdefault(topic, []).append(reason)
+    lines: list[Check] = []
+    for topic, detail in [*facts, *((t, "") for t in refused)]:
+        reasons = refused.pop(topic, [])
+        lines.extend(Check("configuration", FAIL, r, f"see {page} ({topic})") for r in reasons)
+        if detail and not reasons:
+            lines.append(Check("configuration", PASS, detail))
+    return lines
+
+
 def _identity(info: LedgerInfo) -> Check:
     if info.store_id is not None:
         where = f" ({info.identity})" if info.identity else ""
@@ -255,6 +273,7 @@ __all__ = [
     "Check",
     "configuration_checks",
     "diagnose",
+    "itemized",
     "render",
     "version_check",
 ]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
         parent = config.rootpath / ".pytest-tmp"
         parent.mkdir(exist_ok=True)
         config.option.basetemp = str(parent / f"run-{os.getpid()}")
+
+
+@pytest.fixture
+def tmpfs_dir() -> Iterator[Path]:
+    """A directory on tmpfs (Linux's /dev/shm): a SQLite ledger there never proves."""
+    path = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    yield path
+    shutil.rmtree(path)
 
 
 def _suite_verdict(report: pytest.TestReport) -> bool:

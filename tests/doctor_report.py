@@ -30,13 +30,15 @@ def parse(out: str) -> list[Line]:
 
 def doctor(url: str, capsys: pytest.CaptureFixture[str], *, setup: bool = False) -> list[Line]:
     """The doctor's report on ``url`` (set up first when asked); its exit code must say
-    what the report says: 0 when nothing failed, 1 when something did."""
+    what the report says (0 when nothing failed, 1 when something did), and its lines
+    must agree with the identity decision (:func:`consistent`)."""
     if setup:
         assert main(["setup", url]) == 0
     capsys.readouterr()
     code = main(["doctor", url, *SLACK])
     lines = parse(capsys.readouterr().out)
     assert code == (1 if any(line.status == "FAIL" for line in lines) else 0), lines
+    consistent(lines)
     return lines
 
 

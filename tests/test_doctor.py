@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,13 +47,6 @@ def test_a_healthy_sqlite_store_passes_and_nothing_is_spent(
     assert "every check passed" in out
     with sqlite3.connect(tmp_path / "l.db") as conn:  # no id, and no marker either
         assert conn.execute("SELECT count(*) FROM decision_ledger").fetchone()[0] == 0
-
-
-@pytest.fixture
-def tmpfs_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(dir="/dev/shm"))  # tmpfs on Linux
-    yield path
-    shutil.rmtree(path)
 
 
 def test_a_store_on_tmpfs_fails_with_the_fix(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger_core.doctor import FAIL, PASS, Check, configuration_checks, version_check
+from ledger_core.doctor import Check, configuration_checks, itemized, version_check
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -265,9 +265,6 @@ def doctor_checks(
         shown=botocore_version,
         unknown="its version is unknown",
     )
-    refused: dict[str, list[str]] = {}
-    for topic, reason in judged(facts, settings, endpoint_url):
-        refused.setdefault(topic, []).append(reason)
     if facts.replicas:
         replicas = f"global table (replicas: {', '.join(facts.replicas)}; {facts.multi_region})"
     else:
@@ -288,13 +285,5 @@ def doctor_checks(
         ("endpoint", endpoint),
         ("identity", f"TableId {facts.table_id or '?'}, created {facts.created or '?'}"),
     ]
-    lines: list[Check] = []
-    for topic, detail in passing:
-        if topic in refused:
-            lines.extend(
-                Check("configuration", FAIL, reason, f"see docs/dynamodb.md ({topic})")
-                for reason in refused.pop(topic)
-            )
-        else:
-            lines.append(Check("configuration", PASS, detail))
+    lines = itemized(passing, judged(facts, settings, endpoint_url), "docs/dynamodb.md")
     return [version, *configuration_checks(info, lines)]

@@ -16,7 +16,7 @@ from typing import Any
 
 from bson.binary import UUID_SUBTYPE, Binary
 
-from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
+from ledger_core.doctor import INFO, PASS, Check, configuration_checks, itemized, version_check
 from ledger_core.protocol import Durability, LedgerInfo
 
 NX_PROCESS = "nx_27017"
@@ -262,28 +262,14 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
         f"pymongo {driver}",
         shown=str(said or ""),
     )
-    refused: dict[str, list[str]] = {}
-    for topic, reason in facts.refusals(durability):
-        refused.setdefault(topic, []).append(reason)
     lines = [
         Check(
             "configuration",
             PASS,
             "write concern w: majority, j: true on every write (sent with each command)",
-        )
+        ),
+        *itemized(_fact_lines(facts, durability), facts.refusals(durability), "docs/mongodb.md"),
     ]
-    for topic, detail in _fact_lines(facts, durability):
-        if topic in refused:
-            lines.extend(
-                Check("configuration", FAIL, reason, f"see docs/mongodb.md ({topic})")
-                for reason in refused.pop(topic)
-            )
-        else:
-            lines.append(Check("configuration", PASS, detail))
-    for topic, reasons in refused.items():  # a fact with no line of its own
-        lines.extend(
-            Check("configuration", FAIL, r, f"see docs/mongodb.md ({topic})") for r in reasons
-        )
     if facts.kind == "nx-27017":
         lines.append(Check("configuration", INFO, "nx-27017 reports no storage engine"))
     return [version, *configuration_checks(info, lines)]

@@ -395,6 +395,8 @@ def ledger_info(
 REDIS_MINIMUM = (2, 8, 0)
 REDIS_NEEDS = "EVALSHA scripts, SET NX for the genesis, SCAN for listings"
 WAITAOF_MINIMUM = (7, 2, 0)
+_PRIMARY = "point the URL at the primary"
+_NO_EVICTION = "set maxmemory-policy noeviction (or a volatile-* policy)"
 
 
 def _unknown_line(where: str, what: str, options: RedisOptions, facts: ServerFacts) -> Check:
@@ -465,32 +467,22 @@ def doctor_checks(
     lines: list[Check] = []
     for one in facts:
         where = f"{one.node}: " if many else ""
-        if one.role is None:
-            lines.append(_unknown_line(where, "role", options, one))
-        elif one.role != "master":
-            lines.append(
-                Check(
-                    "configuration",
-                    FAIL,
-                    f"{where}role {one.role}: its data is a copy",
-                    "point the URL at the primary",
-                )
-            )
-        else:
-            lines.append(Check("configuration", PASS, f"{where}role master"))
-        policy = one.maxmemory_policy
-        if policy is None:
-            lines.append(_unknown_line(where, "maxmemory-policy", options, one))
-        elif evicts(policy):
-            lines.append(
-                Check(
-                    "configuration",
-                    FAIL,
-                    f"{where}maxmemory-policy {policy}: spent ids may be evicted",
-                    "set maxmemory-policy noeviction (or a volatile-* policy)",
-                )
-            )
-        else:
-            lines.append(Check("configuration", PASS, f"{where}maxmemory-policy {policy}"))
+        settings = (
+            ("role", one.role, one.role != "master", ": its data is a copy", _PRIMARY),
+            (
+                "maxmemory-policy",
+                one.maxmemory_policy,
+                evicts(one.maxmemory_policy or ""),
+                ": spent ids may be evicted",
+                _NO_EVICTION,
+            ),
+        )
+        for name, value, unsafe, why, fix in settings:
+            if value is None:
+                lines.append(_unknown_line(where, name, options, one))
+            elif unsafe:
+                lines.append(Check("configuration", FAIL, f"{where}{name} {value}{why}", fix))
+            else:
+                lines.append(Check("configuration", PASS, f"{where}{name} {value}"))
         lines.append(_persistence_line(where, one, options))
     return [*checks, *configuration_checks(info, lines)]
