@@ -145,7 +145,8 @@ def judged(
         reasons.append(
             (
                 "endpoint",
-                f"endpoint {endpoint_url} is not AWS DynamoDB: an emulator's persistence "
+                f"endpoint {shown_endpoint(endpoint_url)} is not AWS DynamoDB: an emulator's "
+                "persistence "
                 "cannot be read through the API (dynalite without --path and DynamoDB Local "
                 "-inMemory keep nothing); pass durability=process if it keeps its data on disk",
             )
@@ -232,12 +233,22 @@ BOTOCORE_MINIMUM = (1, 34)
 BOTOCORE_NEEDS = "ReturnValuesOnConditionCheckFailure on conditional puts (the extra's floor)"
 
 
+def shown_endpoint(endpoint_url: str | None) -> str:
+    """An endpoint as errors and reports say it: scheme, host and port, never user info,
+    a path or a query (which could carry a secret)."""
+    parts = urlsplit(endpoint_url or "")
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{parts.hostname or '?'}{port}"
+
+
 def endpoint_kind(facts: TableFacts, endpoint_url: str | None) -> str:
     """Where requests go, said without anything secret (no user info, no path)."""
     if is_aws_endpoint(endpoint_url):
         return "AWS DynamoDB (a managed service: no server version to check)"
-    parts = urlsplit(endpoint_url or "")
-    where = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    where = shown_endpoint(endpoint_url)
     if is_moto(facts, endpoint_url):
         return f"moto (server mode) at {where}"
     server = f", server {facts.server}" if facts.server else ""

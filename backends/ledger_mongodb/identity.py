@@ -223,7 +223,7 @@ MONGODB_MINIMUM = (4, 0)
 GUARD_UUID_FROM = (6, 0)
 
 
-def _fact_lines(facts: Facts, durability: str) -> list[tuple[str, str]]:
+def _fact_lines(facts: Facts) -> list[tuple[str, str]]:
     """What the doctor says of each fact :meth:`Facts.refusals` judges, when it passes."""
     options = facts.collection.get("options") or {}
     collation = (options.get("collation") or {}).get("locale", "simple")
@@ -268,7 +268,7 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
             PASS,
             "write concern w: majority, j: true on every write (sent with each command)",
         ),
-        *itemized(_fact_lines(facts, durability), facts.refusals(durability), "docs/mongodb.md"),
+        *itemized(_fact_lines(facts), facts.refusals(durability), "docs/mongodb.md"),
     ]
     if facts.kind == "nx-27017":
         lines.append(Check("configuration", INFO, "nx-27017 reports no storage engine"))

@@ -64,3 +64,15 @@ def test_ttl_on_a_ledger_attribute_and_a_global_table_fail_their_lines() -> None
     assert len(failed) == 2
     assert failed[0].startswith("Time to Live is on for attribute 'tok'")
     assert failed[1].startswith("a global table")
+
+
+def test_the_endpoint_is_shown_without_user_info_or_path() -> None:
+    """Neither the versions line nor the refusal (the reason store-id shows too) says
+    the endpoint's user info, path or query."""
+    facts = _facts(server="dynalite")
+    endpoint = "http://user:s3cret@127.0.0.1:8000/some/path?token=s3cret"
+    info = ledger_info(facts, b"g" * 16, Settings(), location="t", endpoint_url=endpoint)
+    checks = doctor_checks(facts, info, Settings(), endpoint, "1.35.0")
+    text = " ".join(c.detail + c.fix for c in checks) + (info.reason or "")
+    assert "http://127.0.0.1:8000, server dynalite" in text
+    assert "s3cret" not in text

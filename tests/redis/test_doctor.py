@@ -141,3 +141,20 @@ def test_every_combination_of_facts_fails_a_line_exactly_when_the_open_refuses()
         assert bool(failed) == refused, (facts, options, failed)
         own = [d for d in failed if d != judge([facts], options).reason]
         assert bool(own) == refused, (facts, options, failed)  # an itemized line carries it
+
+
+def test_a_cluster_shows_each_node_and_fails_the_replica() -> None:
+    nodes = [_facts(node="node a:1"), _facts(node="node b:2", role="slave")]
+    options = RedisOptions()
+    info = ledger_info(
+        kind="redis-cluster",
+        location="redis+cluster://a:1",
+        namespace="default",
+        genesis=b"0" * 32,
+        verdict=judge(nodes, options),
+    )
+    checks = doctor_checks(nodes, options, info, "5.0.0")
+    assert checks[0].detail.startswith("oldest of 2 Redis servers 7.0.15")
+    failed = [c.detail for c in checks if c.status == FAIL]
+    assert failed == ["node b:2: role slave: its data is a copy"]
+    assert len(checks) == 1 + 2 * 3
