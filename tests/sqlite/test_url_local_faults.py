@@ -16,7 +16,7 @@ from ledger_conformance.plugin import collector_of
 from ledger_conformance.runner import run_check
 from ledger_conformance.urlmode import URLFactory, local_faults
 from ledger_core import registry
-from ledger_core.opening import LOCAL_FAULTS
+from ledger_core.opening import LOCAL_FAULTS, LocalFaults
 from ledger_sqlite import faults
 from tests.zoo.local import SwallowsFull, url_backend
 
@@ -54,7 +54,7 @@ def test_a_fault_that_cannot_work_here_is_withheld_with_its_reason(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(faults, "_immutable", refused)
-    seen: list[faults.LocalFaults] = []
+    seen: list[LocalFaults] = []
     worker = threading.Thread(target=lambda: seen.append(faults.file_faults(tmp_path / "a.db")))
     worker.start()
     worker.join()
