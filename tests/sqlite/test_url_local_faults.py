@@ -18,6 +18,7 @@ from ledger_conformance.urlmode import URLFactory, local_faults
 from ledger_core import registry
 from ledger_core.opening import LOCAL_FAULTS, LocalFaults
 from ledger_sqlite import faults
+from tests.zoo.local import ENV as LOCAL_ENV
 from tests.zoo.local import SwallowsFull, url_backend
 
 SELECT = "C4_local"
@@ -127,3 +128,18 @@ def test_check_url_catches_a_mutant_behind_a_url(
     assert _row(table, "C4").endswith(" failed"), table
     assert "violation(s) of the history checker" in " ".join(table.split()), table
     assert os.path.exists(tmp_path / "l.db")  # every fault ended: the file is back
+
+
+def test_a_ledger_that_stays_broken_after_a_fault_fails_c4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, the clause let "stays failed closed" pass: a breaker that never closes
+    (every call raising once a spend failed on a full file) passed C4 local faults."""
+    monkeypatch.setenv(LOCAL_ENV, str(tmp_path / "zoo.db"))
+    code = run_check(
+        url=None, factory="tests.zoo.mutants:stays_broken", profile="quick", select=SELECT
+    )
+    table = capsys.readouterr().out
+    assert code == 1, table
+    assert _row(table, "C4").endswith(" failed"), table
+    assert "stayed broken after the full fault ended" in " ".join(table.split()), table
