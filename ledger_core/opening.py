@@ -9,7 +9,8 @@ so five backends cannot parse ``create=off`` five ways.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,6 +20,33 @@ from .urls import LedgerURL, check_options, option_bool, option_float
 
 Route = Callable[[str, int], tuple[str, int]]
 """``(host, port) -> (host, port)``: where a fault proxy stands in for an address."""
+
+LocalFault = Callable[[], AbstractContextManager[object]]
+"""Returns a context manager inside which the whole store under test suffers one fault."""
+
+LOCAL_FAULTS = ("locked", "read-only", "full", "removed")
+"""The faults the conformance suite knows for a store without a network address: its write
+lock held by another, its files unwritable, no room for a write, its file gone."""
+
+
+@dataclass(frozen=True)
+class LocalFaults(Mapping[str, LocalFault]):
+    """What a backend's optional ``local_faults(url)`` hook returns: the faults it can put
+    the URL's store through here and now (name -> :data:`LocalFault`), and those it
+    withholds with the reason (``withheld``: name -> why), so the suite's report says
+    which part of C4 it could not exercise instead of passing it in silence."""
+
+    offered: Mapping[str, LocalFault]
+    withheld: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> LocalFault:
+        return self.offered[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.offered)
+
+    def __len__(self) -> int:
+        return len(self.offered)
 
 
 @dataclass(frozen=True)
@@ -119,4 +147,11 @@ def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> s
     return parts._replace(netloc=netloc).geturl()
 
 
-__all__ = ["OpenRequest", "Route", "reroute_address"]
+__all__ = [
+    "LOCAL_FAULTS",
+    "LocalFault",
+    "LocalFaults",
+    "OpenRequest",
+    "Route",
+    "reroute_address",
+]

@@ -37,7 +37,9 @@ class Backend(Protocol):
     Optional, detected by name: ``setup(request) -> LedgerInfo`` (explicit creation,
     ``decision-ledger setup``) and ``reroute(url, route) -> str | None`` (the URL with its
     one network address sent through ``route``, for the conformance suite's fault proxy;
-    ``None`` when it has no single address). See ``docs/backends.md``.
+    ``None`` when it has no single address) and ``local_faults(url) -> LocalFaults | None``
+    (the faults a store without an address can suffer, for the suite's C4 local-fault
+    clause: ``ledger_core.opening.LocalFaults``). See ``docs/backends.md``.
     """
 
     def open(self, request: OpenRequest) -> DecisionLedger: ...

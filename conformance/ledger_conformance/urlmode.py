@@ -4,7 +4,9 @@ The URL's network address is sent through ``ctx.route`` so the fault proxy can s
 path. The suite knows no scheme: the backend's own ``reroute(url, route)`` hook says how
 (see ``docs/backends.md``). A backend without the hook, or whose URL names no single
 address (a file, memory, a socket, a cluster whose nodes redirect elsewhere), is never
-routed, and the fault clauses then say "not exercised".
+routed, and the fault clauses then say "not exercised". A store without an address offers
+faults of its own instead through the backend's ``local_faults(url)`` hook (a file locked,
+read-only, full or removed), which C4's local-fault clause runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import ledger_core
 from ledger_core.errors import LedgerError
 from ledger_core.ids import MAX_NAMESPACE_BYTES
-from ledger_core.opening import Route
+from ledger_core.opening import LocalFaults, Route
 from ledger_core.registry import backend_for
 from ledger_core.urls import LedgerURL
 
@@ -45,6 +47,20 @@ def rewrite(url: str, ctx: LedgerContext) -> str:
     """``url`` with its address replaced by ``ctx.route(host, port)`` when routable."""
     routed = _reroute(url, ctx.route)
     return url if routed is None else routed
+
+
+def local_faults(url: str) -> LocalFaults | None:
+    """The faults the backend can put the URL's store through here and now (its optional
+    ``local_faults`` hook), or None. A hook that raises is not hidden: the clause fails."""
+    try:
+        parsed = LedgerURL.parse(url)
+        hook = getattr(backend_for(parsed.scheme), "local_faults", None)
+    except LedgerError:
+        return None
+    if not callable(hook):
+        return None
+    faults: LocalFaults | None = hook(parsed)
+    return faults
 
 
 def namespace_for(run_id: str, label: str) -> str:
@@ -76,3 +92,8 @@ class URLFactory:
     @property
     def routable(self) -> bool:
         return routable(self.url)
+
+    @property
+    def ledger_local_faults(self) -> LocalFaults | None:
+        """The factory contract's local faults, from the backend (probed at each use)."""
+        return local_faults(self.url)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from tests.sqlite.faults import file_faults
+from ledger_sqlite.faults import file_faults
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +48,7 @@ class TestSQLiteLedger(LedgerConformance):
         return factory
 
     @pytest.fixture
-    def ledger_local_faults(self, sqlite_dir: Path) -> dict[str, Callable[[], Any]]:
+    def ledger_local_faults(self, sqlite_dir: Path) -> LocalFaults:
         """C4 without a network address: locked, read-only, full and removed files."""
         return file_faults(sqlite_dir / "ledger.db")
 

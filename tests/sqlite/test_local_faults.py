@@ -12,7 +12,7 @@ import pytest
 
 from ledger_core import LedgerError, UnsafeStoreConfig
 from ledger_sqlite import SQLiteLedger
-from tests.sqlite.faults import file_faults
+from ledger_sqlite.faults import file_faults
 
 THREADS = 8
 TAKEN = [f"taken-{i}" for i in range(THREADS)]
@@ -50,7 +50,10 @@ def test_a_fault_raises_or_answers_right(tmp_path: Path, fault: str) -> None:
         assert ledger.spend(request_id) is True
     fresh = [f"fresh-{i}" for i in range(THREADS)]
     reads = [lambda i=i: ledger.is_spent(i) for i in TAKEN]
-    with file_faults(path)[fault]():
+    faults = file_faults(path)
+    if fault not in faults:  # as root (here and in CI) every fault works
+        pytest.skip(faults.withheld[fault])
+    with faults[fault]():
         under = _all_at_once([*_spends(ledger, TAKEN), *reads, *_spends(ledger, fresh)])
     wrong = [a for a in under if not isinstance(a, (bool, LedgerError))]
     assert not wrong, wrong

@@ -31,7 +31,13 @@ from .base import (
     factory_of,
     redis_address,
 )
-from .local import removed_reads_unspent, swallows_full, swallows_locked, swallows_read_only
+from .local import (
+    removed_reads_unspent,
+    stays_broken,
+    swallows_full,
+    swallows_locked,
+    swallows_read_only,
+)
 from .reentry import (
     reenters_any_key,
     reenters_plain_spend,
@@ -486,6 +492,7 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "swallows_read_only": _LOCAL_ONLY,
     "swallows_full": _LOCAL_ONLY,
     "removed_reads_unspent": _LOCAL_ONLY,
+    "stays_broken": _LOCAL_ONLY,
     # Nothing but C10 calls spend_as: the rest of the suite passes any re-entry bug (one
     # whole-suite run shows it; the other C10 mutants differ only in spend_as as well).
     "reenters_any_key": "not C10",
@@ -509,6 +516,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "swallows_read_only": ("C4", "C4_local", "quick"),
     "swallows_full": ("C4", "C4_local", "quick"),
     "removed_reads_unspent": ("C4", "C4_local", "quick"),
+    "stays_broken": ("C4", "C4_local", "quick"),
     "true_after_ambiguous": ("C5", "C5", "quick"),
     "false_after_ambiguous": ("C5", "C5", "quick"),
     "store_id_per_instance": ("C6", "C6", "quick"),
@@ -537,6 +545,7 @@ __all__ = [  # re-exported: the meta-test names factories here
     "reentry_check_then_set",
     "reentry_true_after_ambiguous",
     "removed_reads_unspent",
+    "stays_broken",
     "swallows_full",
     "swallows_locked",
     "swallows_read_only",

@@ -10,18 +10,18 @@ id. If calls hang in a black hole, a watchdog heals the network and waits, bound
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from ledger_core.errors import LedgerError
+from ledger_core.errors import LedgerError, UnsafeStoreConfig
+from ledger_core.opening import LOCAL_FAULTS, LocalFault
 
 from ..declare import ROUTABLE, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
-from .common import assert_linearizable, expect_bool, not_exercised
+from .common import assert_linearizable, expect_bool, not_exercised, partly
 
 LATENCY = 0.2
 C4 = declare("C4", "fail closed: a fault raises; never a false True, never a false False")
@@ -119,34 +119,71 @@ class C45Faults:
             not_exercised("no server reply was dropped, so no write was ambiguous")
 
 
-LocalFaults = Mapping[str, Callable[[], AbstractContextManager[object]]]
+OfferedFaults = Mapping[str, LocalFault]
+
+
+def _not_offered(faults: OfferedFaults) -> list[str]:
+    """The known faults the factory left out, each with its reason (a
+    :class:`ledger_core.opening.LocalFaults` says why in ``withheld``)."""
+    withheld: Mapping[str, str] = getattr(faults, "withheld", None) or {}
+    names = [*LOCAL_FAULTS, *sorted(set(withheld) - set(LOCAL_FAULTS))]
+    return [
+        f"{name} not offered ({withheld.get(name, 'the factory gave no reason')})"
+        for name in names
+        if name not in faults
+    ]
+
+
+def _still_broken(name: str, later: list[concurrent.futures.Future[object]]) -> list[str]:
+    """Calls of the same instance that raised once the fault was over and the store
+    healthy again: something the fault spoiled is still in use (a pooled read-only
+    connection, a breaker that never closes). Only after ``removed`` may a ledger refuse
+    for good, and then only as UnsafeStoreConfig: it saw its file deleted or replaced."""
+    raised = [f.exception() for f in later if f.done() and f.exception() is not None]
+    return [
+        error_text(exc)
+        for exc in raised
+        if isinstance(exc, LedgerError)
+        and not (name == "removed" and isinstance(exc, UnsafeStoreConfig))
+    ]
 
 
 class C4LocalFaults:
     """C4 for a store without a network address: faults the factory's side offers."""
 
     @pytest.fixture
-    def ledger_local_faults(self, ledger_factory: Any) -> LocalFaults | None:
+    def ledger_local_faults(self, ledger_factory: Any) -> OfferedFaults | None:
         """Fault name (``locked``, ``read-only``, ``full``, ``removed``) -> a callable that
         returns a context manager inside which the whole store under test suffers that
-        fault. Default: the factory's ``ledger_local_faults`` attribute, else none."""
-        faults: LocalFaults | None = getattr(ledger_factory, "ledger_local_faults", None)
+        fault. Default: the factory's ``ledger_local_faults`` attribute (a URL run: the
+        backend's ``local_faults`` hook), else none."""
+        faults: OfferedFaults | None = getattr(ledger_factory, "ledger_local_faults", None)
         return faults
 
     @pytest.mark.clause("C4")
     def test_C4_local_faults(
-        self, ledgers: Ledgers, ledger_local_faults: LocalFaults | None
+        self,
+        ledgers: Ledgers,
+        ledger_local_faults: OfferedFaults | None,
+        request: pytest.FixtureRequest,
     ) -> None:
         """Spent and fresh ids tried under each local fault, all at once; the fault ends
         after ``local_fault_hold`` (5 s quick), longer than a store's short busy wait. A
         call may raise a LedgerError or wait the fault out, but never answer wrong (the
-        history checker sees a false True or False); nor may the same instance once the
-        fault is over (it works again, or stays failed closed)."""
-        if not ledger_local_faults:
+        history checker sees a false True or False). Once the fault is over, the same
+        instance must work again: every call answers (after ``removed`` it may instead
+        refuse for good with UnsafeStoreConfig). A fault not offered is said."""
+        if ledger_local_faults is None:
             not_exercised(
                 "the factory offers no local faults (ledger_local_faults: locked, read-only, "
                 "full, removed)"
             )
+        if not ledger_local_faults:
+            not_exercised(
+                "no local fault works here: " + "; ".join(_not_offered(ledger_local_faults))
+            )
+        for why in _not_offered(ledger_local_faults):
+            partly(request, why)
         profile = ledgers.profile
         for name, fault in sorted(ledger_local_faults.items()):
             label = ledgers.label(f"local-{name}")
@@ -166,16 +203,21 @@ class C4LocalFaults:
                 concurrent.futures.wait(futures, timeout=profile.local_fault_hold)
             _, pending = concurrent.futures.wait(futures, timeout=profile.settle)
             assert not pending, f"{len(pending)} call(s) still running after the {name} fault"
-            # The fault is over: the same instance works again or stays failed closed,
-            # never answers wrong (a connection spoiled by the fault, still pooled).
+            # The fault is over: the same instance works again, never answers wrong and
+            # never keeps failing (a connection spoiled by the fault, still pooled).
             later = [handle.submit("spend", r, f"after-{name}") for r in [*taken, *fresh]]
             if handle.has_is_spent:
-                later += [handle.submit("is_spent", r, f"after-{name}") for r in taken]
+                later += [handle.submit("is_spent", r, f"after-{name}") for r in [*taken, *fresh]]
             _, pending = concurrent.futures.wait(later, timeout=profile.settle)
             assert not pending, f"{len(pending)} call(s) hung after the {name} fault ended"
-            futures += later
-            bad = _unexpected_errors(futures)
+            bad = _unexpected_errors([*futures, *later])
             assert not bad, f"under {name}, a call raised a non-LedgerError: {bad[0]}"
+            broken = _still_broken(name, later)
+            assert not broken, (
+                f"the same instance stayed broken after the {name} fault ended: "
+                f"{len(broken)} of {len(later)} call(s) raised on a healthy store, e.g. "
+                f"{broken[0]}"
+            )
             healthy = ledgers.open(label)
             for request_id in [*taken, *fresh]:
                 healthy.spend(request_id, "after")

@@ -1,0 +1,194 @@
+"""Local faults on a SQLite ledger file, for the conformance suite's C4 local-fault clause.
+
+A file has no network address for a fault proxy to stand in front of, so the faults are
+made on the file itself (the backend's ``local_faults`` hook offers them to
+``decision-ledger check sqlite:///...``; the tests use the same ones). Each is a context
+manager inside which the file suffers the fault; each is offered only where it works
+here and now (:func:`file_faults` probes), and a withheld one says why:
+
+- ``locked``: another connection holds ``BEGIN EXCLUSIVE`` (a backup, a long writer).
+- ``read-only``: the file and its WAL are made immutable (``FS_IMMUTABLE_FL``, what
+  ``chattr +i`` sets; it binds root too, where a chmod binds no one). Open connections
+  fail their writes with an I/O error; new ones open read-only ("attempt to write a
+  readonly database"). Setting the flag needs ``CAP_LINUX_IMMUTABLE`` (root) and a
+  filesystem that has it: probed on a scratch file beside the ledger, never on the
+  ledger itself (a probe killed half-way must not leave the user's file immutable).
+- ``full``: no write of this process may grow or land in any file (``RLIMIT_FSIZE`` of
+  one byte, ``SIGXFSZ`` ignored): SQLite sees its writes fail as on a full disk (an I/O
+  error or "database or disk is full"); reads still work. Process-wide, as a full disk
+  is machine-wide, and with no mount or tmpfs to set up. Python sets signal handlers
+  only on the main thread, so it is offered only there.
+- ``removed``: the file is renamed away (its WAL stays), so new connections find no
+  file, and put back when the fault ends (the same inode, so the records are all there),
+  never over a file someone created at the path meanwhile (that would destroy its
+  records: the fault raises instead, naming both).
+
+The faults hit the whole file, every namespace in it, and whoever else uses the file
+while they last: check a file that nothing else uses during the check.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import os
+import signal
+import sqlite3
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+from ledger_core.opening import LocalFault, LocalFaults
+from ledger_core.urls import LedgerURL
+
+from .options import Target, url_path
+
+FS_IOC_GETFLAGS = 0x80086601
+FS_IOC_SETFLAGS = 0x40086602
+FS_IMMUTABLE_FL = 0x00000010
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    # mode=rw: a lock on a file that is not there must fail, never create an empty one.
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None, timeout=30.0)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def _immutable(path: Path, on: bool) -> None:
+    import fcntl  # POSIX only: the module imports anywhere, the fault works on Linux
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+        flags[0] = flags[0] | FS_IMMUTABLE_FL if on else flags[0] & ~FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags, True)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    wal = Path(f"{path}-wal")
+    files = [path, *([wal] if wal.exists() else [])]  # no ledger file: the fault raises
+    done: list[Path] = []
+    try:
+        for file in files:
+            _immutable(file, True)
+            done.append(file)
+        yield
+    finally:
+        for file in done:
+            _immutable(file, False)
+
+
+@contextlib.contextmanager
+def full(path: Path) -> Iterator[None]:
+    import resource  # POSIX only
+
+    del path  # the whole process's writes: a disk has no room for any file
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills us
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, limits[1]))
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+@contextlib.contextmanager
+def removed(path: Path) -> Iterator[None]:
+    aside = path.with_name(path.name + ".removed")
+    os.rename(path, aside)
+    try:
+        yield
+    finally:
+        _put_back(aside, path)
+
+
+def _put_back(aside: Path, path: Path) -> None:
+    """Rename ``aside`` to ``path`` unless a file appeared there (a hard link refuses to
+    replace one; where links are not supported, look first)."""
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        raise FileExistsError(
+            f"{path} was created while the ledger file was moved away; the ledger's own "
+            f"file is {aside}: compare the two, nothing was overwritten"
+        ) from None
+    except OSError:
+        if os.path.lexists(path):
+            raise
+        os.rename(aside, path)
+        return
+    os.unlink(aside)
+
+
+def _why_not_immutable(directory: Path) -> str | None:
+    """Why the immutable flag cannot be set on a file in ``directory``, or None (it can)."""
+    if not sys.platform.startswith("linux"):
+        return f"the immutable flag (FS_IMMUTABLE_FL) is Linux's; this is {sys.platform}"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".decision-ledger-probe-", dir=directory)
+    except OSError as exc:
+        return f"cannot create a probe file in {directory} ({exc})"
+    os.close(fd)
+    probe = Path(name)
+    try:
+        _immutable(probe, True)
+        _immutable(probe, False)
+    except OSError as exc:
+        return (
+            f"cannot set the immutable flag (chattr +i) on a file in {directory} ({exc}): it "
+            "needs root (CAP_LINUX_IMMUTABLE) and a filesystem with the flag"
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
+
+
+def _why_not_full() -> str | None:
+    if not hasattr(signal, "SIGXFSZ"):
+        return f"RLIMIT_FSIZE and SIGXFSZ are POSIX's; this is {sys.platform}"
+    if threading.current_thread() is not threading.main_thread():
+        return "it ignores SIGXFSZ, and Python sets signal handlers on the main thread only"
+    return None
+
+
+def file_faults(path: str | os.PathLike[str]) -> LocalFaults:
+    """The local faults on the ledger file ``path`` that work here and now (probed), and
+    the reason for each withheld one: the factory contract's ``ledger_local_faults``."""
+    file = Path(os.path.abspath(path))
+    made = {
+        "locked": partial(locked, file),
+        "read-only": partial(read_only, file),
+        "full": partial(full, file),
+        "removed": partial(removed, file),
+    }
+    withheld = {
+        name: why
+        for name, why in (
+            ("read-only", _why_not_immutable(file.parent)),
+            ("full", _why_not_full()),
+        )
+        if why is not None
+    }
+    offered: dict[str, LocalFault] = {n: f for n, f in made.items() if n not in withheld}
+    return LocalFaults(offered, withheld)
+
+
+def url_faults(url: LedgerURL) -> LocalFaults:
+    """:func:`file_faults` on the file a ledger opened from ``url`` uses (the backend's
+    ``local_faults`` hook): the same path, resolved the same way."""
+    return file_faults(Target(url_path(url)).checked().path)
