@@ -19,7 +19,7 @@ from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 
-from . import decisions, errors
+from . import commands, decisions, errors
 from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
 from .decisions import Steps
 from .identity import in_hot_standby
@@ -38,6 +38,10 @@ async def run_op(conn: AConn, op: Op) -> Row:
     if type(op.query) is Prepared:
         pgconn, values = conn.pgconn, op.params or ()
         async with conn.lock:
+            setup = commands.unprepared(conn, op.query)
+            if setup is not None:  # this session's first use of it: its error is the call's
+                pgconn.send_query(setup)
+                commands.prepared_now(await conn.wait(generators.execute(pgconn)), op.query, conn)
             pgconn.send_query_prepared(op.query, values, BINARY[: len(values)], 1)
             results = await conn.wait(generators.execute(pgconn))
         return prepared_answer(results, op, conn)

@@ -8,6 +8,7 @@ read. Values are always data: server-side parameters on a session we set up, or 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any, NamedTuple
 
@@ -36,23 +37,68 @@ Row = tuple[Any, ...] | None
 
 
 class Prepared(bytes):
-    """The name of a statement prepared on each session of the ledger's own pool (at
-    connect, by ``configure``): the shells send it with binary parameters straight
-    through libpq, without psycopg's per-call cursor, query and adaptation work (most
-    of a spend's client-side cost). Its answer is a row count, or one boolean."""
+    """The name of a statement prepared on each session of the ledger's own pool: the
+    shells send it with binary parameters straight through libpq, without psycopg's
+    per-call cursor, query and adaptation work (most of a spend's client-side cost).
+    Its answer is a row count, or one boolean.
+
+    ``setup`` prepares it (with the session's settings), sent by the shell on a
+    session's first use of the statement, inside the call: a statement that cannot be
+    prepared (its table dropped after open, a privilege revoked) fails that call with
+    the server's own error, through the normal mapping. In the pool's ``configure`` it
+    failed the session's setup, which the pool retried until the caller's wait for a
+    connection ran out. The name carries a digest of the statement, so a name found on
+    a session (a pooler's server connection) is always this very statement.
+    """
+
+    setup: bytes
+
+    def __new__(cls, name: bytes, setup: bytes = b"") -> Prepared:
+        label = super().__new__(cls, name)
+        label.setup = setup
+        return label
 
 
 Query = sql.SQL | sql.Composed | bytes
 BINARY = (1, 1, 1, 1)  # bytea parameters as bytes, answers as binary (a boolean: one byte)
 _FATAL = pq.ExecStatus.FATAL_ERROR
+_STATEMENT_GONE = pg_errors.InvalidSqlStatementName.sqlstate
+
+# The hot statements a session has prepared, kept on its connection object (of our own
+# pool) under this attribute, so the record goes with the session: one attribute read
+# per call (a weak-keyed map cost about 0.5 us more).
+_MARK = "_decision_ledger_prepared"
+
+
+def unprepared(conn: Any, name: Prepared) -> bytes | None:
+    """What to send first on ``conn`` for ``name`` (its :attr:`Prepared.setup`), or
+    ``None`` when this session has prepared it already (the steady state: no I/O)."""
+    return None if name in getattr(conn, _MARK, ()) else name.setup
+
+
+def prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
+    """Record that ``conn`` prepared ``name``, or raise the server's reason why not."""
+    for result in results:
+        if result.status == _FATAL:
+            raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
+    names: set[bytes] | None = getattr(conn, _MARK, None)
+    if names is None:
+        names = set()
+        setattr(conn, _MARK, names)
+    names.add(name)
 
 
 def prepared_answer(results: list[Any], op: Any, conn: Any) -> Row:
     """A :class:`Prepared` op's answer from libpq's results (one statement: one
-    result), or the driver exception psycopg's cursor would have raised."""
+    result), or the driver exception psycopg's cursor would have raised. A statement
+    the session no longer has (a pooler's ``DISCARD ALL``) is prepared again on its next
+    use (the decision sends it once more: see ``decisions._sent``)."""
     result = results[-1]
     if result.status == _FATAL:
-        raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
+        error = pg_errors.error_from_result(result, encoding=conn.info.encoding)
+        if error.sqlstate == _STATEMENT_GONE:
+            getattr(conn, _MARK, set()).discard(op.query)
+        raise error
     if op.counted:
         return () if result.command_tuples else None
     if not result.ntuples:
@@ -330,7 +376,6 @@ class Statements:
         self._spend_as_framed = self._render(self.framed(self._bind(_SPEND_AS + _RETURNING, guard)))
         self._is_spent_framed = self._render(self.framed(is_spent))
         # The hot statements, prepared once per session of our own pool.
-        self.prepared: dict[Prepared, bytes] = {}
         self.spend_prepared = self._prepare("spend", _SPEND, guard, 3)
         self.is_spent_prepared = self._prepare("is_spent", _IS_SPENT, guard, 2)
         # A table without the column (create=false) cannot even prepare it: spend_as
@@ -350,22 +395,25 @@ class Statements:
         )
 
     def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
-        """A ``PREPARE`` of ``template`` (bytea parameters ``$1``..), run by
-        :meth:`prepare_all` on each new session of our own pool."""
+        """The hot statement ``template`` (bytea parameters ``$1``..) as a
+        :class:`Prepared` whose ``setup`` (the session's settings, then its ``PREPARE``)
+        a shell sends on each session's first use of it."""
         numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
         condition = guard.condition(spend=template.startswith("INSERT"))
-        body = sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **numbered)
+        body = self._render(
+            sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **numbered)
+        )
         # The order in which the template names its values is ns, rid, token, digest.
-        label = Prepared(f"decision_ledger_{name}".encode())
-        types = sql.SQL(", ").join([sql.SQL("bytea")] * values)
-        statement = sql.SQL("PREPARE {} ({}) AS ").format(sql.Identifier(label.decode()), types)
-        self.prepared[label] = self._render(statement + body)
-        return label
+        digest = hashlib.sha256(body).hexdigest()[:24]
+        label = f"decision_ledger_{name}_{digest}"
+        types = ", ".join(["bytea"] * values)
+        statement = f'PREPARE "{label}" ({types}) AS '.encode() + body
+        return Prepared(label.encode(), b"; ".join([self.session_script(), statement]))
 
     def session_script(self) -> bytes:
-        """What a new session of our own pool runs once, in one message: the session
-        settings, then a ``PREPARE`` of every hot statement."""
-        return b"; ".join([self._render(self.session_setup), *self.prepared.values()])
+        """What a new session of our own pool runs once (``configure``): the session
+        settings. The hot statements are prepared at their first use (:class:`Prepared`)."""
+        return self._render(self.session_setup)
 
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         """``template`` with the guard and a placeholder for each value, in text order."""

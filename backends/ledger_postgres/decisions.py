@@ -126,6 +126,23 @@ def _after_unknown(
     return outcome
 
 
+def _sent(op: Op) -> Steps:
+    """``op``'s answer; sent once more, only if the server said the session no longer
+    has its prepared statement (a pooler's ``DISCARD ALL`` or ``DEALLOCATE``).
+
+    An ``EXECUTE`` of a statement that does not exist fails before anything runs, so
+    the second send (on a session the shell prepares first) is the only one that can
+    apply: nothing is written twice. Any other failure, or the statement gone again,
+    goes to the caller's mapping as it is.
+    """
+    try:
+        return (yield op)
+    except Exception as exc:
+        if not errors.statement_gone(exc):
+            raise
+    return (yield op)
+
+
 def spend(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
     """One INSERT; a row (or a row count of 1) means this call recorded the id."""
     token = new_token()
@@ -135,7 +152,7 @@ def spend(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) 
         params = (st.namespace, request_id, token)
         op = Op(st.spend_prepared, params, counted=True, first=True, due=due)
     try:
-        row = yield op
+        row = yield from _sent(op)
     except Exception as exc:
         settle = Op(st.settle(request_id, token), None, st.SETTLE_RESULT, fresh=True, due=due)
         return (yield from _after_unknown(exc, settle, token, None, pw))
@@ -163,7 +180,7 @@ def spend_as(
         params = (st.namespace, request_id, token, digest)
         op = Op(st.spend_as_prepared, params, counted=True, first=True, due=due)
     try:
-        row = yield op
+        row = yield from _sent(op)
     except Exception as exc:
         query = st.settle_as(request_id, token, digest)
         settle = Op(query, None, st.SETTLE_RESULT, fresh=True, due=due)
@@ -182,7 +199,7 @@ def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: An
         params = (st.namespace, request_id)
         op = Op(st.is_spent_prepared, params, guarded=True, first=True, due=due)
     try:
-        row = yield op
+        row = yield from _sent(op)
     except Exception as first:
         _unless_unknown("is_spent", first, pw)
         # On a new connection (not one of our pool's: nothing is prepared there).

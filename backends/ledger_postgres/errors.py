@@ -134,3 +134,9 @@ def store_changed(qualified: str) -> StoreChanged:
 def is_guard_failure(exc: BaseException) -> bool:
     """A spend's INSERT got a NULL token: the guard found no genesis row to prove."""
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "token"
+
+
+def statement_gone(exc: BaseException) -> bool:
+    """The session no longer has the prepared statement an ``EXECUTE`` named: the
+    statement never ran (the server refuses it before executing anything)."""
+    return isinstance(exc, pg_errors.InvalidSqlStatementName)

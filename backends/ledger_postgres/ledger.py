@@ -20,7 +20,7 @@ from ledger_core.doctor import Check
 from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 
-from . import decisions, errors, identity, options
+from . import commands, decisions, errors, identity, options
 from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
 from .identity import in_hot_standby
 from .watchdog import Watchdog
@@ -51,6 +51,10 @@ def run_op(conn: Conn, op: Op) -> Row:
         pgconn, params = conn.pgconn, op.params
         assert params is not None
         with conn.lock:
+            setup = commands.unprepared(conn, op.query)
+            if setup is not None:  # this session's first use of it: its error is the call's
+                pgconn.send_query(setup)
+                commands.prepared_now(conn.wait(generators.execute(pgconn)), op.query, conn)
             pgconn.send_query_prepared(op.query, params, BINARY[: len(params)], 1)
             results = conn.wait(generators.execute(pgconn))
         return prepared_answer(results, op, conn)
