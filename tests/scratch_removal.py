@@ -72,7 +72,7 @@ def _ledger(url: str, namespace: str, **options: Any) -> Iterator[Any]:
         ledger.close()
 
 
-def _fill(url: str, namespace: str, prefix: str) -> str | None:
+def fill(url: str, namespace: str, prefix: str) -> str | None:
     """Spend ids and a marker in ``namespace``; its store_id."""
     with _ledger(url, namespace) as ledger:
         assert ledger.spend("one")
@@ -92,7 +92,7 @@ def exercise(url: str) -> None:
     """Fill, remove, and prove exactly the scratch namespaces went."""
     prefix = new_prefix()
     ours, theirs = inside(prefix), outside(prefix)
-    ids = {name: _fill(url, name, prefix) for name in ours + theirs}
+    ids = {name: fill(url, name, prefix) for name in ours + theirs}
     assert remove(url, prefix) == len(ours)
 
     with _ledger(url, theirs[0], create=False) as lister:
@@ -118,7 +118,7 @@ def exercise(url: str) -> None:
 def refuses(url: str) -> None:
     """Every non-scratch prefix is refused before any I/O, and nothing is removed."""
     name = "kept-" + secrets.token_hex(4)
-    _fill(url, name, "ledger-")
+    fill(url, name, "ledger-")
     for bad in NOT_SCRATCH:
         with pytest.raises(ScratchRefused, match="only a check's own scratch prefix"):
             remove(url, bad)
