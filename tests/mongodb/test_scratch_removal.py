@@ -9,7 +9,6 @@ import pytest
 from pymongo import MongoClient
 
 from ledger_core.errors import LedgerUnavailable
-
 from tests.scratch_removal import exercise, fill, inside, new_prefix, refuses, remove
 
 from .conftest import _db
