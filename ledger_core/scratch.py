@@ -43,18 +43,9 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
     return checked, checked[:-1] + chr(ord(checked[-1]) + 1)
 
 
-def starts_with_scratch(namespace: str | bytes, prefix: str) -> bool:
-    """Whether ``namespace`` (text, or its UTF-8 bytes) is under the scratch ``prefix``:
-    the exact test a backend applies to what a pattern or filter over-matched."""
-    if isinstance(namespace, bytes):
-        return namespace.startswith(prefix.encode("ascii"))
-    return namespace.startswith(prefix)
-
-
 __all__ = [
     "SCRATCH_PREFIX",
     "is_scratch_prefix",
     "prefix_bounds",
     "require_scratch_prefix",
-    "starts_with_scratch",
 ]

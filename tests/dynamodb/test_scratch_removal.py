@@ -45,36 +45,36 @@ def _scan(call: commands.Call, genesis: bytes) -> dict[str, Any]:
     return {"Items": [{commands.KEY: {"B": genesis}}]} if found else {}
 
 
-def test_unprocessed_deletes_are_sent_again_until_done() -> None:
-    prefix = new_prefix()
+def _store(prefix: str, unprocessed: Callable[[int], bool]) -> Callable[[Any], Any]:
+    """A table holding one scratch genesis item, whose n-th ``BatchWriteItem`` leaves
+    its items unprocessed while ``unprocessed(n)``."""
     genesis = commands.genesis_key(prefix + "a")
     sent: list[int] = []
 
-    def answer(call: object) -> object:
+    def answer(call: Any) -> Any:
         if isinstance(call, commands.Sleep):
             return None
-        assert isinstance(call, commands.Call)
         if call.op == "scan":
             return _scan(call, genesis)
-        requests = call.params["RequestItems"]["t"]
-        sent.append(len(requests))
-        return {"UnprocessedItems": {"t": requests} if len(sent) < 3 else {}}
+        sent.append(1)
+        left = unprocessed(len(sent))
+        return {"UnprocessedItems": call.params["RequestItems"] if left else {}}
 
-    assert _drive(remove_scratch_steps("t", "here", prefix), answer) == 1
-    assert sent == [1, 1, 1]
+    return answer
+
+
+def test_unprocessed_deletes_are_sent_again_until_done() -> None:
+    prefix, calls = new_prefix(), []
+
+    def unprocessed(n: int) -> bool:
+        calls.append(n)
+        return n < 3
+
+    assert _drive(remove_scratch_steps("t", "here", prefix), _store(prefix, unprocessed)) == 1
+    assert calls == [1, 2, 3]
 
 
 def test_unprocessed_deletes_fail_after_a_bound() -> None:
     prefix = new_prefix()
-    genesis = commands.genesis_key(prefix + "a")
-
-    def answer(call: object) -> object:
-        if isinstance(call, commands.Sleep):
-            return None
-        assert isinstance(call, commands.Call)
-        if call.op == "scan":
-            return _scan(call, genesis)
-        return {"UnprocessedItems": call.params["RequestItems"]}
-
     with pytest.raises(LedgerUnavailable, match="still unprocessed after 8 attempts"):
-        _drive(remove_scratch_steps("t", "here", prefix), answer)
+        _drive(remove_scratch_steps("t", "here", prefix), _store(prefix, lambda n: True))
