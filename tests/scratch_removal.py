@@ -55,7 +55,8 @@ def outside(prefix: str) -> list[str]:
         stem,  # the prefix minus its last character
         prefix.upper() + "a",  # another case
         stem + ",below",  # just below the range
-        stem + ".at-the-bound",  # the range's exclusive upper bound ('-' + 1)
+        stem + ".",  # the range's exclusive upper bound ('-' + 1) itself
+        stem + ".at-the-bound",
         stem + "_x",  # a LIKE '_' would take it
         stem + "%",
         stem + "*",  # a glob '*' would take it
