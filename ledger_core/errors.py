@@ -60,3 +60,9 @@ class UnsafeStoreConfig(LedgerError):
 
 class LedgerClosed(LedgerError):
     """The ledger was closed; open a new one."""
+
+
+class ScratchRefused(LedgerError, ValueError):
+    """A ``remove_scratch`` prefix that is not a check's own scratch prefix: nothing was
+    touched (a ledger never deletes records, C2; only ``decision-ledger check``'s own
+    ``ledger-conformance-<token>-`` namespaces may be removed)."""

@@ -21,6 +21,7 @@ from .ids import (
 from .opening import OpenRequest
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
+from .scratch import require_scratch_prefix
 from .urls import LedgerURL
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
@@ -182,8 +183,9 @@ class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Remove the namespaces named ``prefix...`` (``decision-ledger check``'s scratch)."""
-        return _store_for(url).remove_namespaces(prefix)
+        """Remove the namespaces named ``prefix...`` (``decision-ledger check``'s scratch;
+        any other prefix is refused)."""
+        return _store_for(url).remove_namespaces(require_scratch_prefix(prefix))
 
     def open(self, request: OpenRequest) -> MemoryLedger:
         request.check(_OPTIONS)

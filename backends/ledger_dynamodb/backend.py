@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ledger_core.errors import LedgerError, MissingDriver
 from ledger_core.opening import OpenRequest, Route
 from ledger_core.protocol import LedgerInfo
+from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from .errors import unavailable
@@ -179,6 +180,36 @@ class _DynamoDBBackend:
             return ledger.describe()
         finally:
             ledger.close()
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Delete every item (records, markers, genesis) of the namespaces named
+        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
+        many namespaces. The URL's options and timeouts; a missing table is an error,
+        never created; the client is closed after."""
+        import time
+
+        from ledger_core.steps import run_steps
+
+        from .commands import Call, Request
+        from .decisions import remove_scratch_steps
+
+        checked = require_scratch_prefix(prefix)
+        target = parse(OpenRequest.build(url, create=False))
+        client = sync_factory(target)()
+
+        def perform(request: Request) -> Any:
+            if isinstance(request, Call):
+                return getattr(client, request.op)(**request.params)
+            time.sleep(getattr(request, "seconds", 0.0))
+            return None
+
+        try:
+            removed: int = run_steps(
+                remove_scratch_steps(target.table, target.location, checked), perform
+            )
+            return removed
+        finally:
+            client.close()
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
         """The URL with its ``endpoint_url``'s host:port sent through ``route``, the rest

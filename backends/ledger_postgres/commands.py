@@ -489,3 +489,25 @@ class Statements:
         ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=sql.SQL(tok))
         read = sql.SQL(_READ_TOKEN).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
         return self._render(_script(_BEGIN, self._settings, insert, read, _COMMIT))
+
+
+# ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): one
+# DELETE of the namespaces in a ``bytea`` range [low, high) (byte order: no collation and
+# no LIKE pattern to escape), answering how many distinct namespaces it took. The
+# genesis row (namespace 0xFF) is the table's identity, never a namespace's: it stays.
+_REMOVE_SCRATCH = (
+    "WITH gone AS (DELETE FROM {table} WHERE namespace >= {low} AND namespace < {high} "
+    "RETURNING namespace) SELECT count(DISTINCT namespace) FROM gone"
+)
+
+
+def remove_scratch(config: PgConfig, low: bytes, high: bytes) -> Op:
+    """The removal in its own framed transaction (statement and lock timeouts of the
+    URL's ``timeout``), values as hex bytea literals; its answer is the count."""
+    st = Statements(config)
+    statement = sql.SQL(_REMOVE_SCRATCH).format(
+        table=st.table,
+        low=sql.SQL(bytea_literal(low).decode()),
+        high=sql.SQL(bytea_literal(high).decode()),
+    )
+    return Op(st._render(st.framed(statement)), result=Statements.FRAMED_RESULT)

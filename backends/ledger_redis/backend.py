@@ -11,6 +11,7 @@ from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.opening import OpenRequest, Route, reroute_address
+from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from .driver import redis_module
@@ -83,6 +84,24 @@ class _RedisBackend:
             transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
         )
 
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Remove every genesis and record key of the namespaces named ``prefix...`` (a
+        check's own scratch prefix, else refused before any I/O): ``SCAN MATCH`` pages,
+        each ``UNLINK``ed; how many namespaces. The URL's own options and timeouts; the
+        pool is closed after."""
+        from .ledger import remove_scratch
+        from .transport import PoolTransport
+
+        checked = require_scratch_prefix(prefix)
+        target = _target(OpenRequest.build(url, create=False), cluster=False)
+        pool = _pool(target, redis_module().BlockingConnectionPool, url)
+        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        try:
+            return remove_scratch(transport, checked)
+        finally:
+            transport.close()
+            pool.disconnect()
+
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
         """One host:port (``unix://`` has none)."""
         return None if url.scheme == "unix" else reroute_address(url, route, 6379)
@@ -117,6 +136,19 @@ class _ClusterBackend:
             options=target.options,
             on_close=cluster.aclose,
         )
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """:meth:`_RedisBackend.remove_scratch` on every master of the Cluster."""
+        from .ledger import remove_scratch
+        from .transport import ClusterTransport
+
+        checked = require_scratch_prefix(prefix)
+        target = _target(OpenRequest.build(url, create=False), cluster=True)
+        cluster = _client(target, redis_module().cluster.RedisCluster.from_url, url)
+        try:
+            return remove_scratch(ClusterTransport(cluster, target.location), checked)
+        finally:
+            cluster.close()
 
 
 BACKEND = _RedisBackend()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ledger_core.opening import OpenRequest
+from ledger_core.scratch import prefix_bounds
+from ledger_core.urls import LedgerURL
 
 from .options import target
 
@@ -39,6 +41,39 @@ class _SQLiteBackend:
         from .aio import AsyncSQLiteLedger
 
         return await AsyncSQLiteLedger.open_target(target(request))
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Delete every row (ids and markers) of the namespaces named ``prefix...`` (a
+        check's own scratch prefix, else refused before any I/O) in one write
+        transaction; say how many namespaces. The file is never created, and its
+        identity (the file's, not a namespace's) stays."""
+        import sqlite3
+        from pathlib import Path
+
+        from . import commands as sql
+        from .errors import unavailable
+
+        bounds = prefix_bounds(prefix)
+        found = target(OpenRequest.build(url, create=False))
+        try:
+            conn = sqlite3.connect(
+                f"{Path(found.path).as_uri()}?mode=rw",
+                uri=True,
+                timeout=found.busy_timeout,
+                isolation_level=None,
+            )
+        except sqlite3.Error as exc:
+            raise unavailable("cannot open", found.path, exc) from exc
+        try:
+            conn.execute(sql.BEGIN_WRITE)
+            (count,) = conn.execute(sql.COUNT_SCRATCH, bounds).fetchone()
+            conn.execute(sql.DELETE_SCRATCH, bounds)
+            conn.execute(sql.COMMIT)
+            return int(count)
+        except sqlite3.Error as exc:
+            raise unavailable("cannot remove scratch namespaces from", found.path, exc) from exc
+        finally:
+            conn.close()  # a transaction left open is rolled back
 
 
 BACKEND = _SQLiteBackend()

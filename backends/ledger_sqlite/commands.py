@@ -92,6 +92,15 @@ MARKER_RANGE = (
 # The next namespace after ``?``: one primary-key seek each, whatever a namespace holds.
 NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?"
 
+# ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): the
+# namespaces in [low, high) (ledger_core.scratch.prefix_bounds; BINARY collation: byte
+# order, no pattern), counted then deleted in one write transaction. Markers are rows
+# like ids; the identity in decision_ledger_meta is the file's, never a namespace's.
+COUNT_SCRATCH = (
+    "SELECT count(DISTINCT namespace) FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+)
+DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+
 BEGIN = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"

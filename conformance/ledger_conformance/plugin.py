@@ -193,7 +193,9 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     """The factory named on the command line, or ``None`` when there is none."""
     url = pytestconfig.getoption("--ledger-url", None)
     if url:
-        from .urlmode import SCRATCH_PREFIX, URLFactory
+        from ledger_core.scratch import SCRATCH_PREFIX
+
+        from .urlmode import URLFactory
 
         scratch = pytestconfig.getoption("--ledger-scratch", None) or SCRATCH_PREFIX
         return URLFactory(url, scratch)  # labels carry the run id

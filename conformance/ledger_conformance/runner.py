@@ -19,6 +19,7 @@ import pytest
 from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, MissingDriver
 from ledger_core.protocol import is_async_ledger
 from ledger_core.registry import backend_for
+from ledger_core.scratch import SCRATCH_PREFIX
 from ledger_core.urls import LedgerURL, redact_url
 
 from .collect import Collector
@@ -29,7 +30,6 @@ from .plugin import collector_of
 from .profile import PROFILES
 from .report import LedgerSummary, render, summarize, summarize_ledger
 from .scratch import scratch_lines
-from .urlmode import SCRATCH_PREFIX
 
 T = TypeVar("T")
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -146,7 +146,7 @@ def run_check(
     ``restart`` and ``forget`` are shell commands (the hooks pytest takes as
     ``--ledger-restart-cmd`` / ``--ledger-forget-cmd``); ``select`` is pytest's ``-k``.
     With a URL, the namespaces the run wrote are removed afterwards where the backend can
-    (its ``remove_namespaces`` hook), unless ``keep_scratch``; what is left is said.
+    (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")

@@ -12,19 +12,14 @@ from __future__ import annotations
 
 from ledger_core.errors import LedgerError
 from ledger_core.registry import backend_for, open_ledger
+from ledger_core.scratch import is_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from .harness import error_text
-from .urlmode import SCRATCH_PREFIX, namespace_for
+from .urlmode import namespace_for
 
 SHOWN = 5  # namespace names printed before "and N more"
 PREFLIGHT = "preflight"  # the label the check opens first: its namespace always exists
-
-
-def is_scratch_prefix(prefix: str) -> bool:
-    """Only a check's own prefix (``ledger-conformance-<token>-``) may be removed."""
-    token = prefix.removeprefix(f"{SCRATCH_PREFIX}-").removesuffix("-")
-    return prefix.startswith(f"{SCRATCH_PREFIX}-") and prefix.endswith("-") and len(token) >= 6
 
 
 def _listed(url: str, scratch: str, prefix: str) -> tuple[list[str] | None, str]:

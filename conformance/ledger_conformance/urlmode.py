@@ -24,9 +24,8 @@ from ledger_core.urls import LedgerURL
 
 from .context import LedgerContext
 
-# Every namespace a URL run writes starts with this (then the run id): one clearly named
-# scratch area in the user's store, which the report names.
-SCRATCH_PREFIX = "ledger-conformance"
+# Every namespace a URL run writes starts with ledger_core.scratch.SCRATCH_PREFIX (then
+# the run id): one clearly named scratch area in the user's store, which the report names.
 
 
 def _reroute(url: str, route: Route) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,10 @@ from ledger_conformance.declare import (
 from ledger_conformance.report import CaseOutcome, render, summarize
 from ledger_conformance.runner import run_check
 from ledger_conformance.scratch import is_scratch_prefix
-from ledger_core import AsyncMemoryLedger, MemoryLedger
+from ledger_core import AsyncMemoryLedger, MemoryLedger, registry
+from ledger_core.opening import OpenRequest
+from ledger_sqlite import SQLiteLedger
+from ledger_sqlite.backend import BACKEND as SQLITE
 
 from .runs import run_pytest
 
@@ -99,17 +103,47 @@ def test_check_keeps_its_scratch_when_asked(capsys: pytest.CaptureFixture[str]) 
     assert "kept, as asked (--keep-scratch)" in out
 
 
+class _Hookless:
+    """SQLite without the optional ``remove_scratch`` hook: a third party's backend."""
+
+    def open(self, request: OpenRequest) -> Any:
+        return SQLITE.open(request)
+
+    async def open_async(self, request: OpenRequest) -> Any:
+        return await SQLITE.open_async(request)
+
+
 def test_check_says_what_it_left_where_the_backend_cannot_remove(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setitem(registry._registered, "hookless-sqlite", _Hookless())
     code = run_check(
-        url=f"sqlite:///{tmp_path / 'l.db'}", factory=None, profile="quick", select="C7"
+        url=f"hookless-sqlite:///{tmp_path / 'l.db'}", factory=None, profile="quick", select="C7"
     )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "scratch: this run left" in out, out
     assert "has no remove_scratch hook" in out, out
     assert "nothing else in the store was touched" in out
+
+
+def test_check_removes_its_scratch_from_a_sqlite_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    code = run_check(url=url, factory=None, profile="quick", select="C7")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    last = out.strip().splitlines()[-1]
+    found = re.fullmatch(
+        r"scratch: removed the (\d+) namespace\(s\) named (ledger-conformance-\w+-)\* this run "
+        r"wrote; nothing else in the store was touched",
+        last,
+    )
+    assert found, out
+    assert int(found.group(1)) >= 2
+    with SQLiteLedger(tmp_path / "l.db", create=False) as ledger:
+        assert not [n for n in ledger.namespaces() if n.startswith(found.group(2))]
 
 
 def test_an_absent_capability_is_not_applicable_with_its_name(

@@ -1,0 +1,47 @@
+"""MongoDB's ``remove_scratch`` hook: a check's records (by ``ns``, an escaped anchored
+regex), then its genesis documents (by ``_id`` range); every other document stays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+
+from ledger_core.errors import LedgerUnavailable
+from tests.scratch_removal import exercise, fill, inside, new_prefix, refuses, remove
+
+from .conftest import _db
+
+
+def _url(ledger_url: str, coll: str) -> str:
+    return f"{ledger_url}{'&' if '?' in ledger_url else '?'}collection={coll}"
+
+
+def test_removes_exactly_the_scratch_namespaces(ledger_url: str, coll: str) -> None:
+    exercise(_url(ledger_url, coll))
+
+
+def test_removes_every_document_of_them(
+    ledger_url: str, coll: str, client: MongoClient[dict[str, Any]]
+) -> None:
+    url, prefix = _url(ledger_url, coll), new_prefix()
+    for name in inside(prefix):
+        fill(url, name, prefix)
+    documents = _db(client)[coll]
+    theirs = {"ns": {"$in": inside(prefix)}}
+    assert documents.count_documents(theirs) >= 3 * len(inside(prefix))
+    assert remove(url, prefix) == len(inside(prefix))
+    assert documents.count_documents(theirs) == 0
+
+
+def test_refuses_any_other_prefix(ledger_url: str, coll: str) -> None:
+    refuses(_url(ledger_url, coll))
+
+
+def test_never_creates_the_collection(
+    ledger_url: str, coll: str, client: MongoClient[dict[str, Any]]
+) -> None:
+    with pytest.raises(LedgerUnavailable, match="no ledger collection"):
+        remove(_url(ledger_url, coll), new_prefix())
+    assert coll not in _db(client).list_collection_names()
