@@ -77,12 +77,17 @@ def _first_batch(reply: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(cursor.get("firstBatch") or [])
 
 
+def _listed(collection: str) -> Generator[Request, Any, list[Mapping[str, Any]]]:
+    """``collection``'s listCollections entry, or none: matched by name again, since
+    nx-27017 ignores listCollections' filter and lists every collection."""
+    listed = _first_batch((yield cmd.list_collection(collection)))
+    return [c for c in listed if c.get("name") == collection]
+
+
 def _collection_steps(settings: Settings, create: bool) -> Steps:
     """The collection's listCollections entry; created (simple collation) when asked."""
     for attempt in range(2):
-        listed = _first_batch((yield cmd.list_collection(settings.collection)))
-        # By name again: nx-27017 ignores listCollections' filter and lists every one.
-        found = [c for c in listed if c.get("name") == settings.collection]
+        found = yield from _listed(settings.collection)
         if found:
             return found[0]
         if not create or attempt:
@@ -595,7 +600,7 @@ def remove_scratch_steps(collection: str, prefix: str) -> Steps:
     """Remove the namespaces named ``prefix...`` (a checked scratch prefix): their
     records, then their genesis documents; how many namespaces (the genesis count)."""
     low, high = prefix_bounds(prefix)
-    if not _first_batch((yield cmd.list_collection(collection))):
+    if not (yield from _listed(collection)):
         # Asked first: some servers (nx-27017) would create the collection to delete.
         raise LedgerUnavailable(f"remove_scratch: no ledger collection {collection!r} here")
     removed = 0
