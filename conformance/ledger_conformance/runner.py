@@ -12,6 +12,7 @@ import secrets
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -185,7 +186,13 @@ def run_check(
     ]
     grab = _Grab()
     with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
-        code = _in_scratch(home, lambda: pytest.main([*args, "--rootdir", home], plugins=[grab]))
+        # An empty configuration of the check's own: no pytest.ini, tox.ini or pyproject.toml
+        # near the installed suite (a source checkout's: its per-test timeout, addopts,
+        # warning filters) changes what a check runs or how long a clause may take.
+        config = Path(home, "pytest.ini")
+        config.write_text("[pytest]\n", encoding="utf-8")
+        run = [*args, "--rootdir", home, "-c", str(config)]
+        code = _in_scratch(home, lambda: pytest.main(run, plugins=[grab]))
     outcomes = grab.collector.outcomes.values() if grab.collector is not None else []
     rows = summarize(outcomes)
     print()

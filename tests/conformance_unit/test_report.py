@@ -95,3 +95,30 @@ def test_check_writes_nothing_into_the_working_directory(
     code = run_check(url="memory://check", factory=None, profile="quick", select="C8_generated")
     assert code == 0, capsys.readouterr().out
     assert list(work.iterdir()) == []
+
+
+def test_check_runs_under_a_configuration_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ini file near the installed suite applies: a source checkout's pyproject.toml
+    (its 300 s per-test timeout) failed a slow store's thorough C1 as a 'Timeout'."""
+    from ledger_conformance import runner
+
+    seen: dict[str, Any] = {}
+    real = pytest.main
+
+    class Spy:
+        def pytest_configure(self, config: pytest.Config) -> None:
+            seen["ini"] = config.inipath
+            seen["timeout"] = config.getini("timeout")
+
+    def main(args: list[str], plugins: list[object]) -> object:
+        return real(args, plugins=[*plugins, Spy()])
+
+    monkeypatch.setattr(runner.pytest, "main", main)
+    code = run_check(url="memory://config", factory=None, profile="quick", select="C8_invalid")
+    assert code == 0, capsys.readouterr().out
+    ini = seen["ini"]
+    assert ini is not None and ini.name == "pytest.ini", ini
+    assert ini.parent.name.startswith("decision-ledger-check-"), ini
+    assert str(seen["timeout"]) in ("", "0", "0.0", "None"), seen["timeout"]

@@ -27,13 +27,12 @@ from ..context import Factory, LedgerContext, enter_factory
 from ..declare import ROUTABLE, SPEND_AS, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import CALL_BOUND, Handle, Ledgers, error_text
-from .common import expect_bool, not_exercised, open_both, partly, run_threads
+from .common import expect_bool, not_exercised, open_both, partly, run_bound, run_threads
 
 C10 = declare(
     "C10", "re-entry (spend_as): the winning key re-enters, no other key ever does", SPEND_AS
 )
 
-RUN_BOUND = 300.0
 WORKERS = 16  # threads (each with its own key) released together on each id
 BAD_KEYS: tuple[object, ...] = (
     "",
@@ -102,7 +101,7 @@ def _in_another_process(ledgers: Ledgers, label: str, calls: list[tuple[str, str
     child = mp.Process(target=_child, args=(ledgers.factory, label, calls, queue))
     child.start()
     try:
-        status, answers = queue.get(timeout=RUN_BOUND)
+        status, answers = queue.get(timeout=run_bound(len(calls)))
     finally:
         child.join(CALL_BOUND)
         if child.is_alive():
@@ -221,7 +220,7 @@ class C10Reentry:
                 except Exception as exc:
                     answers[request_id][i] = exc
 
-        run_threads(WORKERS, worker, RUN_BOUND)
+        run_threads(WORKERS, worker, run_bound(len(ids)))
         problems: list[str] = []
         for request_id, got in answers.items():
             odd = [a for a in got if not isinstance(a, bool)]

@@ -20,11 +20,9 @@ from .common import (
     expect_bool,
     open_flavor,
     require_store_id,
+    run_bound,
     run_threads,
 )
-
-# Whole-test bound for the contention runs (each call is bounded by CALL_BOUND as well).
-RUN_BOUND = 300.0
 
 C1 = declare("C1", "once: exactly one True per id (threads, tasks, processes, fork)")
 
@@ -115,7 +113,7 @@ class C1Once:
                 barrier.wait(CALL_BOUND)
                 collect(results, request_id, lambda rid: handle.spend(rid, f"t{i}"))
 
-        run_threads(profile.threads, worker, RUN_BOUND)
+        run_threads(profile.threads, worker, run_bound(len(ids)))
         assert_one_winner(results, f"{profile.threads} threads per id")
         assert_linearizable(ledgers, "C1")
 
@@ -143,7 +141,7 @@ class C1Once:
                 gate.set()
                 results[request_id] = list(await asyncio.gather(*tasks))
 
-        ledgers.runtime.loop.run(main(), timeout=RUN_BOUND)
+        ledgers.runtime.loop.run(main(), timeout=run_bound(len(ids)))
         assert_one_winner(results, f"{profile.tasks} asyncio tasks per id")
         assert_linearizable(ledgers, "C1")
 
@@ -170,7 +168,7 @@ class C1Once:
         replies: list[tuple[str, Any]] = []
         try:
             for _ in children:
-                replies.append(queue.get(timeout=RUN_BOUND))
+                replies.append(queue.get(timeout=run_bound(len(ids))))
         finally:
             for child in children:
                 child.join(CALL_BOUND)
@@ -207,6 +205,6 @@ class C1Once:
                 barrier.wait(CALL_BOUND)
                 collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
 
-        run_threads(workers, worker, RUN_BOUND)
+        run_threads(workers, worker, run_bound(len(ids)))
         assert_one_winner(results, "sync and async instances on one store")
         assert_linearizable(ledgers, "C1")

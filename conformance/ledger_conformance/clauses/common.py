@@ -16,6 +16,19 @@ NOT_EXERCISED = "not exercised"
 NOT_APPLICABLE = "not applicable"
 
 
+# Bounds on a whole contention run (each call is bounded by CALL_BOUND as well): they
+# catch a run that hangs, so they scale with its ids. A fixed 300 s read a slow store's
+# thorough run (512 tasks on each of 300 ids, on an emulator or a loaded machine) as a
+# C1 failure when nothing was wrong but its speed.
+RUN_BOUND_MIN = 300.0
+PER_ID_BOUND = 5.0
+
+
+def run_bound(ids: int) -> float:
+    """Seconds a contention run over ``ids`` ids may take before it counts as hung."""
+    return max(RUN_BOUND_MIN, ids * PER_ID_BOUND)
+
+
 def not_exercised(why: str) -> NoReturn:
     pytest.skip(f"{NOT_EXERCISED}: {why}")
 
