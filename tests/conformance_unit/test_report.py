@@ -102,8 +102,6 @@ def test_check_runs_under_a_configuration_of_its_own(
 ) -> None:
     """No ini file near the installed suite applies: a source checkout's pyproject.toml
     (its 300 s per-test timeout) failed a slow store's thorough C1 as a 'Timeout'."""
-    from ledger_conformance import runner
-
     seen: dict[str, Any] = {}
     real = pytest.main
 
@@ -115,10 +113,11 @@ def test_check_runs_under_a_configuration_of_its_own(
     def main(args: list[str], plugins: list[object]) -> object:
         return real(args, plugins=[*plugins, Spy()])
 
-    monkeypatch.setattr(runner.pytest, "main", main)
+    monkeypatch.setattr(pytest, "main", main)  # what the runner calls
     code = run_check(url="memory://config", factory=None, profile="quick", select="C8_invalid")
     assert code == 0, capsys.readouterr().out
     ini = seen["ini"]
-    assert ini is not None and ini.name == "pytest.ini", ini
+    assert ini is not None
+    assert ini.name == "pytest.ini", ini
     assert ini.parent.name.startswith("decision-ledger-check-"), ini
     assert str(seen["timeout"]) in ("", "0", "0.0", "None"), seen["timeout"]
