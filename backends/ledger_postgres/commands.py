@@ -146,6 +146,11 @@ def bytea_literal(value: bytes) -> bytes:
     return b"E'\\\\x" + value.hex().encode("ascii") + b"'::bytea"
 
 
+# Evaluated inside each writing statement: that statement's commit waits for the WAL
+# flush (and for a synchronous standby, if there is one), as a session SET would.
+SYNC_COMMIT_HERE = "set_config('synchronous_commit', 'on', true) = 'on'"
+
+
 class Guard(NamedTuple):
     """What every operation proves about the store, in its own statement.
 
@@ -172,6 +177,14 @@ class Guard(NamedTuple):
             f"g.namespace = {ns.decode()} AND g.request_id = {rid.decode()} "
             f"AND g.token = {bytea_literal(self.genesis).decode()}"
         )
+        if spend:
+            # The spend's own commit is durable whatever the session's settings are now
+            # (a pooler's RESET ALL or DISCARD ALL, a transaction-mode pooler's other
+            # server connection, a role's default of off): synchronous_commit is read at
+            # commit, and this transaction-local value lasts until the statement's own
+            # (autocommit) transaction ends. It is a conjunct of the condition the token
+            # comes from, so a row written (token not NULL) proves it was evaluated.
+            text += f" AND {SYNC_COMMIT_HERE}"
         if self.durable and spend:
             text += (
                 " AND current_setting('fsync') = 'on' AND EXISTS (SELECT FROM "
@@ -326,7 +339,8 @@ class Statements:
         # deadline is for a server that can no longer answer at all.
         ms = _literal_ms(config.timeout * SERVER_SHARE)
         # Our own pool sets each session up once; a spend is then one autocommit INSERT:
-        # its own transaction, at READ COMMITTED, with a durable commit.
+        # its own transaction, at READ COMMITTED, with a durable commit (which the
+        # statement also sets for itself: a pooler may reset the session's settings).
         self.session_setup = sql.SQL(
             "SET synchronous_commit = on; "
             "SET default_transaction_isolation = 'read committed'; "
