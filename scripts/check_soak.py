@@ -29,8 +29,10 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def soak(backend: str, rounds: int, extra: list[str]) -> int:
+def soak(backend: str, rounds: int, extra: list[str], options: str) -> int:
     with module(backend).server() as url:
+        if options:
+            url += ("&" if "?" in url else "?") + options
         times: list[float] = []
         for round_ in range(1, rounds + 1):
             start = time.monotonic()
@@ -61,12 +63,17 @@ def main() -> int:
     parser.add_argument("backends", nargs="*", default=list(BACKENDS))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--thorough", action="store_true", help="the thorough profile instead")
+    parser.add_argument(
+        "--url-options",
+        default="",
+        help="ledger options added to every URL's query, e.g. timeout=30 (say so with the times)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("LEDGER_STRICT", "1")  # a missing server fails, never skips
     extra = ["--thorough"] if args.thorough else []
     print(f"load average at start: {load()}")
     for backend in args.backends:
-        if soak(backend, args.rounds, extra):
+        if soak(backend, args.rounds, extra, args.url_options):
             return 1
     return 0
 
