@@ -13,8 +13,14 @@ from __future__ import annotations
 import re
 
 from .errors import ScratchRefused
+from .opening import OpenRequest
+from .urls import LedgerURL
 
 SCRATCH_PREFIX = "ledger-conformance"
+# A thorough check leaves hundreds of thousands of records: removing them is one bulk
+# delete after the run, not a spend, and a spend's few seconds cut it short (MongoDB on
+# nx-27017: "timed out" after 5 s, the records left behind).
+SCRATCH_TIMEOUT = 300.0
 _SCRATCH = re.compile(r"ledger-conformance-[0-9a-z]{6,32}-")
 
 
@@ -35,6 +41,14 @@ def require_scratch_prefix(prefix: object) -> str:
     return prefix
 
 
+def scratch_request(url: LedgerURL) -> OpenRequest:
+    """What a ``remove_scratch`` hook opens: the URL's options, ``create=false`` (a missing
+    store is never created to be cleaned), and a ``timeout`` of at least
+    :data:`SCRATCH_TIMEOUT` (the URL's own when it is longer)."""
+    request = OpenRequest.build(url, create=False)
+    return request.with_options(timeout=max(request.seconds("timeout", 0.0), SCRATCH_TIMEOUT))
+
+
 def prefix_bounds(prefix: str) -> tuple[str, str]:
     """``[low, high)``: exactly the names that start with the (checked) scratch prefix,
     in byte order (SQLite's BINARY collation, PostgreSQL ``bytea``, BSON strings): a
@@ -45,7 +59,9 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
 
 __all__ = [
     "SCRATCH_PREFIX",
+    "SCRATCH_TIMEOUT",
     "is_scratch_prefix",
     "prefix_bounds",
     "require_scratch_prefix",
+    "scratch_request",
 ]

@@ -8,7 +8,7 @@ from typing import Any
 from ledger_core.errors import InvalidLedgerURL, LedgerError, MissingDriver
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import require_scratch_prefix
+from ledger_core.scratch import require_scratch_prefix, scratch_request
 from ledger_core.urls import LedgerURL
 
 from .options import Target, parse
@@ -86,7 +86,7 @@ class _MongoBackend:
         from .ledger import SyncConnection
 
         checked = require_scratch_prefix(prefix)
-        target = parse(OpenRequest.build(url, create=False))
+        target = parse(scratch_request(url))
         conn = SyncConnection(_client(target, _pymongo().MongoClient), target.database, owned=True)
         try:
             removed: int = run_steps(

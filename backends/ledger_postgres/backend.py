@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ledger_core.errors import MissingDriver
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import prefix_bounds
+from ledger_core.scratch import prefix_bounds, scratch_request
 from ledger_core.urls import LedgerURL
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class _PostgresBackend:
         from .options import parse
 
         low, high = prefix_bounds(prefix)
-        target = parse(OpenRequest.build(url, create=False))
+        target = parse(scratch_request(url))
         op = commands.remove_scratch(target.config, low.encode(), high.encode())
         what = f"remove_scratch on {target.location}"
         try:

@@ -38,3 +38,15 @@ def test_memory_removes_exactly_the_scratch_namespaces() -> None:
 
 def test_memory_refuses_any_other_prefix() -> None:
     refuses("memory://scratch-guard-refuses")
+
+
+def test_removal_opens_with_a_bound_fit_for_a_bulk_delete() -> None:
+    """A thorough check's scratch timed out at MongoDB's 5 s default on nx-27017."""
+    from ledger_core.scratch import SCRATCH_TIMEOUT, scratch_request
+    from ledger_core.urls import LedgerURL
+
+    plain = scratch_request(LedgerURL.parse("mongodb://h/db?timeout=5"))
+    assert plain.seconds("timeout", 0.0) == SCRATCH_TIMEOUT
+    assert plain.create() is False
+    longer = scratch_request(LedgerURL.parse("postgresql://h/db?timeout=900"))
+    assert longer.seconds("timeout", 0.0) == 900.0
