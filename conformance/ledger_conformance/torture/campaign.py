@@ -19,11 +19,12 @@ import multiprocessing
 import queue as queues
 import secrets
 import shutil
+import signal
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -520,6 +521,27 @@ def _await_ready(messages: Any, children: list[Any], problems: list[str]) -> Non
             raise CampaignError(f"worker p{index} could not start: {payload}")
 
 
+@contextlib.contextmanager
+def _ctrl_c_counted() -> Iterator[list[int]]:
+    """Ctrl-C counted, not raised, while the conductor reads its workers' messages: a
+    KeyboardInterrupt raised inside a multiprocessing queue read can cut a message in
+    half, and the workers' "done" was lost (a loaded CI run then waited out the whole
+    300 s campaign). Outside the main thread no Ctrl-C arrives, and nothing changes."""
+    count = [0]
+    if threading.current_thread() is not threading.main_thread():
+        yield count
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        count[0] += 1
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield count
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _conduct(
     campaign: Campaign,
     events: list[schedule.Event],
@@ -541,8 +563,15 @@ def _conduct(
     injected = 0
     interrupted = False
     hard_end = start_ns + int((campaign.duration + campaign.grace) * 1e9)
-    while len(finished) < len(children):
-        try:
+    with _ctrl_c_counted() as ctrl_c:
+        while len(finished) < len(children):
+            if ctrl_c[0] > 1:
+                break  # a second Ctrl-C: stop waiting for calls in flight
+            if ctrl_c[0] and not interrupted:
+                interrupted = True
+                stop.value = 1
+                if router is not None:
+                    router.heal()
             now = time.monotonic_ns()
             if now > hard_end:
                 problems.append("workers still in a call after the grace period (killed)")
@@ -589,13 +618,6 @@ def _conduct(
                 errors,
                 "restarting" if restarts.busy() else (current[1] if current else "calm"),
             )
-        except KeyboardInterrupt:
-            if interrupted:
-                break  # a second Ctrl-C: stop waiting for calls in flight
-            interrupted = True
-            stop.value = 1
-            if router is not None:
-                router.heal()
     if current is not None:
         windows.append(Window(current[0], time.monotonic_ns(), current[1]))
     return interrupted
