@@ -11,7 +11,7 @@ import pytest
 from ..declare import RESTART, declare
 from ..harness import Acked, Handle, Ledgers
 from ..history import History
-from .common import assert_linearizable, expect_bool, not_exercised, note
+from .common import assert_linearizable, expect_bool, not_exercised, note, wait_out
 
 FINAL = "final"
 
@@ -73,7 +73,6 @@ class C2Permanent:
     @C2()
     @pytest.mark.ledger_final
     def test_C2_after_waiting(self, request: pytest.FixtureRequest, ledgers: Ledgers) -> None:
-        wait = ledgers.profile.permanence_wait
         started = ledgers.runtime.waiting.get(ledgers.suite_key)
         if started is None:  # the first part was deselected: spend now and wait it all
             label, ids = ledgers.label("waiting"), ledgers.ids(10, "waiting")
@@ -83,9 +82,7 @@ class C2Permanent:
             since = time.monotonic()
         else:
             label, ids, since = started
-        slept = max(0.0, wait - (time.monotonic() - since))
-        time.sleep(slept)  # the clause: an expiring store forgets by now
-        waited = time.monotonic() - since
+        slept, waited = wait_out(ledgers, since)
         note(
             request,
             f"re-read {waited:.1f} s after the spends ({slept:.1f} s of it an added wait); a "

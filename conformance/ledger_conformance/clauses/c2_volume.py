@@ -19,7 +19,7 @@ import pytest
 
 from ..harness import Handle, Ledgers, error_text
 from .c2_permanent import C2
-from .common import not_exercised, note, partly
+from .common import not_exercised, note, partly, wait_out
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
 
@@ -128,9 +128,7 @@ class C2Volume:
                 "reported there), so there is no volume to read again"
             )
         label, ids, since = found
-        slept = max(0.0, ledgers.profile.permanence_wait - (time.monotonic() - since))
-        time.sleep(slept)  # the clause: a store that prunes when left alone has done so
-        waited = time.monotonic() - since
+        _, waited = wait_out(ledgers, since)
         note(request, f"{len(ids)} ids re-read {waited:.1f} s after they were first read back")
         lost, errors = _lost(ledgers.open(label), ids, ledgers.profile.volume_workers)
         assert not errors, (

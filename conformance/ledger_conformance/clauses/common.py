@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
@@ -27,6 +28,15 @@ PER_ID_BOUND = 5.0
 def run_bound(ids: int) -> float:
     """Seconds a contention run over ``ids`` ids may take before it counts as hung."""
     return max(RUN_BOUND_MIN, ids * PER_ID_BOUND)
+
+
+def wait_out(ledgers: Ledgers, since: float) -> tuple[float, float]:
+    """Sleep until the profile's permanence wait has passed since ``since`` (monotonic):
+    C2's timed re-reads cost only what the rest of the run did not already take. The
+    seconds slept, and the seconds since ``since`` once done."""
+    slept = max(0.0, ledgers.profile.permanence_wait - (time.monotonic() - since))
+    time.sleep(slept)  # the clause: a store that forgets or prunes later has done so
+    return slept, time.monotonic() - since
 
 
 def not_exercised(why: str) -> NoReturn:
