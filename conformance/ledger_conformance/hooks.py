@@ -12,13 +12,16 @@ reads as a ledger that passed.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 Hook = Callable[[], object]
+# A forget of one namespace: a shell hook reads it here, a callable takes it as its argument.
+FORGET_NAMESPACE_ENV = "LEDGER_FORGET_NAMESPACE"
 
 HOOK_BOUND = 120.0  # seconds a shell hook may run (a server restart included)
 OUTPUT_TAIL = 20  # lines of a failed command's output shown in the failure
@@ -40,10 +43,11 @@ class ShellHook:
         self.command = command
         self.timeout = timeout
 
-    def __call__(self) -> str:
+    def __call__(self, env: Mapping[str, str] | None = None) -> str:
         proc = subprocess.Popen(
             self.command,
             shell=True,
+            env=None if env is None else {**os.environ, **env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -81,10 +85,38 @@ def _tail(output: bytes | None) -> str:
     return "; output: " + " | ".join(lines)
 
 
+def takes_namespace(hook: Callable[..., object]) -> bool:
+    """Whether ``hook`` can be told one namespace to forget: a shell command (through
+    :data:`FORGET_NAMESPACE_ENV`) or a callable that accepts one positional argument."""
+    if isinstance(hook, ShellHook):
+        return True
+    try:
+        inspect.signature(hook).bind("namespace")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def forget_namespace(hook: Callable[..., object], namespace: str) -> object:
+    """Run the forget hook for ``namespace`` alone (see :func:`takes_namespace`)."""
+    if isinstance(hook, ShellHook):
+        return hook({FORGET_NAMESPACE_ENV: namespace})
+    return hook(namespace)
+
+
 def factory_hook(factory: Any, name: str) -> Hook | None:
     """A hook the factory carries as an attribute (``ledger_restart``/``ledger_forget``)."""
     hook = getattr(factory, name, None)
     return hook if callable(hook) else None
 
 
-__all__ = ["HOOK_BOUND", "Hook", "HookFailed", "ShellHook", "factory_hook"]
+__all__ = [
+    "FORGET_NAMESPACE_ENV",
+    "HOOK_BOUND",
+    "Hook",
+    "HookFailed",
+    "ShellHook",
+    "factory_hook",
+    "forget_namespace",
+    "takes_namespace",
+]

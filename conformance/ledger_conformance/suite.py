@@ -28,6 +28,7 @@ from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
 from .clauses.c3_reads import C3Reads
 from .clauses.c6_forget import C6Forget
+from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
@@ -41,6 +42,7 @@ from .hooks import factory_hook
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
+    C6Held,
     C6Forget,
     C10Reentry,
     L1Listing,

@@ -35,8 +35,12 @@ RUN = os.urandom(4).hex()  # fresh namespaces each session: the server may be sh
 TIMEOUT = 5.0
 
 
+def namespace_of(label: str) -> str:
+    return f"conf-{RUN}-{label}"[:256]
+
+
 def _namespace(ctx: LedgerContext) -> str:
-    return f"conf-{RUN}-{ctx.store}"[:256]
+    return namespace_of(ctx.store)
 
 
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
@@ -84,13 +88,18 @@ def motor_factory(
     return factory
 
 
-def forget(url: str, collection: str) -> Callable[[], None]:
-    """The store forgets everything: the ledger's collection is dropped."""
+def forget(url: str, collection: str) -> Callable[[str | None], None]:
+    """The store forgets everything: the ledger's collection is dropped. Told a store
+    label, only that namespace's documents (records and genesis) are deleted."""
 
-    def drop() -> None:
+    def drop(label: str | None = None) -> None:
         client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=5000)
         try:
-            client.get_default_database(DEFAULT_DATABASE).drop_collection(collection)
+            database = client.get_default_database(DEFAULT_DATABASE)
+            if label is None:
+                database.drop_collection(collection)
+            else:
+                database[collection].delete_many({"ns": namespace_of(label)})
         finally:
             client.close()
 
@@ -105,7 +114,7 @@ class _MongoSuite(LedgerConformance):
         return mongo.server.restart if mongo.server is not None else None  # kill -9
 
     @pytest.fixture
-    def ledger_forget(self, mongo_url: str) -> Callable[[], object] | None:
+    def ledger_forget(self, mongo_url: str) -> Callable[[str | None], object] | None:
         return forget(mongo_url, self.COLLECTION)
 
     @pytest.fixture

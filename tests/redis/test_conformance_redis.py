@@ -35,14 +35,19 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_redis import AsyncRedisLedger, RedisLedger
+from ledger_redis.commands import Keys, glob_escape
 from tests.servers import redis as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the servers may be shared
 TIMEOUT = "2"  # seconds: black holes end quickly, and well above the suite's latency
 
 
+def namespace_of(label: str) -> str:
+    return f"conf-{RUN}-{label}"[:256]
+
+
 def _namespace(ctx: LedgerContext) -> str:
-    return f"conf-{RUN}-{ctx.store}"[:256]
+    return namespace_of(ctx.store)
 
 
 def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], Any]:
@@ -62,22 +67,27 @@ def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], An
 
 class Forget:
     """The suite's forget hook: the store under test forgets everything (``FLUSHALL``;
-    on a Cluster, on every master)."""
+    on a Cluster, on every master). Told a store label, only that namespace's keys go
+    (its genesis and every record: ``DEL``)."""
 
     def __init__(self, url: str, *, cluster: bool = False) -> None:
         self.url = url
         self.cluster = cluster
 
-    def __call__(self) -> object:
+    def __call__(self, label: str | None = None) -> object:
+        client: Any
         if self.cluster:
-            nodes = redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
-            try:
-                return nodes.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-            finally:
-                nodes.close()
-        client = redis.Redis.from_url(self.url)
+            client = redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
+        else:
+            client = redis.Redis.from_url(self.url)
         try:
-            return client.flushall()
+            if label is None and self.cluster:
+                return client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+            if label is None:
+                return client.flushall()
+            keys = Keys(namespace_of(label), cluster=self.cluster)
+            pattern = glob_escape(keys.record_prefix) + b"*"
+            return [client.delete(key) for key in [keys.genesis, *client.scan_iter(pattern)]]
         finally:
             client.close()
 

@@ -14,6 +14,11 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.faults import file_faults
+from tests.pending import pending
+
+# The identity is per file while store_id is per namespace (the fix: a genesis per
+# namespace, in the records table): emptying one namespace keeps its store_id.
+ONE_NAMESPACE = "SQLite keeps one identity per file: one namespace's rows deleted keep its store_id"
 
 
 @pytest.fixture(scope="session")
@@ -22,20 +27,29 @@ def sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sqlite-conformance")
 
 
-def forget_everything(path: Path) -> None:
+def forget_everything(path: Path, namespace: str | None = None) -> None:
     """The store forgets, as a user emptying the tables would (like TRUNCATE): every id,
-    every namespace and the identity row, in one transaction, while ledgers hold it open."""
+    every namespace and the identity row, in one transaction, while ledgers hold it open.
+    Told a namespace (the store label: the factory's namespace), only that namespace's
+    rows of the records table go, as a user's ``DELETE ... WHERE namespace = ?`` would."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DELETE FROM decision_ledger")
-        conn.execute("DELETE FROM decision_ledger_meta")
+        if namespace is None:
+            conn.execute("DELETE FROM decision_ledger")
+            conn.execute("DELETE FROM decision_ledger_meta")
+        else:
+            conn.execute("DELETE FROM decision_ledger WHERE namespace = ?", (namespace,))
         conn.execute("COMMIT")
     finally:
         conn.close()
 
 
 class TestSQLiteLedger(LedgerConformance):
+    test_C6_forget_one_namespace = pending(
+        LedgerConformance.test_C6_forget_one_namespace, ONE_NAMESPACE
+    )
+
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
         def factory(ctx: LedgerContext) -> Any:

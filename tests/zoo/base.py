@@ -202,6 +202,17 @@ def flush(address: tuple[str, int]) -> None:
         client.close()
 
 
+def flush_namespace(address: tuple[str, int], label: str) -> None:
+    """One store forgets: every key of the store ``label`` (records and genesis), no other."""
+    client = redis.Redis(host=address[0], port=address[1], socket_timeout=10.0)
+    hexed = label.encode().hex()
+    try:
+        keys = [*client.scan_iter(match=f"zoo:{hexed}:*", count=1000), f"zoo-id:{hexed}"]
+        client.delete(*keys)
+    finally:
+        client.close()
+
+
 def forget() -> None:
     """The forget hook for ledgers on ``LEDGER_ZOO_REDIS`` (by hand only: it flushes every
     run sharing that server; the meta-test gives forget runs a server of their own)."""
@@ -217,5 +228,6 @@ __all__ = [
     "correct",
     "factory_of",
     "flush",
+    "flush_namespace",
     "forget",
 ]

@@ -31,6 +31,7 @@ from .base import (
     factory_of,
     redis_address,
 )
+from .forgetting import checks_then_writes, store_wide_genesis, trusts_on_timer
 from .local import (
     removed_reads_unspent,
     stays_broken,
@@ -477,7 +478,11 @@ _LOCAL_ONLY = "not C4_local and not C2_volume"  # see the local-fault entries be
 # clause stays the one that catches them. factory name -> -k selection without it.
 ONLY_CAUGHT_BY: dict[str, str] = {
     "shared_connection": "not C1_fork",
-    "reads_identity_once": "not C6_forgotten",
+    "reads_identity_once": "not C6_forg",  # every forget form catches it
+    # Each caught by one forget form only (tests/zoo/forgetting.py):
+    "trusts_on_timer": "not C6_forget_immediate",
+    "store_wide_genesis": "not C6_forget_one_namespace",
+    "checks_then_writes": "not C6_forget_during_request",
     # L1 catches it too: its listing shows the markers as ids.
     "markers_in_id_space": "not H3_ids_that_look_like_markers and not L1",
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
@@ -523,6 +528,9 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "store_id_shared": ("C6", "C6", "quick"),
     "none_without_reason": ("C6", "C6", "quick"),
     "reads_identity_once": ("C6", "C6_forgotten", "quick"),
+    "trusts_on_timer": ("C6", "C6_forget_immediate", "quick"),
+    "store_wide_genesis": ("C6", "C6_forget_one_namespace", "quick"),
+    "checks_then_writes": ("C6", "C6_forget_during_request", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -540,13 +548,16 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
 }
 
 __all__ = [  # re-exported: the meta-test names factories here
+    "checks_then_writes",
     "reenters_any_key",
     "reenters_plain_spend",
     "reentry_check_then_set",
     "reentry_true_after_ambiguous",
     "removed_reads_unspent",
     "stays_broken",
+    "store_wide_genesis",
     "swallows_full",
     "swallows_locked",
     "swallows_read_only",
+    "trusts_on_timer",
 ]
