@@ -9,10 +9,12 @@
         def ledger_factory(self):
             return my_factory          # LedgerContext -> ledger (see context.py)
 
-Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2) and
-``ledger_forget`` (a callable that makes the whole store under test forget everything, for
-C6 after forget). By default each comes from its command-line option, else from an
-attribute of the same name on the factory.
+Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2),
+``ledger_forget`` (a callable that makes the whole store under test forget everything, or
+told a namespace that namespace alone, for C6 after forget) and ``ledger_failover`` (a
+callable that fails the store over to a replica, for C6 after failover). By default
+each comes from its command-line option, else from an attribute of the same name on the
+factory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
 from .clauses.c3_reads import C3Reads
+from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
@@ -42,6 +45,7 @@ from .hooks import factory_hook
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
+    C6Failover,
     C6Held,
     C6Forget,
     C10Reentry,
@@ -80,3 +84,10 @@ class LedgerConformance(
     ) -> Callable[[], object] | None:
         hook: Callable[[], object] | None = ledger_option_forget
         return hook or factory_hook(ledger_factory, "ledger_forget")
+
+    @pytest.fixture
+    def ledger_failover(
+        self, ledger_option_failover: Any, ledger_factory: Any
+    ) -> Callable[[], object] | None:
+        hook: Callable[[], object] | None = ledger_option_failover
+        return hook or factory_hook(ledger_factory, "ledger_failover")

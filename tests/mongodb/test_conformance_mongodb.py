@@ -88,7 +88,7 @@ def motor_factory(
     return factory
 
 
-def forget(url: str, collection: str) -> Callable[[str | None], None]:
+def forget(url: str, collection: str) -> Callable[..., None]:
     """The store forgets everything: the ledger's collection is dropped. Told a store
     label, only that namespace's documents (records and genesis) are deleted."""
 
@@ -114,7 +114,7 @@ class _MongoSuite(LedgerConformance):
         return mongo.server.restart if mongo.server is not None else None  # kill -9
 
     @pytest.fixture
-    def ledger_forget(self, mongo_url: str) -> Callable[[str | None], object] | None:
+    def ledger_forget(self, mongo_url: str) -> Callable[..., object] | None:
         return forget(mongo_url, self.COLLECTION)
 
     @pytest.fixture

@@ -49,6 +49,9 @@ class TestSQLiteLedger(LedgerConformance):
     test_C6_forget_one_namespace = pending(
         LedgerConformance.test_C6_forget_one_namespace, ONE_NAMESPACE
     )
+    test_C6_forget_immediate = pending(
+        LedgerConformance.test_C6_forget_immediate, ONE_NAMESPACE, when={"scope": "namespace"}
+    )
 
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:

@@ -23,8 +23,10 @@ WINDOW = 0.25  # seconds a checked identity is trusted (like a periodic re-check
 SLOW_FORGET = 0.5  # what a subprocess forget costs at least: longer than WINDOW
 
 
-class _Unguarded(ZooLedger):
-    """Writes and reads with plain SET NX / EXISTS; proves its genesis in ``check``."""
+class ChecksThenWrites(ZooLedger):
+    """Proves its genesis in its own round trip right before every write (a plain
+    SET NX then): a forget between the check and the write goes unseen, and the write
+    lands in the forgotten store. Its reads prove it in the same script, as they must."""
 
     def check(self) -> None:
         if self.client.get(self.genesis_key) != self.genesis:
@@ -34,18 +36,16 @@ class _Unguarded(ZooLedger):
         self.check()
         return bool(self.client.set(key, token, nx=True))
 
+
+class _Unguarded(ChecksThenWrites):
+    """Reads with a plain EXISTS after ``check`` as well."""
+
     def read(self, key: str) -> bool:
         try:
             self.check()
             return bool(self.client.exists(key))
         except redis.RedisError as exc:
             raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
-
-
-class ChecksThenWrites(_Unguarded):
-    """Proves its genesis in its own round trip right before every write and read: a
-    forget between the check and the write goes unseen (the write lands in the
-    forgotten store)."""
 
 
 class TrustsOnTimer(_Unguarded):
@@ -83,7 +83,8 @@ class StoreWideGenesis(ZooLedger):
         self.genesis_key = "zoo-id-store"  # re-opened on the store-wide key
         try:
             self.client.set(self.genesis_key, self.genesis, nx=True)
-            self.genesis = self.client.get(self.genesis_key) or b""
+            value = self.client.get(self.genesis_key)
+            self.genesis = value if isinstance(value, bytes) else b""
         except redis.RedisError as exc:
             self.client.close()
             raise LedgerUnavailable(f"zoo redis unreachable: {exc}") from exc

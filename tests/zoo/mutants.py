@@ -45,6 +45,7 @@ from .reentry import (
     reentry_check_then_set,
     reentry_true_after_ambiguous,
 )
+from .replicated import loses_spends_on_failover
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -481,7 +482,7 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "reads_identity_once": "not C6_forg",  # every forget form catches it
     # Each caught by one forget form only (tests/zoo/forgetting.py):
     "trusts_on_timer": "not C6_forget_immediate",
-    "store_wide_genesis": "not C6_forget_one_namespace",
+    "store_wide_genesis": "not C6_forget_one_namespace and not namespace]",
     "checks_then_writes": "not C6_forget_during_request",
     # L1 catches it too: its listing shows the markers as ids.
     "markers_in_id_space": "not H3_ids_that_look_like_markers and not L1",
@@ -531,6 +532,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "trusts_on_timer": ("C6", "C6_forget_immediate", "quick"),
     "store_wide_genesis": ("C6", "C6_forget_one_namespace", "quick"),
     "checks_then_writes": ("C6", "C6_forget_during_request", "quick"),
+    "loses_spends_on_failover": ("C6", "C6_failover", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -549,6 +551,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
 
 __all__ = [  # re-exported: the meta-test names factories here
     "checks_then_writes",
+    "loses_spends_on_failover",
     "reenters_any_key",
     "reenters_plain_spend",
     "reentry_check_then_set",

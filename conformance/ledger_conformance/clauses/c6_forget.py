@@ -93,10 +93,23 @@ def _setup(ledgers: Ledgers, forget: Forget) -> tuple[str, list[Handle], str, li
     return label, old, first, ids
 
 
-def answers_for_forgotten(handle: Handle, first: str, ids: list[str], who: str) -> list[str]:
-    """What ``handle`` answered for the forgotten ids under the old ``store_id``."""
+FORGOT = "the id was spent before the store forgot"
+
+
+def answers_for_forgotten(
+    handle: Handle,
+    first: str,
+    ids: list[str],
+    who: str,
+    reads_only: bool = False,
+    why: str = FORGOT,
+) -> list[str]:
+    """What ``handle`` answered for the forgotten ids under the old ``store_id``
+    (``reads_only``: is_spent alone, when the ledger has it)."""
     problems: list[str] = []
     calls = (["is_spent"] if handle.has_is_spent else []) + ["spend"]
+    if reads_only and handle.has_is_spent:
+        calls = ["is_spent"]
     for request_id in ids:
         for method in calls:
             before = _store_id_now(handle)
@@ -115,19 +128,19 @@ def answers_for_forgotten(handle: Handle, first: str, ids: list[str], who: str) 
             elif method == "spend" and value is True:
                 problems.append(
                     f"{who}: spend({request_id!r}) returned True under the old store_id "
-                    f"{first!r}: the id was spent before the store forgot"
+                    f"{first!r}: {why}"
                 )
             elif method == "is_spent" and value is False:
                 problems.append(
                     f"{who}: is_spent({request_id!r}) returned False under the old store_id "
-                    f"{first!r}: the id was spent before the store forgot"
+                    f"{first!r}: {why}"
                 )
     return problems
 
 
-def verdict(problems: list[str]) -> None:
+def verdict(problems: list[str], what: str = "the store forgot") -> None:
     assert not problems, (
-        "the store forgot, and the ledger kept answering under its old identity: "
+        f"{what}, and the ledger kept answering under its old identity: "
         + "\n  ".join(problems[:10])
     )
 
@@ -198,20 +211,28 @@ class C6Forget:
 
     @C6(FORGET)
     @pytest.mark.ledger_forgets
+    @pytest.mark.parametrize("scope", ["store", "namespace"])
     @pytest.mark.parametrize("flavor", ["sync", "async"])
     def test_C6_forget_immediate(
         self,
         ledgers: Ledgers,
         ledger_forget: Forget,
         flavor: Flavor,
+        scope: str,
         request: pytest.FixtureRequest,
     ) -> None:
-        """The old instance keeps calling while the hook runs and at once after it: the
-        first call after the store forgot comes within a call's time, however long the
-        hook takes. A ledger that trusts a checked identity for a while (a re-check on a
-        timer) answers from the forgotten store under the old store_id."""
+        """The old instance keeps reading while the hook runs, then reads and spends at
+        once after it: the first read after the store forgot comes within a call's time,
+        however long the hook takes (reads only while it runs: a spend racing the forget
+        is the held-request clause's, cut by cut). A ledger that trusts a checked
+        identity for a while (a re-check on a timer) answers from the forgotten store
+        under the old store_id. The whole store forgets, or (``namespace``) the
+        instance's namespace alone."""
         assert ledger_forget is not None
-        handle = open_flavor(ledgers, ledgers.label(f"immediate-{flavor}"), flavor)
+        if scope == "namespace" and not takes_namespace(ledger_forget):
+            not_exercised("the forget hook takes no namespace (see the one-namespace form)")
+        label = ledgers.label(f"immediate-{flavor}-{scope}")
+        handle = open_flavor(ledgers, label, flavor)
         first, ids = spent_store(ledgers, [handle])
         who = f"the {flavor} instance calling through the forget"
         problems: list[str] = []
@@ -221,7 +242,7 @@ class C6Forget:
         def race() -> None:
             while not stop.is_set():
                 for request_id in ids:
-                    problems.extend(answers_for_forgotten(handle, first, [request_id], who))
+                    problems.extend(answers_for_forgotten(handle, first, [request_id], who, True))
                     raced[0] += 1
                     if stop.is_set():
                         return
@@ -230,14 +251,19 @@ class C6Forget:
         racer.start()
         began = time.monotonic()
         try:
-            forget_now(ledgers, ledger_forget)
+            forget_now(
+                ledgers, ledger_forget, ledgers.namespace(label) if scope != "store" else None
+            )
         finally:
             took = time.monotonic() - began
             stop.set()
             racer.join(ledgers.profile.settle)
         assert not racer.is_alive(), "a call racing the forget did not finish"
         problems += answers_for_forgotten(handle, first, ids, f"the {flavor} instance")
-        note(request, f"immediate forget ({flavor}): {raced[0]} call(s) during a {took:.3f} s hook")
+        note(
+            request,
+            f"immediate forget ({flavor}, {scope}): {raced[0]} call(s) during a {took:.3f} s hook",
+        )
         verdict(problems)
 
     @C6(FORGET)
