@@ -49,6 +49,14 @@ class TestDynamoDB(LedgerConformance):
         when={"scope": "namespace"},
         strict=False,
     )
+    # ... and its window counts from the check, not from when the put lands: a put held
+    # while the table is deleted and created again lands in the new table (caught when
+    # the re-creation finishes within the hold, so not every run).
+    test_C6_forget_during_request = pending(
+        LedgerConformance.test_C6_forget_during_request,
+        "DynamoDB's put lands in a table re-created after its identity check",
+        strict=False,
+    )
 
     @pytest.fixture
     def ledger_factory(self, dynamodb_url: str) -> Any:
