@@ -55,6 +55,9 @@ class Toxic(enum.Enum):
     """Forward requests, discard replies: the request landed, the answer is lost."""
     RESET_AFTER_REQUEST = "reset_after_request"
     """Forward requests; when a reply arrives, discard it and RST the client."""
+    TRICKLE = "trickle"
+    """Forward requests; send each reply a byte at a time, one every ``latency`` seconds
+    (a server that never goes quiet long enough to trip a per-read timeout)."""
     HOLD = "hold"
     """Hold every request chunk, in order, until :meth:`FaultProxy.let_through` lets one
     on or the toxic changes (then each goes on under the new toxic); replies pass. A
@@ -515,12 +518,27 @@ class FaultProxy:
                 return
             link.dropped_reply = True  # signalled once the client has been reset
             raise _Abort
+        if not upward and toxic is Toxic.TRICKLE:
+            await self._trickle(link, dst, data)
+            return
         # Counted before sending, so a peer that has the bytes also sees them counted.
         if upward:
             self._bytes_up += len(data)
         else:
             self._bytes_down += len(data)
         await asyncio.get_running_loop().sock_sendall(dst, data)
+
+    async def _trickle(self, link: _Link, dst: socket.socket, data: bytes) -> None:
+        """One byte every ``latency`` seconds while TRICKLE lasts; the rest of the chunk
+        under whatever toxic replaced it."""
+        loop = asyncio.get_running_loop()
+        for n in range(len(data)):
+            if self._toxic is not Toxic.TRICKLE:
+                await self._deliver(link, dst, data[n:], upward=False)
+                return
+            self._bytes_down += 1
+            await loop.sock_sendall(dst, data[n : n + 1])
+            await asyncio.sleep(self._latency)
 
     def _signal_drop(self) -> None:
         for event in self._drop_events:
