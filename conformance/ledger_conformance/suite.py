@@ -29,6 +29,7 @@ from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
 from .clauses.c3_reads import C3Reads
+from .clauses.c4_bounded import C4Bounded
 from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_held import C6Held
@@ -56,6 +57,7 @@ class LedgerConformance(
     C7Isolation,
     C6Identity,
     C4LocalFaults,
+    C4Bounded,
     C45Faults,
     C3Reads,
     C2Volume,

@@ -31,6 +31,7 @@ from .base import (
     factory_of,
     redis_address,
 )
+from .bounded import per_read_timeout, waits_in_turn
 from .forgetting import checks_then_writes, store_wide_genesis, trusts_on_timer
 from .local import (
     removed_reads_unspent,
@@ -484,6 +485,9 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "trusts_on_timer": "not C6_forget_immediate",
     "store_wide_genesis": "not C6_forget_one_namespace and not namespace]",
     "checks_then_writes": "not C6_forget_during_request",
+    # The bounded-calls clause: callers that wait in turn, and a timeout per read only.
+    "waits_in_turn": "not C4_bounded_calls",
+    "per_read_timeout": "not C4_bounded_calls",
     # L1 catches it too: its listing shows the markers as ids.
     "markers_in_id_space": "not H3_ids_that_look_like_markers and not L1",
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
@@ -533,6 +537,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "store_wide_genesis": ("C6", "C6_forget_one_namespace", "quick"),
     "checks_then_writes": ("C6", "C6_forget_during_request", "quick"),
     "loses_spends_on_failover": ("C6", "C6_failover", "quick"),
+    "waits_in_turn": ("C4", "C4_bounded_calls and blackhole", "quick"),
+    "per_read_timeout": ("C4", "C4_bounded_calls and trickle", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -552,6 +558,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
 __all__ = [  # re-exported: the meta-test names factories here
     "checks_then_writes",
     "loses_spends_on_failover",
+    "per_read_timeout",
     "reenters_any_key",
     "reenters_plain_spend",
     "reentry_check_then_set",
@@ -563,4 +570,5 @@ __all__ = [  # re-exported: the meta-test names factories here
     "swallows_locked",
     "swallows_read_only",
     "trusts_on_timer",
+    "waits_in_turn",
 ]
