@@ -52,6 +52,13 @@ class TestDynamoDB(LedgerConformance):
     # ... and its window counts from the check, not from when the put lands: a put held
     # while the table is deleted and created again lands in the new table (caught when
     # the re-creation finishes within the hold, so not every run).
+    # No whole-call deadline yet: waiters repeat a timed-out identity check in turn
+    # under a black hole, and botocore's read timeout never trips on a trickled reply.
+    test_C4_bounded_calls = pending(
+        LedgerConformance.test_C4_bounded_calls,
+        "a DynamoDB call is not bounded as a whole (black hole: waiters in turn; trickle)",
+        strict=False,
+    )
     test_C6_forget_during_request = pending(
         LedgerConformance.test_C6_forget_during_request,
         "DynamoDB's put lands in a table re-created after its identity check",

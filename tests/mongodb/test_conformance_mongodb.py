@@ -118,6 +118,11 @@ class _MongoSuite(LedgerConformance):
         return forget(mongo_url, self.COLLECTION)
 
     @pytest.fixture
+    def ledger_call_bound(self) -> float:
+        """A spend under a fault: its write and its read-back, each ``timeoutMS``."""
+        return 2 * TIMEOUT + 2.0
+
+    @pytest.fixture
     def ledger_volume(self) -> int | None:
         """nx-27017 is a wire-protocol server in Python: 10,000 spends and their reads take
         about 25 s per class on this machine, too much for CI twice over. A real mongod
