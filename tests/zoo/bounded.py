@@ -1,6 +1,7 @@
 """Mutants that C4's bounded-calls clause catches, each under one fault only: callers
 that wait in turn (a black hole makes each wait out the others' timeouts) and a timeout
-per read (a reply trickling a byte at a time never trips it)."""
+per read (a reply trickling a byte at a time never trips it); and one that C1 after fork
+catches only when a parent thread is inside a call at the fork (a lock it holds)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import redis
 
 from ledger_core.errors import LedgerUnavailable
 
-from .base import GUARDED_GET, ZooLedger, factory_of
+from .base import GUARDED_GET, ZooLedger, bounded, factory_of
 
 _TURN = threading.Lock()  # one for the whole process, like a shared client's lock
 
@@ -46,3 +47,40 @@ class PerReadTimeout(ZooLedger):
 
 waits_in_turn = factory_of(WaitsInTurn)
 per_read_timeout = factory_of(PerReadTimeout)
+
+
+class LockedAcrossFork(ZooLedger):
+    """Before each call one thread refreshes a shared check (a round trip, bounded)
+    under a lock while the others wait for that round to end: no caller waits long in
+    one process, but a fork while a thread is refreshing leaves the lock held and the
+    round unfinished in the child, whose every call then waits for ever."""
+
+    def __init__(self, label: str, host: str, port: int) -> None:
+        super().__init__(label, host, port)
+        self.refreshing = threading.Lock()
+        self.round = threading.Event()
+        self.round.set()
+
+    def refresh(self) -> None:
+        if not self.refreshing.acquire(blocking=False):
+            self.round.wait()  # the refresher ends the round (it is bounded)
+            return
+        self.round = threading.Event()
+        try:
+            bounded(lambda: self.client.exists(self.genesis_key))
+        except redis.RedisError:
+            pass  # the call itself reports the outage
+        finally:
+            self.round.set()
+            self.refreshing.release()
+
+    def spend(self, request_id: str) -> Any:
+        self.refresh()
+        return super().spend(request_id)
+
+    def is_spent(self, request_id: str) -> Any:
+        self.refresh()
+        return super().is_spent(request_id)
+
+
+locked_across_fork = factory_of(LockedAcrossFork)

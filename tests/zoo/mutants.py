@@ -31,7 +31,7 @@ from .base import (
     factory_of,
     redis_address,
 )
-from .bounded import per_read_timeout, waits_in_turn
+from .bounded import locked_across_fork, per_read_timeout, waits_in_turn
 from .forgetting import checks_then_writes, store_wide_genesis, trusts_on_timer
 from .local import (
     removed_reads_unspent,
@@ -488,6 +488,7 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     # The bounded-calls clause: callers that wait in turn, and a timeout per read only.
     "waits_in_turn": "not C4_bounded_calls",
     "per_read_timeout": "not C4_bounded_calls",
+    "locked_across_fork": "not busy",  # C1 after fork with a parent thread busy
     # L1 catches it too: its listing shows the markers as ids.
     "markers_in_id_space": "not H3_ids_that_look_like_markers and not L1",
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
@@ -539,6 +540,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "loses_spends_on_failover": ("C6", "C6_failover", "quick"),
     "waits_in_turn": ("C4", "C4_bounded_calls and blackhole", "quick"),
     "per_read_timeout": ("C4", "C4_bounded_calls and trickle", "quick"),
+    "locked_across_fork": ("C1", "C1_fork and busy", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -557,6 +559,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
 
 __all__ = [  # re-exported: the meta-test names factories here
     "checks_then_writes",
+    "locked_across_fork",
     "loses_spends_on_failover",
     "per_read_timeout",
     "reenters_any_key",
