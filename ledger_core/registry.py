@@ -24,7 +24,7 @@ from .errors import (
     UnknownScheme,
 )
 from .migrate import check_opening, check_opening_async
-from .opening import OpenRequest
+from .opening import OpenRequest, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -53,8 +53,9 @@ _lock = threading.Lock()
 
 def register_backend(scheme: str, backend: Backend) -> None:
     """Register ``backend`` for ``scheme`` in this process (overrides entry points)."""
+    adapted = adapt_backend(backend, f"the backend registered for {scheme}://")
     with _lock:
-        _registered[scheme.lower()] = backend
+        _registered[scheme.lower()] = adapted
 
 
 def available_schemes() -> list[str]:
@@ -94,7 +95,7 @@ def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backen
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
-    backend: Backend = loaded
+    backend: Backend = adapt_backend(loaded, where)
     return backend
 
 
