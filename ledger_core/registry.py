@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from . import notices
 from .errors import (
     BackendLoadError,
     InvalidLedgerURL,
@@ -133,6 +134,8 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
+    A store that can never prove (no ``store_id``), or one this open created, is logged
+    once per process as a warning on the ``decision_ledger`` logger.
     A store whose first migration never finished is refused (``IncompleteMigration``):
     it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
     for the migration itself and the tools that report on it (a keyword, never a URL
@@ -150,6 +153,7 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
             return ledger
         try:
             check_opening(ledger, str(request.url))
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -171,6 +175,7 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
             return ledger
         try:
             await check_opening_async(ledger, str(request.url))
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)
