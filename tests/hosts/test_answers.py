@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 from ledger_agents import InvalidAnswer, NotThisResume, decide, decide_all
 from ledger_core import LedgerError, MemoryLedger, mint
 from ledger_langgraph import LedgerGate
-from ledger_pydantic_ai import results_for
+from ledger_pydantic_ai import close_requests, results_for
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts import lg_app, oa_app, pa_app
 from tests.hosts.common import lines
@@ -186,3 +186,14 @@ def test_ask_again_names_both_stores(tmp_path: Path) -> None:
         moved = decide(b, mint(a, "r"), True)
         assert a.store_id in moved.message
         assert b.store_id in moved.message
+
+
+def test_a_close_on_another_ledger_says_the_pause_is_still_open(tmp_path: Path) -> None:
+    with SQLiteLedger(tmp_path / "a.db") as a, SQLiteLedger(tmp_path / "b.db") as b:
+        saved = pa_app.pause(tmp_path, a)
+        closure = close_requests(b, saved["ledger"])["call-1"]
+        assert not closure.proven
+        assert "the pause is still open" in closure.reason
+        assert str(a.store_id) in closure.reason
+        assert str(b.store_id) in closure.reason
+        assert a.is_spent("pydantic-ai/conv-1/call-1") is False  # nothing written anywhere
