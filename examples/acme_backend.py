@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from urllib.parse import unquote
 
 from ledger_conformance import LedgerContext
-from ledger_core import LedgerInfo, OpenRequest
+from ledger_core import LedgerInfo, OpenRequest, notices
 from ledger_core.base import AsyncReentrantLedgerBase, ReentrantLedgerBase
 from ledger_core.errors import AmbiguousSpend, InvalidLedgerURL, LedgerUnavailable
 from ledger_core.ids import is_marker
@@ -159,9 +159,13 @@ class AcmeBackend:
         path = unquote(request.url.parts.path)[1:]
         if request.url.parts.netloc or not path:
             raise InvalidLedgerURL(f"{request.url}: use acme:///relative.db or acme:////abs.db")
-        if not request.create() and not os.path.exists(path):
+        existed = os.path.exists(path)
+        if not request.create() and not existed:
             raise LedgerUnavailable(f"{request.url}: no such store (create=false)")
-        return AcmeLedger(path, _table(request.namespace), request.namespace)
+        ledger = AcmeLedger(path, _table(request.namespace), request.namespace)
+        if not existed:  # the host's log says so: a mistyped path shows
+            notices.created(ledger.describe().location)
+        return ledger
 
     async def open_async(self, request: OpenRequest) -> AsyncAcmeLedger:
         return AsyncAcmeLedger(await asyncio.to_thread(self.open, request))

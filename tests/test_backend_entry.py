@@ -6,6 +6,7 @@ adapter with a ``DeprecationWarning`` (it used to fail with a ``TypeError`` wrap
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,13 @@ def test_the_older_form_works_through_an_adapter_with_a_warning() -> None:
     assert setup_ledger("oldform://x").reason == "test"
     asyncio.run(open_async_ledger("oldform://x"))
     assert len(old.seen) == 2
+
+
+def test_the_docs_backend_is_the_examples_backend() -> None:
+    root = Path(__file__).resolve().parents[1]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs/backends.md").read_text(), re.S)
+    (shown,) = [b for b in blocks if b.startswith("class AcmeBackend:")]
+    example = (root / "examples/acme_backend.py").read_text()
+    code = re.sub(r'\n    """.*?"""\n', "\n", example, flags=re.S)  # the docstring aside
+    for line in shown.splitlines():
+        assert line in code, line
