@@ -241,3 +241,11 @@ def test_scrubbing_replaces_the_whole_secret_never_a_letter_of_the_message() -> 
     text = "missing key/value separator: pass, password, 'pass'"
     assert scrub(text, secret_fragments(url)) == "missing key/value separator: ***, password, '***'"
     assert scrub("separator p", secret_fragments("redis://u:p@h/0")) == "separator p"
+
+
+def test_a_dynamodb_endpoint_with_credentials_never_shows_them() -> None:
+    url = f"dynamodb://table?region=us-east-1&endpoint_url=http://u:Secr3tPass@127.0.0.1:{PORT}"
+    with pytest.raises(LedgerError) as caught:
+        open_ledger(url)  # refused before any I/O: an endpoint takes no credentials
+    assert not any("Secr3tPass" in text for text in _texts(caught.value))
+    assert "Secr3tPass" not in redact_url(url)
