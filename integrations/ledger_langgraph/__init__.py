@@ -151,18 +151,25 @@ class LedgerGate:
         """The mint node: remember the store this request is asked under (no I/O)."""
         pending = mint(self.ledger, self.request_id(state, config))
         # The outcome is reset too: its presence (None) in the state proves it is declared.
-        return {self.state_key: pending.to_dict(), OUTCOME_KEY: None}
+        # The outcome is written too (None), and the record says so: its absence from the
+        # state then proves the key is undeclared (a record minted before this check
+        # carries no "outcome_key", and its thread is not refused for it).
+        record = {**pending.to_dict(), "outcome_key": OUTCOME_KEY}
+        return {self.state_key: record, OUTCOME_KEY: None}
 
     def _record(self, state: Any) -> object:
-        for key in (self.state_key, OUTCOME_KEY):
-            if not isinstance(state, Mapping) or key not in state:
-                raise LookupError(
-                    f"the graph's state has no {key!r}: declare `{self.state_key}: dict[str,"
-                    f" Any]` and `{OUTCOME_KEY}: dict[str, Any] | None` in its state schema"
-                    " (LangGraph drops undeclared keys) and run gate.mint as its own node"
-                    " before this one"
-                )
-        return state[self.state_key]
+        record = state.get(self.state_key) if isinstance(state, Mapping) else None
+        missing = self.state_key if record is None else None
+        if isinstance(record, Mapping) and record.get("outcome_key") not in (None, *state):
+            missing = OUTCOME_KEY
+        if missing is not None:
+            raise LookupError(
+                f"the graph's state has no {missing!r}: declare `{self.state_key}: dict[str,"
+                f" Any]` and `{OUTCOME_KEY}: dict[str, Any] | None` in its state schema"
+                " (LangGraph drops undeclared keys) and run gate.mint as its own node"
+                " before this one"
+            )
+        return record
 
     def _ask(self, state: Any, question: object) -> tuple[PendingRequest, bool]:
         """Interrupt until the answer reads as a bool: an invalid one is asked again with

@@ -197,3 +197,25 @@ def test_a_close_on_another_ledger_says_the_pause_is_still_open(tmp_path: Path) 
         assert str(a.store_id) in closure.reason
         assert str(b.store_id) in closure.reason
         assert a.is_spent("pydantic-ai/conv-1/call-1") is False  # nothing written anywhere
+
+
+def test_a_thread_minted_before_the_outcome_check_still_resumes(tmp_path: Path) -> None:
+    """A record without "outcome_key" (an older version's mint) is not refused for it."""
+    with SQLiteLedger(tmp_path / "ledger.db") as ledger:
+        gate = LedgerGate(ledger, request_key=lambda state: "call-1")
+
+        def old_mint(state: Bare, config: RunnableConfig) -> Any:
+            return {"ledger_pending": mint(ledger, gate.request_id(state, config)).to_dict()}
+
+        def transfer(state: Bare, config: RunnableConfig) -> Any:
+            return {"amount": 7} if gate.decide(state, config).run else {}
+
+        builder = StateGraph(Bare)
+        builder.add_node("mint_approval", old_mint)
+        builder.add_node("transfer", transfer)
+        builder.add_edge(START, "mint_approval")
+        builder.add_edge("mint_approval", "transfer")
+        builder.add_edge("transfer", END)
+        graph = builder.compile(checkpointer=InMemorySaver())
+        assert "__interrupt__" in graph.invoke({"amount": 1}, lg_app.config())
+        assert graph.invoke(Command(resume=True), lg_app.config())["amount"] == 7
