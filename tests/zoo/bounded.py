@@ -5,6 +5,7 @@ catches only when a parent thread is inside a call at the fork (a lock it holds)
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -14,7 +15,14 @@ from ledger_core.errors import LedgerUnavailable
 
 from .base import GUARDED_GET, ZooLedger, bounded, factory_of
 
-_TURN = threading.Lock()  # one for the whole process, like a shared client's lock
+_TURN = [threading.Lock()]  # one for the whole process, like a shared client's lock
+
+
+def _renew() -> None:
+    _TURN[0] = threading.Lock()  # a forked child gets a free one: fork is not its defect
+
+
+os.register_at_fork(after_in_child=_renew)
 
 
 class WaitsInTurn(ZooLedger):
@@ -22,11 +30,11 @@ class WaitsInTurn(ZooLedger):
     hole the 16th caller waits out 15 timeouts first."""
 
     def spend(self, request_id: str) -> Any:
-        with _TURN:
+        with _TURN[0]:
             return super().spend(request_id)
 
     def is_spent(self, request_id: str) -> Any:
-        with _TURN:
+        with _TURN[0]:
             return super().is_spent(request_id)
 
 
