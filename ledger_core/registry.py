@@ -23,6 +23,7 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
+from .migrate import allow_incomplete as waive_check
 from .migrate import check_opening, check_opening_async
 from .opening import OpenRequest
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
@@ -132,8 +133,9 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
-    A store whose first migration never finished is refused (``IncompleteMigration``):
-    it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
+    A store with a migration into it unfinished is refused (``IncompleteMigration``):
+    it may lack ids spent in the old store (a ledger made any other way refuses at its
+    first answer instead: ``ledger_core.base``). ``allow_incomplete=True`` opens it anyway,
     for the migration itself and the tools that report on it (a keyword, never a URL
     option: a host's configuration cannot turn it on by accident).
     Every error is a ``LedgerError`` that shows no secret of ``url``.
@@ -146,9 +148,11 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             check_opening(ledger, str(request.url))
+            waive_check(ledger)  # checked now: the ledger's first answer need not again
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -167,9 +171,11 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             await check_opening_async(ledger, str(request.url))
+            waive_check(ledger)
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)
