@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
 import secrets
+import shlex
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -131,8 +134,8 @@ def _note_bit(run: int, bit: int | str) -> bytes:
 # bridge (``ledger_core.bridge``) all decide the same way.
 MarkerStep = tuple[str, bytes | None]
 READ, SPEND, HOLDS_IDS = "is_marker_spent", "spend_marker", "holds_ids"
-NOTE_BYTES = 240  # a note's cap: its length is spelled in the first LENGTH_BITS bits
-LENGTH_BITS = 8
+_NONCE = re.compile(r"[0-9a-f]{12}")
+NOTE_BYTES = 160  # a note's location is cut there (its length is spelled in one byte)
 
 
 @dataclass(frozen=True)
@@ -145,14 +148,17 @@ class Note:
     started: int
 
     def encode(self) -> bytes:
-        where = self.where.encode()[: NOTE_BYTES - len(self.nonce) - 24]
-        text = where.decode(errors="ignore") + f"\x00{self.nonce}\x00{self.started}"
-        return text.encode()
+        """Compact (each set bit is a marker write): the location's UTF-8 (at most
+        ``NOTE_BYTES``), NUL, the nonce's bytes, then the start as 4 bytes."""
+        where = self.where.encode()[:NOTE_BYTES].decode(errors="ignore").encode()
+        nonce = bytes.fromhex(self.nonce) if self.nonce else b""
+        return where + b"\x00" + nonce + (self.started & 0xFFFFFFFF).to_bytes(4, "big")
 
     @classmethod
     def decode(cls, raw: bytes) -> Note:
-        where, nonce, started = raw.decode(errors="replace").split("\x00", 2)
-        return cls(where, nonce, int(started) if started.isdigit() else 0)
+        where, _, rest = raw.partition(b"\x00")
+        nonce, started = rest[:-4], rest[-4:]
+        return cls(where.decode(errors="replace"), nonce.hex(), int.from_bytes(started, "big"))
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started))
@@ -161,7 +167,7 @@ class Note:
 
     def command(self, target: str) -> str:
         resume = f" --resume {self.nonce}" if self.nonce else ""
-        return f"decision-ledger migrate {self.where} {target}{resume}"
+        return f"decision-ledger migrate {shlex.quote(self.where)} {target}{resume}"
 
 
 @dataclass(frozen=True)
@@ -430,6 +436,7 @@ class Begun:
     resumed: bool
     runs: tuple[int, ...]  # every run of this source the copy completes
     resume: str | None  # the nonce that names a source that never proves
+    note: Note | None = None  # still to write (``write_note=False``), for a new run
 
 
 def begin_run(
@@ -439,11 +446,16 @@ def begin_run(
     merge: bool = False,
     resume: str | None = None,
     target_name: str = "NEW",
+    write_note: bool = True,
 ) -> Begun:
     """Mark the target as migrating from ``source`` (or resume its unfinished run):
     from here the target refuses to open as a ledger until the copy is verified.
     ``resume``: the run nonce of a source that never proves (``MigrationInterrupted``
-    and ``lineage`` show it); ``target_name`` is how a refusal names the target."""
+    and ``lineage`` show it); ``target_name`` is how a refusal names the target.
+    ``write_note``: write the run's note (its source and start) now; else the caller
+    writes ``Begun.note`` (:func:`migrate` does, beside the copy)."""
+    if resume is not None and not _NONCE.fullmatch(resume):
+        raise MigrationError(f"{resume!r} is not a run nonce (12 hex digits, as printed)")
     allow_incomplete(target)
     source_id = store_id_of(source)
     nonce = None if source_id is not None else (resume or secrets.token_hex(6))
@@ -453,9 +465,30 @@ def begin_run(
         return Begun(None, False, (), nonce)
     subject = source_id if nonce is None else f"{_where(source)}#{nonce}"
     note = Note(_where(source), nonce or "", int(time.time()))
-    steps = begin_run_steps(source_id, merge, subject, note, target_name)
+    steps = begin_run_steps(source_id, merge, subject, note if write_note else None, target_name)
     run, resumed, runs = run_steps(steps, marker_performer(target))
-    return Begun(run, resumed, runs, nonce)
+    return Begun(run, resumed, runs, nonce, None if write_note or resumed else note)
+
+
+class _NoteWriter(threading.Thread):
+    """Writes a new run's note beside the copy: a marker spend per set bit (about 300)
+    is seconds on a store that syncs each write, and must not delay the copy."""
+
+    def __init__(self, target: object, run: int, note: Note) -> None:
+        super().__init__(daemon=True, name="migration-note")
+        self.steps, self.perform = write_note_steps(run, note), marker_performer(target)
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            run_steps(self.steps, self.perform)
+        except BaseException as exc:  # raised by finish(), in the migration's thread
+            self.failure = exc
+
+    def finish(self) -> None:
+        self.join()
+        if self.failure is not None:
+            raise self.failure
 
 
 def migrate(
@@ -467,12 +500,13 @@ def migrate(
     batch: int = BATCH,
     total: int | None = None,
     resume: str | None = None,
+    target_name: str = "NEW",
 ) -> MigrationReport:
     """Copy every spent id from ``source`` into ``target``, verify, record the lineage.
 
     ``progress`` is called after every batch (with ``total``, if given, for an ETA; see
     :func:`count_ids`). ``merge``: allow a target that already holds spends that no
-    migration from ``source`` put there. ``resume``: see :func:`begin_run`.
+    migration from ``source`` put there. ``resume``, ``target_name``: see :func:`begin_run`.
     """
     if not isinstance(source, ScannableLedger):
         raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
@@ -483,7 +517,38 @@ def migrate(
     if target_id is not None and target_id == source_id:
         raise MigrationError("source and target are the same store (equal store_id)")
 
-    begun = begin_run(source, target, merge=merge, resume=resume)
+    begun = begin_run(
+        source, target, merge=merge, resume=resume, target_name=target_name, write_note=False
+    )
+    noting = None
+    if begun.note is not None and begun.run is not None:
+        noting = _NoteWriter(target, begun.run, begun.note)
+        noting.start()
+    try:
+        report = _copy(source, target, begun, progress, batch, total)
+    except BaseException:
+        if noting is not None:
+            # The copy's failure is the one said; the note (its source, for lineage and
+            # refusals) is finished first, or reads as not recorded if it failed too.
+            noting.join()
+        raise
+    if noting is not None:
+        noting.finish()
+    for run in begun.runs:
+        _spend_verified(target, _done(run), "the run's done marker")
+    return report
+
+
+def _copy(
+    source: ScannableLedger,
+    target: object,
+    begun: Begun,
+    progress: Callable[[Progress], object] | None,
+    batch: int,
+    total: int | None,
+) -> MigrationReport:
+    """Every id of ``source`` into ``target``, verified, then the lineage marker."""
+    source_id, target_id = store_id_of(source), store_id_of(target)
     copied = already = 0
     last: str | None = None
     start = time.monotonic()
@@ -508,8 +573,6 @@ def migrate(
         done = Progress(copied + already, copied, time.monotonic() - start, last, total)
         raise MigrationInterrupted(done, begun.resume) from None
     lineage = _record_lineage(target, source_id) if begun.run is not None else None
-    for run in begun.runs:
-        _spend_verified(target, _done(run), "the run's done marker")
     total = copied + already
     return MigrationReport(
         source_id, target_id, copied, already, total, lineage, begun.run, begun.resumed
