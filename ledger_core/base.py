@@ -118,7 +118,7 @@ class LedgerBase(_Described):
         _gate(cls, _gated)
 
     def _clear(self) -> None:
-        check_opening(self)
+        check_opening(self, repr(self))  # repr: redacted, and total while still opening
         self._cleared = True
 
     def spend(self, request_id: str) -> bool:
@@ -188,7 +188,7 @@ class AsyncLedgerBase(_Described):
         _gate(cls, _gated_async)
 
     async def _clear(self) -> None:
-        await check_opening_async(self)
+        await check_opening_async(self, repr(self))
         self._cleared = True
 
     async def spend(self, request_id: str) -> bool:

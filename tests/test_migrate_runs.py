@@ -239,14 +239,18 @@ def test_all_namespaces_marks_every_target_namespace_first(
 
 
 @pytest.mark.parametrize(("source_kind", "target_kind"), PAIRS)
-def test_lineage_shows_an_unfinished_run(
+def test_lineage_and_host_made_ledgers_see_an_unfinished_run(
     stores: Callable[[str], Store],
     source_kind: str,
     target_kind: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """``lineage`` names the run (exit 1), and a ledger the host makes itself (a
+    constructor, ``from_client``, ``from_pool``) refuses to answer as ``open_ledger`` does."""
     old, new = stores(source_kind), stores(target_kind)
     _interrupted(_filled(old), new.open(allow_incomplete=True))
+    with pytest.raises(IncompleteMigration):
+        new.host_ledger().is_spent(IDS[-1])
     capsys.readouterr()
     assert main(["lineage", new.url, "--namespace", new.namespace]) == 1
     out = capsys.readouterr().out
