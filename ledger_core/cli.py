@@ -4,7 +4,7 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
 - 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
-  (``check``, ``doctor``), an unfinished migration (``store-id``);
+  (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
