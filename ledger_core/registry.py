@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from . import notices
 from .errors import (
     BackendLoadError,
     InvalidLedgerURL,
@@ -25,7 +26,7 @@ from .errors import (
 )
 from .migrate import allow_incomplete as waive_check
 from .migrate import check_opening, check_opening_async
-from .opening import OpenRequest
+from .opening import OpenRequest, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -54,8 +55,9 @@ _lock = threading.Lock()
 
 def register_backend(scheme: str, backend: Backend) -> None:
     """Register ``backend`` for ``scheme`` in this process (overrides entry points)."""
+    adapted = adapt_backend(backend, f"the backend registered for {scheme}://")
     with _lock:
-        _registered[scheme.lower()] = backend
+        _registered[scheme.lower()] = adapted
 
 
 def available_schemes() -> list[str]:
@@ -95,7 +97,7 @@ def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backen
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
-    backend: Backend = loaded
+    backend: Backend = adapt_backend(loaded, where)
     return backend
 
 
@@ -133,6 +135,8 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
+    A store that can never prove (no ``store_id``), or one this open created, is logged
+    once per process as a warning on the ``decision_ledger`` logger.
     A store with a migration into it unfinished is refused (``IncompleteMigration``):
     it may lack ids spent in the old store (a ledger made any other way refuses at its
     first answer instead: ``ledger_core.base``). ``allow_incomplete=True`` opens it anyway,
@@ -153,6 +157,7 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
         try:
             check_opening(ledger, str(request.url))
             waive_check(ledger)  # checked now: the ledger's first answer need not again
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -176,6 +181,7 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
         try:
             await check_opening_async(ledger, str(request.url))
             waive_check(ledger)
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)
