@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ledger_core.errors import (
@@ -31,6 +31,7 @@ from .commands import (
     Command,
     Keys,
     Plan,
+    epoch_command,
     glob_escape,
     scratch_namespace,
     scratch_pattern,
@@ -50,6 +51,7 @@ class Opened:
     info: LedgerInfo
     options: RedisOptions
     facts: tuple[identity.ServerFacts, ...] = ()  # as read at open (the doctor shows them)
+    replication: identity.Replication | None = None  # None: not read (accepted, or no store)
 
 
 def plan_for(
@@ -105,9 +107,15 @@ def open_steps(
     keys = Keys(namespace, cluster)
     writable = all(f.role in (None, "master") for f in facts)
     genesis = yield from genesis_steps(keys, options.create, writable)
+    replication = None
+    if genesis is not None and not options.failover_may_lose_spends:
+        replication = yield from replication_steps(keys)
+        verdict = identity.judge_replication(verdict, replication, options)
+    epoch = None if replication is None or replication.error else replication.epoch
     plan = plan_for(
         options, identity.server_version(facts), cluster=cluster, keys=keys, genesis=genesis or b""
     )
+    plan = replace(plan, epoch=epoch)
     if plan.probe_waitaof:
         # The version is unknown (INFO denied): ask the server itself, never guess.
         try:
@@ -123,8 +131,23 @@ def open_steps(
         genesis=genesis,
         verdict=verdict,
         keys=keys,
+        epoch=epoch,
     )
-    return Opened(plan, info, options, tuple(facts))
+    return Opened(plan, info, options, tuple(facts), replication)
+
+
+def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replication]:
+    """The replication facts of the master that owns the namespace's slot, by the route
+    every spend takes (the genesis key); a refusal (ACL without INFO) is unknown."""
+    try:
+        (reply,) = yield (CALL, [epoch_command(keys)], "open (replication)")
+    except IdentityLost:
+        raise
+    except LedgerError as exc:
+        if isinstance(exc, ReplyLost) or not isinstance(exc.__cause__, Exception):
+            raise
+        return identity.replication_from(exc.__cause__)
+    return identity.replication_from(reply)
 
 
 def genesis_steps(

@@ -31,6 +31,8 @@ DURABILITY_CHOICES = {
     Durability.PROCESS: Durability.PROCESS,
 }
 
+FAILOVER_CHOICES = {"no": "no", "accept": "accept"}
+
 # Options this backend owns; they are stripped from the URL before redis-py sees it.
 LEDGER_OPTIONS = frozenset(
     {
@@ -45,6 +47,7 @@ LEDGER_OPTIONS = frozenset(
         "durability",
         "create",
         "recheck_interval",
+        "failover_may_lose_spends",
     }
 )
 # Driver options allowed in the URL query (redis-py parses them from the URL).
@@ -80,6 +83,9 @@ class RedisOptions:
     durability: str = Durability.MACHINE
     create: bool = True
     recheck_interval: float = DEFAULT_RECHECK
+    # True: the store_id is not bound to the master's replication id, so it survives a
+    # failover that can lose acknowledged spends (the user accepts that risk).
+    failover_may_lose_spends: bool = False
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "wait_timeout"):
@@ -113,6 +119,10 @@ class RedisOptions:
             durability=DURABILITY_CHOICES[level],
             create=request.create(),
             recheck_interval=request.seconds("recheck_interval", DEFAULT_RECHECK),
+            failover_may_lose_spends=request.choice(
+                "failover_may_lose_spends", "no", FAILOVER_CHOICES
+            )
+            == "accept",
         )
 
     @classmethod
