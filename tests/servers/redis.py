@@ -387,8 +387,8 @@ class Replicated:
 
     @property
     def sentinel_url(self) -> str:
-        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/{MASTER_NAME}"
+        first, *more = (f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{first}/{MASTER_NAME}?sentinels={','.join(more)}"
 
 
 MASTER_NAME = "ledger-primary"
