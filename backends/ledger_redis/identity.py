@@ -521,8 +521,91 @@ def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> 
     return Check("configuration", PASS, f"{where}{said}")
 
 
+_PROMOTION = (
+    "Sentinel and Cluster promote by replica priority and replication offset, never by "
+    "which replica acknowledged a spend (WAIT is best-effort), so a failover may lose "
+    "the latest spends"
+)
+
+
+def replication_checks(
+    replication: Replication | None, options: RedisOptions, *, sentinel: bool
+) -> list[Check]:
+    """What the namespace's master said of its replication at open, and what a failover
+    does to the store_id: bound to its replication id, or (accepted) not."""
+    if options.failover_may_lose_spends:
+        return [
+            Check(
+                "replication",
+                INFO,
+                "failover_may_lose_spends=accept: the store_id survives a failover; "
+                + _PROMOTION
+                + ", and they then read as unspent under it",
+            )
+        ]
+    if replication is None:
+        return []
+    if replication.error is not None:
+        line = f"INFO replication unreadable from a script ({replication.error})"
+        if options.trust_config:
+            return [Check("replication", INFO, line + "; asserted by trust_config")]
+        fix = "allow INFO to the ledger's user, or set failover_may_lose_spends=accept"
+        return [Check("replication", FAIL, line, fix)]
+    if replication.role != "master":
+        return [Check("replication", FAIL, f"role {replication.role}", _PRIMARY)]
+    if not replication.backlog:
+        lines = [
+            Check(
+                "replication",
+                PASS,
+                "no replica (no replication backlog): no failover target holds a copy; every "
+                "spend and read proves there is still none (a replica attaching fails this "
+                "ledger closed; a new one binds its store_id to the master's replid)",
+            )
+        ]
+    else:
+        lines = [
+            Check(
+                "replication",
+                PASS,
+                f"{replication.replicas} replica(s) connected; store_id bound to master_replid "
+                f"{replication.replid[:12]}..., proven by every spend and read: a failover or "
+                "restart of the master gives a new store_id (hosts ask again, H5), so a spend "
+                "a promoted replica missed never reads unspent under this one",
+            )
+        ]
+        if options.wait_replicas:
+            lines.append(
+                Check(
+                    "replication",
+                    INFO,
+                    f"wait_replicas={options.wait_replicas} of {replication.replicas} "
+                    "connected: each True waited for them (fewer spends lost across a "
+                    "failover; short of them: AmbiguousSpend)",
+                )
+            )
+        else:
+            lines.append(
+                Check(
+                    "replication",
+                    INFO,
+                    "no WAIT: a failover loses the spends the promoted replica had not "
+                    "received (under the old store_id only); wait_replicas=N narrows that",
+                )
+            )
+    if sentinel:
+        lines.append(Check("replication", INFO, "Sentinel: " + _PROMOTION))
+    return lines
+
+
 def doctor_checks(
-    facts: Sequence[ServerFacts], options: RedisOptions, info: LedgerInfo, driver: str
+    facts: Sequence[ServerFacts],
+    options: RedisOptions,
+    info: LedgerInfo,
+    driver: str,
+    replication: Replication | None = None,
+    *,
+    sentinel: bool = False,
 ) -> list[Check]:
     """``decision-ledger doctor``'s lines for a Redis ledger, from the facts it read at
     open (``INFO``, ``CONFIG GET``); no I/O. Each line is judged as :func:`assess`
@@ -563,4 +646,5 @@ def doctor_checks(
             else:
                 lines.append(Check("configuration", PASS, f"{where}{name} {value}"))
         lines.append(_persistence_line(where, one, options))
+    lines += replication_checks(replication, options, sentinel=sentinel)
     return [*checks, *configuration_checks(info, lines)]

@@ -10,7 +10,6 @@ them is still spent, and an instance opened before fails closed. Only
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +19,7 @@ import redis
 from ledger_core import open_ledger
 from ledger_core.errors import LedgerError
 from ledger_core.registry import available_schemes, register_backend
-from ledger_redis import SENTINEL_BACKEND, RedisLedger
+from ledger_redis import SENTINEL_BACKEND
 from tests.servers import redis as servers
 from tests.servers.common import serve_or_skip
 
@@ -29,6 +28,11 @@ ACCEPT = {"failover_may_lose_spends": "accept"}
 
 if "redis+sentinel" not in available_schemes():  # an install older than this checkout
     register_backend("redis+sentinel", SENTINEL_BACKEND)
+
+
+def ledger_at(url: str, **options: str) -> Any:
+    """A ledger (its context manager) from ``url``."""
+    return open_ledger(url, **options)
 
 
 def lost_under(ledger: Any, store_id: str | None) -> list[str]:
@@ -60,36 +64,43 @@ def watched() -> Iterator[servers.Replicated]:
 
 
 def test_partition_then_promote_the_replica(pair: servers.Replicated) -> None:
-    with open_ledger(pair.primary.url, namespace="failover") as first:
+    with ledger_at(pair.primary.url, namespace="failover") as first:
         proven = first.store_id
-        assert proven is not None and "." in proven  # bound to the master's replid
-        with open_ledger(pair.primary.url, namespace="failover", **ACCEPT) as risky:
+        assert proven is not None
+        assert "." in proven
+        lines = [c.detail for c in first.doctor_checks() if c.name == "replication"]
+        assert any("bound to master_replid" in line for line in lines), lines
+        with ledger_at(pair.primary.url, namespace="failover", **ACCEPT) as risky:
+            assert "failover_may_lose_spends=accept" in (risky.describe().reason or "")
             pair.partition()
             assert all(first.spend(i) for i in IDS)
             accepted = risky.store_id
     pair.promote()
-    with open_ledger(pair.replica.url, namespace="failover") as after:
-        assert after.store_id is not None and after.store_id != proven
+    with ledger_at(pair.replica.url, namespace="failover") as after:
+        assert after.store_id is not None
+        assert after.store_id != proven
         assert not lost_under(after, proven)
         assert after.spend("fresh") is True  # the new store proves
-    with open_ledger(pair.replica.url, namespace="failover", **ACCEPT) as risky_after:
+    with ledger_at(pair.replica.url, namespace="failover", **ACCEPT) as risky_after:
         assert risky_after.store_id == accepted  # what the option's name warns of:
         assert len(lost_under(risky_after, accepted)) == len(IDS)
 
 
 def test_sentinel_failover_follows_and_fails_closed(watched: servers.Replicated) -> None:
     url = watched.sentinel_url
-    with open_ledger(url, namespace="failover", timeout="2") as first:
+    with ledger_at(url, namespace="failover", timeout="2") as first:
         proven = first.store_id
-        assert proven is not None and "." in proven
+        assert proven is not None
+        assert "." in proven
         assert first.describe().location.startswith("redis+sentinel://")
         watched.partition()
         assert all(first.spend(i) for i in IDS)
         watched.promote()
         assert_failed_closed(first)  # it followed the Sentinels to the new master
-    with open_ledger(url, namespace="failover", timeout="2") as after:
+    with ledger_at(url, namespace="failover", timeout="2") as after:
         assert after.describe().location == first.describe().location
-        assert after.store_id is not None and after.store_id != proven
+        assert after.store_id is not None
+        assert after.store_id != proven
         assert not lost_under(after, proven)
         assert after.spend("fresh") is True
 
@@ -106,7 +117,7 @@ def _slot_master_and_replica(
 
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
     try:
-        slot = client.keyslot(Keys(namespace, cluster=True).genesis)
+        slot = client.keyslot(Keys(namespace, cluster=True).genesis)  # type: ignore[no-untyped-call]
         owner = client.nodes_manager.get_node_from_slot(slot)
         master = next(n for n in nodes if n.port == owner.port)
         replica = next(
@@ -125,9 +136,10 @@ def test_cluster_master_failover(cluster: list[servers.RedisServer], how: str) -
     namespace = f"failover-{how.split()[0]}"
     master, replica = _slot_master_and_replica(cluster, namespace)
     url = f"redis+cluster://127.0.0.1:{replica.port}"
-    with open_ledger(url, namespace=namespace, timeout="2") as first:
+    with ledger_at(url, namespace=namespace, timeout="2") as first:
         proven = first.store_id
-        assert proven is not None and "." in proven
+        assert proven is not None
+        assert "." in proven
         # The replica loses its link and cannot re-sync (a user it cannot log in as).
         servers._command(replica.port, "CONFIG", "SET", "masteruser", "nobody")
         servers._command(replica.port, "CLIENT", "KILL", "TYPE", "master")
@@ -142,8 +154,9 @@ def test_cluster_master_failover(cluster: list[servers.RedisServer], how: str) -
         if how == "FORCE":  # the old master, alive, answers until it learns it was replaced
             servers._wait(lambda: servers._info(master.port).get("role") == "slave", "demotion")
         assert_failed_closed(first)
-    with open_ledger(url, namespace=namespace, timeout="2") as after:
-        assert after.store_id is not None and after.store_id != proven
+    with ledger_at(url, namespace=namespace, timeout="2") as after:
+        assert after.store_id is not None
+        assert after.store_id != proven
         assert not lost_under(after, proven)
     if how != "FORCE":
         master.start()  # it rejoins as a replica of the new master
