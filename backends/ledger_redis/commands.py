@@ -202,6 +202,9 @@ SPEND_AS_BODY = (
 # is_spent: declared WITHOUT the no-writes flag (Redis >= 7), so a read-only replica
 # refuses it (READONLY) in the same round trip: reads follow the spends' rule.
 READ_BODY = _PROVE_GENESIS + "return redis.call('EXISTS', KEYS[2])"
+# A listing page: the proof alone, sent right AFTER the page's SCAN, so a page answered
+# by a store that forgot (or failed over) before the proof ran is refused.
+PROVE_BODY = _PROVE_GENESIS + "return 1"
 SHEBANG = "#!lua\n"
 
 # Before Redis 7, SET cannot combine NX and GET; kept for hosts that used it.
@@ -292,6 +295,12 @@ class Plan:
         script = self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script
         first = script.evalsha(self.keys.genesis, key, self.proof, value)
         return [first] if self.wait is None else [first, self.wait]
+
+    @cached_property
+    def proof_command(self) -> Command:
+        """The identity proof alone (``EVAL``: one per listing page)."""
+        body = (SHEBANG if self.shebang else "") + PROVE_BODY
+        return ("EVAL", body, 1, self.keys.genesis, self.proof)
 
     def read_commands(self, request_id: bytes) -> list[Command]:
         key = self.keys.record(request_id)

@@ -37,7 +37,7 @@ from .commands import (
     scratch_pattern,
     unlink_commands,
 )
-from .errors import FORGOT, IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
+from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
 from .options import RedisOptions
 from .transport import CALL, FACTS, NODES, SCAN, Page, Request
 
@@ -414,12 +414,12 @@ class Scan:
 
     what = "scan"
 
-    def __init__(self, pattern: bytes, count: int, genesis_key: bytes | None) -> None:
+    def __init__(self, pattern: bytes, count: int, proof: Command | None) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
         self.pattern = pattern
         self.count = count
-        self._genesis_key = genesis_key
+        self._proof = proof
         self._nodes: list[Any] | None = None
         self._cursor = 0
         self._started = False
@@ -435,11 +435,11 @@ class Scan:
         if not self._nodes:
             return None
         self._started = True
-        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._genesis_key)
-        genesis, cursor, keys = yield (SCAN, page, self.what)
-        return self.take(genesis, cursor, keys)
+        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._proof)
+        proved, cursor, keys = yield (SCAN, page, self.what)
+        return self.take(proved, cursor, keys)
 
-    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+    def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
         if not isinstance(cursor, int) or cursor < 0:
             raise LedgerUnavailable(f"{self.what}: SCAN answered cursor {cursor!r}")
         self._cursor = cursor
@@ -462,8 +462,10 @@ class Scan:
 
 class Listing(Scan):
     """``spent_ids`` (or the subjects of one kind of marker: ``lineage``): every page
-    is asked with the genesis read in the same trip (standalone) or just before
-    (Cluster: a second command; the window is one page)."""
+    is followed by the identity proof (genesis and replication epoch), in the same trip
+    (standalone) or as the next command (Cluster). After the page, not before: a store
+    that forgot between a proof and the ``SCAN`` would answer an empty page as if it
+    were the end; one that forgot before the proof fails it."""
 
     what = "spent_ids"
 
@@ -474,14 +476,13 @@ class Listing(Scan):
         self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
         self._prefix = plan.keys.record_prefix
         pattern = glob_escape(self._prefix + self._marker) + b"*"
-        super().__init__(pattern, count, plan.keys.genesis)
+        super().__init__(pattern, count, plan.proof_command)
 
-    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+    def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
         """The page's request ids (markers, other namespaces and repeats left out)."""
-        if genesis != self._plan.genesis:
-            how = "gone" if genesis is None else "different"
-            raise IdentityLost("spent_ids: " + FORGOT.format(how=how))
-        return super().take(genesis, cursor, keys)
+        if proved != 1:  # a failed proof is an error reply: IdentityLost by then
+            raise LedgerUnavailable(f"spent_ids: unexpected identity proof reply {proved!r:.60}")
+        return super().take(proved, cursor, keys)
 
     def keep(self, key: bytes) -> str | None:
         if not key.startswith(self._prefix):
