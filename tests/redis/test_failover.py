@@ -161,3 +161,32 @@ def test_cluster_master_failover(cluster: list[servers.RedisServer], how: str) -
     if how != "FORCE":
         master.start()  # it rejoins as a replica of the new master
         servers._wait(lambda: servers._synced(master.port), "the old master's re-sync", 20)
+
+
+def test_a_replica_attaching_after_open_fails_the_ledger_closed() -> None:
+    """Opened with no replication, a ledger proves there is still none with every
+    spend: a replica attaching (a new failover target) fails it closed; a new ledger
+    binds its store_id to the master's replid. A restart without replicas keeps it."""
+    with (
+        servers.local_redis(servers.PLAIN) as primary,
+        ledger_at(primary.url, namespace="attach") as alone,
+    ):
+        proven = alone.store_id
+        assert proven is not None
+        assert "." not in proven  # nothing to bind to
+        assert alone.spend("before") is True
+        primary.graceful_restart()  # no replica: a restart is the same store
+        with ledger_at(primary.url, namespace="attach") as again:
+            assert again.store_id == proven
+        assert alone.spend("after-restart") is True
+        args = (*servers.PLAIN, "--replicaof", "127.0.0.1", str(primary.port))
+        with servers.local_redis(args) as replica:
+            servers._wait(lambda: servers._synced(replica.port), "the sync")
+            with pytest.raises(LedgerError, match="replication changed"):
+                alone.spend("with-a-replica")
+            with pytest.raises(LedgerError):
+                alone.is_spent("before")  # stays failed
+            with ledger_at(primary.url, namespace="attach") as bound:
+                assert bound.store_id is not None
+                assert bound.store_id != proven
+                assert bound.is_spent("before") is True
