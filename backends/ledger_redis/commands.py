@@ -154,7 +154,8 @@ def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[
 # under: empty when the server had no replication (no backlog: no replica attached, so
 # no failover target holds a copy), else the master's master_replid, which a promotion
 # (and a restart) replaces. The server's role and epoch are read by INFO inside the
-# script, atomically with the spend. An error reply, never a value, so no reply can be
+# script, atomically with the spend (effects replication first: Redis 3.2 - 4 would
+# refuse a write after INFO otherwise). An error reply, never a value, so no reply can be
 # mistaken for an answer.
 _PROVE_GENESIS = (
     "local g = redis.call('GET', KEYS[1]) "
@@ -162,6 +163,7 @@ _PROVE_GENESIS = (
     "if g then return redis.error_reply('" + IDENTITY_ERROR + " changed') end "
     "return redis.error_reply('" + IDENTITY_ERROR + " gone') end "
     "if #ARGV[1] > 32 then "
+    "if redis.replicate_commands then redis.replicate_commands() end "
     "local i = redis.call('INFO', 'replication') "
     "local e = '' "
     "if string.find(i, 'repl_backlog_active:1', 1, true) then "
