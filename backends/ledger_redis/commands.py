@@ -173,11 +173,13 @@ _PROVE_GENESIS = (
 )
 # What open reads, routed by the genesis key to the master that owns its slot (the
 # same node every spend's script runs on): its role, whether it keeps a replication
-# backlog (a replica attached within repl-backlog-ttl), its master_replid, replicas.
+# backlog (a replica attached within repl-backlog-ttl), its master_replid, replicas, and
+# its good replicas when min-replicas-to-write is set (empty otherwise).
 EPOCH_BODY = (
     "local i = redis.call('INFO', 'replication') "
     "local function f(n) return string.match(i, n .. ':([^\\r\\n]*)') or '' end "
-    "return {f('role'), f('repl_backlog_active'), f('master_replid'), f('connected_slaves')}"
+    "return {f('role'), f('repl_backlog_active'), f('master_replid'), f('connected_slaves'), "
+    "f('min_slaves_good_slaves')}"
 )
 
 # spend: SET NX GET in Lua, behind the genesis proof. nil: written now by us; a value:

@@ -46,6 +46,7 @@ class Replication:
     replid: str = ""
     replicas: int = 0
     error: str | None = None
+    good: int | None = None  # min_slaves_good_slaves; None: min-replicas-to-write unset
 
     @property
     def epoch(self) -> bytes:
@@ -61,15 +62,15 @@ def replication_from(reply: Any) -> Replication:
     if isinstance(reply, BaseException):
         return Replication(error=_short(reply))
     try:
-        role, backlog, replid, replicas = (
+        role, backlog, replid, replicas, good = (
             v.decode("ascii") if isinstance(v, bytes) else str(v) for v in reply
         )
-        count = int(replicas or 0)
+        count, fine = int(replicas or 0), None if good == "" else int(good)
     except (TypeError, ValueError, UnicodeDecodeError):
         return Replication(error=f"unexpected INFO replication reply {reply!r:.80}")
     if backlog == "1" and not REPLID_PATTERN.match(replid):
         return Replication(error=f"unexpected master_replid {replid!r:.60}")
-    return Replication(role, backlog == "1", replid, count)
+    return Replication(role, backlog == "1", replid, count, good=fine)
 
 
 @dataclass(frozen=True)
@@ -593,6 +594,13 @@ def replication_checks(
                     "received (under the old store_id only); wait_replicas=N narrows that",
                 )
             )
+        if replication.good is None:
+            split = "min-replicas-to-write unset: a partitioned master keeps taking spends"
+        else:
+            split = f"min-replicas-to-write set ({replication.good} good now): a partitioned "
+            split += "master stops taking spends once its replicas lag"
+        split += " (until demoted, under the old store_id only; lost with it)"
+        lines.append(Check("replication", INFO, split))
     if sentinel:
         lines.append(Check("replication", INFO, "Sentinel: " + _PROMOTION))
     return lines

@@ -250,14 +250,15 @@ def test_replication_epoch_and_store_id() -> None:
     from ledger_redis.identity import Replication, judge_replication, replication_from, store_id
 
     replid = "ab" * 20
-    none = replication_from([b"master", b"0", replid.encode(), b"0"])
+    none = replication_from([b"master", b"0", replid.encode(), b"0", b""])
     assert none == Replication("master", False, replid, 0)
     assert none.epoch == b""  # no backlog: nothing to bind to
-    some = replication_from([b"master", b"1", replid.encode(), b"2"])
+    some = replication_from([b"master", b"1", replid.encode(), b"2", b"1"])
     assert some.epoch == replid.encode()
+    assert some.good == 1
     assert store_id("redis", b"0" * 32, "ns", some.epoch) == f"redis:{'0' * 32}.{replid}:ns"
     assert store_id("redis", b"0" * 32, "ns") == f"redis:{'0' * 32}:ns"
-    assert replication_from([b"master", b"1", b"not-hex", b"1"]).error is not None
+    assert replication_from([b"master", b"1", b"not-hex", b"1", b""]).error is not None
     assert replication_from(RuntimeError("NOPERM")).error is not None
     verdict = identity.Verdict(None, ())
     opts = RedisOptions()
@@ -269,7 +270,7 @@ def test_replication_epoch_and_store_id() -> None:
     trusted = judge_replication(verdict, unknown, RedisOptions(trust_config=True))
     assert trusted.reason is None
     assert trusted.notes
-    slave = replication_from([b"slave", b"1", replid.encode(), b"0"])
+    slave = replication_from([b"slave", b"1", replid.encode(), b"0", b""])
     assert "slave" in (judge_replication(verdict, slave, opts).reason or "")
     # doctor: a line fails exactly when the open refuses
     for rep, options in [

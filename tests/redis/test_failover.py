@@ -20,6 +20,7 @@ from ledger_core import open_ledger
 from ledger_core.errors import LedgerError
 from ledger_core.registry import available_schemes, register_backend
 from ledger_redis import SENTINEL_BACKEND
+from tests.flavors import Flavored
 from tests.servers import redis as servers
 from tests.servers.common import serve_or_skip
 
@@ -88,6 +89,7 @@ def test_partition_then_promote_the_replica(pair: servers.Replicated) -> None:
 
 def test_sentinel_failover_follows_and_fails_closed(watched: servers.Replicated) -> None:
     url = watched.sentinel_url
+    early = Flavored("async", url, namespace="failover", timeout="2")
     with ledger_at(url, namespace="failover", timeout="2") as first:
         proven = first.store_id
         assert proven is not None
@@ -95,14 +97,21 @@ def test_sentinel_failover_follows_and_fails_closed(watched: servers.Replicated)
         assert first.describe().location.startswith("redis+sentinel://")
         watched.partition()
         assert all(first.spend(i) for i in IDS)
+        assert early.store_id == proven
+        assert early.spend(IDS[0]) is False
         watched.promote()
         assert_failed_closed(first)  # it followed the Sentinels to the new master
+        assert_failed_closed(early)
+        early.dispose()
     with ledger_at(url, namespace="failover", timeout="2") as after:
         assert after.describe().location == first.describe().location
         assert after.store_id is not None
         assert after.store_id != proven
         assert not lost_under(after, proven)
         assert after.spend("fresh") is True
+    with Flavored("async", url, namespace="failover", timeout="2") as late:
+        assert late.store_id == after.store_id
+        assert late.spend("fresh") is False
 
 
 @pytest.fixture(scope="module")
