@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from redis.crc import key_slot
 
@@ -286,3 +288,27 @@ def test_replication_epoch_and_store_id() -> None:
         lines = identity.replication_checks(rep, options, sentinel=True)
         assert lines
         assert any(c.status == "fail" for c in lines) == refused, (rep, options, lines)
+
+
+def test_sentinel_urls() -> None:
+    from ledger_core.urls import LedgerURL
+    from ledger_redis.options import parse
+
+    def target(url: str) -> Any:
+        return parse(OpenRequest(LedgerURL.parse(url), options={}))
+
+    one = target("redis+sentinel://app:pa55w0rd@10.0.0.1/prod/2?sentinels=10.0.0.2:26380,h3")
+    assert one.service == "prod"
+    assert one.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380), ("h3", 26379))
+    assert one.location == "redis+sentinel://app:***@10.0.0.1:26379,10.0.0.2:26380,h3:26379/prod/2"
+    assert "pa55w0rd" not in repr(one)
+    assert one.driver_url.startswith("redis://app:pa55w0rd@sentinel/2")
+    for bad in (
+        "redis+sentinel://h1/",
+        "redis+sentinel://h1/a/b",
+        "redis+sentinel://h1/a?sentinels=h:x",
+    ):
+        with pytest.raises(InvalidLedgerURL):
+            target(bad)
+    with pytest.raises(InvalidLedgerURL, match="sentinels"):
+        target("redis://h1/0?sentinels=h2:1")
