@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -35,24 +36,52 @@ START_TIMEOUT = 10.0
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the test process dies, however it dies
-    (SIGINT, SIGTERM, SIGKILL), so no server outlives its harness."""
+    """In the child before exec: SIGTERM when the thread that started it ends (the test
+    process's main thread: however it dies, SIGKILL included)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+def _stop_all_on_sigterm() -> None:
+    """SIGTERM to the test process stops every server it started, then ends it as
+    SIGTERM would (SIGINT already unwinds through the harness's ``finally``)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        for proc in list(_RUNNING):
+            if proc.poll() is None:
+                proc.kill()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _spawn(args: Sequence[str], directory: str) -> subprocess.Popen[bytes]:
+    """A server process: it dies with the main thread when that started it; a restart
+    from another thread (the torture campaign's) must outlive that thread."""
+    _stop_all_on_sigterm()
+    main = threading.current_thread() is threading.main_thread()
     log = open(os.path.join(directory, "redis.log"), "ab")  # noqa: SIM115
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(args),
             cwd=directory,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent if main else None,
         )
     finally:
         log.close()
+    _RUNNING.difference_update([p for p in _RUNNING if p.poll() is not None])
+    _RUNNING.add(proc)
+    return proc
 
 
 def _ping(port: int) -> bool:
