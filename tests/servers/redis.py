@@ -42,35 +42,14 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-_RUNNING: set[subprocess.Popen[bytes]] = set()
-
-
-def _stop_all_on_sigterm() -> None:
-    """SIGTERM to the test process stops every server it started, then ends it as
-    SIGTERM would (SIGINT already unwinds through the harness's ``finally``)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def stop(signum: int, _frame: object) -> None:
-        for proc in list(_RUNNING):
-            if proc.poll() is None:
-                proc.kill()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, stop)
-
-
 def _spawn(args: Sequence[str], directory: str) -> subprocess.Popen[bytes]:
-    """A server process: it dies with the main thread when that started it; a restart
-    from another thread (the torture campaign's) must outlive that thread."""
-    _stop_all_on_sigterm()
+    """A server process: it dies with the main thread when that started it, even when
+    the test process is killed -9 (``common`` stops the rest on SIGTERM/SIGINT and at
+    exit); a restart from another thread (the torture campaign's) outlives that thread."""
     main = threading.current_thread() is threading.main_thread()
     log = open(os.path.join(directory, "redis.log"), "ab")  # noqa: SIM115
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             list(args),
             cwd=directory,
             stdout=log,
@@ -79,9 +58,6 @@ def _spawn(args: Sequence[str], directory: str) -> subprocess.Popen[bytes]:
         )
     finally:
         log.close()
-    _RUNNING.difference_update([p for p in _RUNNING if p.poll() is not None])
-    _RUNNING.add(proc)
-    return proc
 
 
 def _ping(port: int) -> bool:
