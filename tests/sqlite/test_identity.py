@@ -67,23 +67,27 @@ def _sql(path: Path, *statements: str) -> None:
     other.close()
 
 
-def _fails_closed(old: Ledger, spent: str) -> None:
-    """Every kind of operation raises, and keeps raising (never True/False again)."""
-    calls: list[tuple[str, tuple[Any, ...]]] = [
-        ("spend", (spent,)),
-        ("is_spent", (spent,)),
-        ("spend", ("fresh",)),
-        ("spend_as", (spent, KEY)),
-        ("spend_many", ([spent, "fresh"],)),
-        ("is_spent_many", ([spent],)),
-        ("spent_ids", ()),
-        ("lineage", ()),
-        ("namespaces", ()),
-        ("spend", (spent,)),
-    ]
-    for name, args in calls:
+OPERATIONS: list[tuple[str, tuple[Any, ...]]] = [
+    ("spend", ("spent",)),
+    ("is_spent", ("spent",)),
+    ("spend", ("fresh",)),
+    ("spend_as", ("spent", KEY)),
+    ("spend_many", (["spent", "fresh"],)),
+    ("is_spent_many", (["spent"],)),
+    ("spent_ids", ()),
+    ("lineage", ()),
+    ("namespaces", ()),
+]
+
+
+def _fails_closed(olds: list[Ledger]) -> None:
+    """Each operation, on an instance of its own opened before the forget, raises by
+    itself (an instance that failed closed already raises), and keeps raising."""
+    for old, (name, args) in zip(olds, OPERATIONS, strict=True):
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
-            old(name, *args)
+            print(name, old(name, *args))  # shows what answered, should one answer
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            old("is_spent", "spent")
 
 
 def _drop_and_open(path: Path) -> None:
@@ -104,38 +108,38 @@ FORGETS: dict[str, Callable[[Path], None]] = {
 @pytest.mark.parametrize("forget", list(FORGETS))
 def test_emptying_the_records_table_fails_closed(tmp_path: Path, forget: str, mode: str) -> None:
     path = tmp_path / "l.db"
-    old = Ledger(path, "default", mode)
-    assert old("spend", "spent") is True
-    assert old("spend_marker", marker_id("migrated-from", "sqlite:x")) is True
-    before = old.store_id
+    olds = [Ledger(path, "default", mode) for _ in OPERATIONS]
+    assert olds[0]("spend", "spent") is True
+    assert olds[0]("spend_marker", marker_id("migrated-from", "sqlite:x")) is True
+    before = olds[0].store_id
     FORGETS[forget](path)  # the meta table (the file's uuid) stays, except the last form
-    _fails_closed(old, "spent")
+    _fails_closed(olds)
     new = Ledger(path, "default", mode)
     assert new.store_id != before  # a new store: asked again under the new store_id (H5)
     assert new("is_spent", "spent") is False
     assert new("spend", "spent") is True
     with pytest.raises(UnsafeStoreConfig):
-        old("is_spent", "spent")  # it never adopts the new identity
-    old.close()
-    new.close()
+        olds[0]("is_spent", "spent")  # it never adopts the new identity
+    for ledger in (*olds, new):
+        ledger.close()
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_emptying_one_namespace_fails_its_ledgers_closed(tmp_path: Path, mode: str) -> None:
     path = tmp_path / "l.db"
-    old, neighbour = Ledger(path, "a", mode), Ledger(path, "b", mode)
-    for ledger in (old, neighbour):
+    olds, neighbour = [Ledger(path, "a", mode) for _ in OPERATIONS], Ledger(path, "b", mode)
+    for ledger in (olds[0], neighbour):
         assert ledger("spend", "spent") is True
-    before = old.store_id
+    before = olds[0].store_id
     _sql(path, "DELETE FROM decision_ledger WHERE namespace = 'a'")
-    _fails_closed(old, "spent")
+    _fails_closed(olds)
     assert neighbour("spend", "spent") is False  # another namespace kept its records
     assert neighbour("is_spent", "spent") is True
     assert neighbour("namespaces") == ["b"]
     new = Ledger(path, "a", mode)
     assert new.store_id != before
     assert new("is_spent", "spent") is False
-    for ledger in (old, neighbour, new):
+    for ledger in (*olds, neighbour, new):
         ledger.close()
 
 
@@ -223,17 +227,20 @@ def test_an_older_file_is_upgraded_keeping_every_store_id(
     assert ledger.store_id == f"sqlite:{OLD_UUID}:default"  # pending approvals stand
     assert ledger("spend", "old") is False
     assert ledger("spend_as", "fresh", KEY) is True
+    assert ledger("spend", "spent") is True
     with SQLiteLedger(path, namespace="other", create=False) as other:  # upgraded too
         assert other.store_id == f"sqlite:{OLD_UUID}:other"
         assert other.is_spent("old") is True
     assert _layout(path)[:2] == [2, 2]  # the layout is marked; a genesis per namespace
+    olds = [Ledger(path, "default", mode) for _ in OPERATIONS]
+    assert olds[0].store_id == ledger.store_id
     _sql(path, "DELETE FROM decision_ledger WHERE namespace = 'default'")
-    _fails_closed(ledger, "old")  # before: True again, under the same store_id
+    _fails_closed(olds)  # before: True again, under the same store_id
     again = Ledger(path, "default", mode)
     assert again.store_id != f"sqlite:{OLD_UUID}:default"  # never the file's uuid again
     assert again("is_spent", "old") is False
-    ledger.close()
-    again.close()
+    for each in (ledger, *olds, again):
+        each.close()
 
 
 def test_openers_of_a_new_namespace_agree_on_one_genesis(tmp_path: Path) -> None:
