@@ -34,18 +34,19 @@ COLUMNS = "SELECT name FROM pragma_table_info('decision_ledger')"
 ADD_HOLDER = "ALTER TABLE decision_ledger ADD COLUMN holder BLOB"
 
 # The file's uuid (what older versions took as every namespace's identity; still written
-# for them) seeds the genesis of each namespace a file of an older version holds, once,
-# in the transaction that marks the file's layout: their store_ids stay what they were.
-# Any genesis made later (a new namespace, one that forgot) is a new random uuid.
+# for them) seeds the genesis of each namespace that holds records in a file of an older
+# version, once, in the transaction that marks the file's layout: their store_ids stay.
+# Any genesis made later (a new namespace, one that forgot) is a new random uuid; and a
+# namespace without records is never seeded, so even a file whose layout mark was
+# deleted cannot give an emptied namespace its old store_id back.
 CREATE_IDENTITY = (
     "INSERT INTO decision_ledger_meta (key, value) VALUES ('store_uuid', ?) "
     "ON CONFLICT (key) DO NOTHING"
 )
 UPGRADE = (
     "INSERT INTO decision_ledger (namespace, request_id, token, spent_at) "
-    "SELECT n.namespace, x'', CAST(m.value AS BLOB), ?2 "
-    "FROM (SELECT namespace FROM decision_ledger UNION SELECT ?1) AS n, "
-    "decision_ledger_meta AS m WHERE m.key = 'store_uuid' "
+    "SELECT DISTINCT n.namespace, x'', CAST(m.value AS BLOB), ? "
+    "FROM decision_ledger AS n, decision_ledger_meta AS m WHERE m.key = 'store_uuid' "
     "AND NOT EXISTS (SELECT 1 FROM decision_ledger_meta WHERE key = 'layout') "
     "ON CONFLICT (namespace, request_id) DO NOTHING"
 )

@@ -124,7 +124,7 @@ def _wal(target: Target) -> Steps[Request, str]:
 def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInfo]:
     """Create the tables and the namespace's genesis when allowed, upgrading a file made
     by an older version in the same transaction (C10's ``holder`` column; a genesis row
-    for each of its namespaces, seeded with the file's uuid so their store_ids stay),
+    for each namespace holding records, seeded with the file's uuid: store_ids stay),
     then read the genesis and where the file is."""
     target = store.target
     try:
@@ -137,7 +137,7 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
             if "holder" not in {name for (name,) in columns}:
                 yield run(sql.ADD_HOLDER)
             yield Statement(sql.CREATE_IDENTITY, (str(uuid.uuid4()),), "none")
-            yield Statement(sql.UPGRADE, (target.namespace, now), "none")
+            yield Statement(sql.UPGRADE, (now,), "none")
             yield run(sql.MARK_LAYOUT)
             fresh = str(uuid.uuid4()).encode()
             yield Statement(sql.CREATE_GENESIS, (target.namespace, fresh, now), "none")

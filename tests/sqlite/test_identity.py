@@ -251,3 +251,22 @@ def test_openers_of_a_new_namespace_agree_on_one_genesis(tmp_path: Path) -> None
     assert ledgers[1].store_id == ledgers[2].store_id != f"sqlite:{OLD_UUID}:new"
     for ledger in ledgers:
         ledger.close()
+
+
+def test_an_emptied_namespace_never_gets_the_files_uuid_back(tmp_path: Path) -> None:
+    """Even with the layout mark deleted too, an upgrade seeds only namespaces that hold
+    records: an emptied one gets a new genesis, and its old instances stay failed."""
+    path = tmp_path / "old.db"
+    old_file(path)
+    ledger = SQLiteLedger(path)
+    assert ledger.store_id == f"sqlite:{OLD_UUID}:default"
+    _sql(
+        path,
+        "DELETE FROM decision_ledger WHERE namespace = 'default'",
+        "DELETE FROM decision_ledger_meta WHERE key = 'layout'",
+    )
+    with SQLiteLedger(path) as again:
+        assert again.store_id != ledger.store_id
+    with pytest.raises(UnsafeStoreConfig, match="forgot"):
+        ledger.spend("old")
+    ledger.close()
