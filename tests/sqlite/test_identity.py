@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from ledger_core import LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.cli import main as cli
 from ledger_core.ids import marker_id
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 
@@ -270,3 +271,18 @@ def test_an_emptied_namespace_never_gets_the_files_uuid_back(tmp_path: Path) -> 
     with pytest.raises(UnsafeStoreConfig, match="forgot"):
         ledger.spend("old")
     ledger.close()
+
+
+def test_the_cli_refuses_an_older_file_until_setup_upgrades_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "old.db"
+    old_file(path)
+    url = f"sqlite:///{path}"
+    assert cli(["is-spent", url, "old"]) == 3  # create=false: refused, the file untouched
+    assert f"decision-ledger setup {url}" in capsys.readouterr().err
+    assert cli(["setup", url]) == 0
+    capsys.readouterr()
+    assert cli(["store-id", url]) == 0
+    assert capsys.readouterr().out.strip() == f"sqlite:{OLD_UUID}:default"
+    assert cli(["is-spent", url, "old"]) == 0
