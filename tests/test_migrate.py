@@ -253,7 +253,7 @@ def test_sqlite_spend_many_proves_the_identity(tmp_path: Path) -> None:
     ledger = SQLiteLedger(tmp_path / "l.db")
     ledger.spend("before")
     with sqlite3.connect(tmp_path / "l.db") as conn:
-        conn.execute("DELETE FROM decision_ledger_meta")  # the store forgot its identity
+        conn.execute("DELETE FROM decision_ledger WHERE request_id = x''")  # its genesis
     with pytest.raises(UnsafeStoreConfig, match="forgot"):
         ledger.spend_many(["x", "y"])
     with sqlite3.connect(tmp_path / "l.db") as conn:
