@@ -84,7 +84,7 @@ def per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
 
 def guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
     """What the in-statement guard costs per call: raw vs genesis-only vs full guard."""
-    from ledger_postgres.commands import Guard, Statements
+    from ledger_postgres.commands import Statements
     from ledger_postgres.options import PgConfig
 
     table = "bench_guard"
@@ -93,8 +93,8 @@ def guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
     own.close()
     assert guard is not None
     config = PgConfig(table=table)
-    genesis_only = Statements(config, Guard(guard.genesis, guard.table_oid, durable=False))
-    full = Statements(config, Guard(guard.genesis, guard.table_oid, durable=True))
+    genesis_only = Statements(config, guard._replace(durable=False))
+    full = Statements(config, guard._replace(durable=True))
     raw_insert, raw_select = store.statements(sql.Identifier(table))
     cases: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
         "spend raw": lambda c: c.execute(raw_insert, (NS, _rid("r"), b"t" * 16)),
