@@ -93,12 +93,14 @@ def guard_cost(url: str, rounds: int = 30, calls: int = 1000) -> None:
     own.close()
     assert guard is not None
     config = PgConfig(table=table)
-    genesis_only = Statements(config, guard._replace(durable=False))
-    full = Statements(config, guard._replace(durable=True))
+    genesis_only = Statements(config, guard._replace(durable=False, topology=None))
+    durable = Statements(config, guard._replace(durable=True, topology=None))
+    full = Statements(config, guard._replace(durable=True))  # and the standbys (replication)
     raw_insert, raw_select = store.statements(sql.Identifier(table))
     cases: dict[str, Callable[[psycopg.Connection[Any]], object]] = {
         "spend raw": lambda c: c.execute(raw_insert, (NS, _rid("r"), b"t" * 16)),
         "spend genesis": lambda c: c.execute(genesis_only.spend, (NS, _rid("g"), b"t" * 16)),
+        "spend durable": lambda c: c.execute(durable.spend, (NS, _rid("d"), b"t" * 16)),
         "spend full": lambda c: c.execute(full.spend, (NS, _rid("f"), b"t" * 16)),
         "is_spent raw": lambda c: c.execute(raw_select, (NS, b"x")).fetchone(),
         # A read proves the genesis only, whether the ledger proves or not.
