@@ -165,10 +165,11 @@ def spend_condition(topology: Topology) -> str:
     setting); a looser one shows as ``async``, ``potential`` or ``quorum`` standbys.
     Cheap: two scans of a few shared-memory slots."""
     config = parse_sync_names(topology.sync_names)
+    # Correlated: the logical-slot probe runs only for a walsender that is not covered.
     senders = (
         "FROM pg_catalog.pg_stat_get_wal_senders() AS w WHERE w.state IS DISTINCT FROM "
-        "'backup' AND w.pid NOT IN (SELECT l.active_pid FROM pg_catalog.pg_replication_slots "
-        "AS l WHERE l.slot_type = 'logical' AND l.active_pid IS NOT NULL)"
+        "'backup' AND NOT EXISTS (SELECT FROM pg_catalog.pg_get_replication_slots() AS l "
+        "WHERE l.active_pid = w.pid AND l.slot_type = 'logical')"
     )
     covered = "w.sync_state = 'sync'"
     quorum = ""
@@ -182,7 +183,7 @@ def spend_condition(topology: Topology) -> str:
         )
     return (
         f"{quorum}NOT EXISTS (SELECT {senders} AND NOT coalesce({covered}, false)) "
-        "AND NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots AS s "
+        "AND NOT EXISTS (SELECT FROM pg_catalog.pg_get_replication_slots() AS s "
         "WHERE s.slot_type = 'physical' AND NOT s.active)"
     )
 
