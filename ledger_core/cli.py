@@ -42,6 +42,7 @@ from .migrate import (
     migrate,
     migration_state,
 )
+from .notices import never_proves_line
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
 from .urls import redact_url, scrub, secret_fragments
@@ -194,6 +195,9 @@ def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
     info = setup_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
     print(f"ready: {info.location or redact_url(args.url)} store_id={info.store_id}")
+    line = never_proves_line(info)
+    if line is not None:  # accepted, but hosts must know it never proves (the doctor's line)
+        print(f"warning: {line}")
     return OK
 
 

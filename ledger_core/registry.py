@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from . import notices
 from .errors import (
     BackendLoadError,
     InvalidLedgerURL,
@@ -24,7 +25,7 @@ from .errors import (
     UnknownScheme,
 )
 from .migrate import check_opening, check_opening_async
-from .opening import OpenRequest
+from .opening import OpenRequest, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -53,8 +54,9 @@ _lock = threading.Lock()
 
 def register_backend(scheme: str, backend: Backend) -> None:
     """Register ``backend`` for ``scheme`` in this process (overrides entry points)."""
+    adapted = adapt_backend(backend, f"the backend registered for {scheme}://")
     with _lock:
-        _registered[scheme.lower()] = backend
+        _registered[scheme.lower()] = adapted
 
 
 def available_schemes() -> list[str]:
@@ -94,7 +96,7 @@ def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backen
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
-    backend: Backend = loaded
+    backend: Backend = adapt_backend(loaded, where)
     return backend
 
 
@@ -132,6 +134,8 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
+    A store that can never prove (no ``store_id``), or one this open created, is logged
+    once per process as a warning on the ``decision_ledger`` logger.
     A store whose first migration never finished is refused (``IncompleteMigration``):
     it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
     for the migration itself and the tools that report on it (a keyword, never a URL
@@ -149,6 +153,7 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
             return ledger
         try:
             check_opening(ledger, str(request.url))
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -170,6 +175,7 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
             return ledger
         try:
             await check_opening_async(ledger, str(request.url))
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)

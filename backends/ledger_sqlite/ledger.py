@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ledger_core import notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
@@ -125,10 +126,14 @@ class Connections:
             raise decisions.missing(
                 target, f"no SQLite ledger at {target.path!r}: the file does not exist"
             )
+        existed = os.path.exists(target.path)
         self.idle.put(
             self.connect("rwc" if target.create else "rw", must_hold_ledger=not target.create)
         )
-        return self.run(decisions.open_steps(store, filesystem_of(target.path)))
+        info = self.run(decisions.open_steps(store, filesystem_of(target.path)))
+        if not existed:
+            notices.created(target.location)
+        return info
 
     def acquire(self) -> _Connection:
         # No getpid() here (a syscall, 0.7 us): os.register_at_fork resets the pool in a
