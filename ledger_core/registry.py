@@ -24,6 +24,7 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
+from .migrate import allow_incomplete as waive_check
 from .migrate import check_opening, check_opening_async
 from .opening import OpenRequest, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
@@ -136,8 +137,9 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
     A store that can never prove (no ``store_id``), or one this open created, is logged
     once per process as a warning on the ``decision_ledger`` logger.
-    A store whose first migration never finished is refused (``IncompleteMigration``):
-    it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
+    A store with a migration into it unfinished is refused (``IncompleteMigration``):
+    it may lack ids spent in the old store (a ledger made any other way refuses at its
+    first answer instead: ``ledger_core.base``). ``allow_incomplete=True`` opens it anyway,
     for the migration itself and the tools that report on it (a keyword, never a URL
     option: a host's configuration cannot turn it on by accident).
     Every error is a ``LedgerError`` that shows no secret of ``url``.
@@ -150,9 +152,11 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             check_opening(ledger, str(request.url))
+            waive_check(ledger)  # checked now: the ledger's first answer need not again
             notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
@@ -172,9 +176,11 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             await check_opening_async(ledger, str(request.url))
+            waive_check(ledger)
             notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:

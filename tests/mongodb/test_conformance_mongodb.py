@@ -1,7 +1,7 @@
 """The whole conformance suite against the MongoDB this machine offers, through the
 fault proxy (every URL's host:port goes through ``ctx.route``; ``directConnection=true``
-keeps the driver on that one address), with a kill -9 restart and a forget hook (drop
-the collection) when the server is ours.
+keeps the driver on that one address), with a kill -9 restart and a forget hook (delete
+every document) when the server is ours.
 
 * ``TestMongoPyMongo``: URL ledgers, PyMongo ``MongoClient`` / ``AsyncMongoClient``;
 * ``TestMongoMotor``: the async variant is a ledger over a host's Motor client (the
@@ -89,21 +89,20 @@ def motor_factory(
 
 
 def forget(url: str, collection: str) -> Callable[..., None]:
-    """The store forgets everything: the ledger's collection is dropped. Told a store
-    label, only that namespace's documents (records and genesis) are deleted."""
+    """The store forgets everything: every document of the ledger's collection is deleted,
+    genesis documents included. The harder form than a drop: the collection and its UUID
+    stay, so ``collectionUUID`` (MongoDB >= 6.0) cannot see it; only the genesis can. Told
+    a store label, only that namespace's documents (records and genesis) are deleted."""
 
-    def drop(label: str | None = None) -> None:
+    def delete_all(label: str | None = None) -> None:
         client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=5000)
         try:
-            database = client.get_default_database(DEFAULT_DATABASE)
-            if label is None:
-                database.drop_collection(collection)
-            else:
-                database[collection].delete_many({"ns": namespace_of(label)})
+            found = {} if label is None else {"ns": namespace_of(label)}
+            client.get_default_database(DEFAULT_DATABASE)[collection].delete_many(found)
         finally:
             client.close()
 
-    return drop
+    return delete_all
 
 
 class _MongoSuite(LedgerConformance):
