@@ -21,14 +21,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
-from tests.pending import pending
 from tests.servers.postgres import PostgresServer
 
 TABLE = "conformance"
 TIMEOUT = 2.0  # seconds per operation: faults end in a raise quickly
-# The genesis row is per table while store_id is per namespace (the fix: a genesis per
-# namespace, proven by the same statement): one namespace's rows deleted keep its store_id.
-ONE_NAMESPACE = "PostgreSQL keeps one genesis per table: one namespace's rows deleted keep its id"
 
 
 def _url(server: PostgresServer, ctx: LedgerContext) -> str:
@@ -62,13 +58,6 @@ def forget(server: PostgresServer, table: str = TABLE) -> Callable[..., None]:
 class TestPostgresURL(LedgerConformance):
     """``open_ledger("postgresql://...")``: the ledger owns its pool."""
 
-    test_C6_forget_one_namespace = pending(
-        LedgerConformance.test_C6_forget_one_namespace, ONE_NAMESPACE
-    )
-    test_C6_forget_immediate = pending(
-        LedgerConformance.test_C6_forget_immediate, ONE_NAMESPACE, when={"scope": "namespace"}
-    )
-
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
         def factory(ctx: LedgerContext) -> Any:
@@ -99,13 +88,6 @@ async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
 
 class TestPostgresHostPool(LedgerConformance):
     """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
-
-    test_C6_forget_one_namespace = pending(
-        LedgerConformance.test_C6_forget_one_namespace, ONE_NAMESPACE
-    )
-    test_C6_forget_immediate = pending(
-        LedgerConformance.test_C6_forget_immediate, ONE_NAMESPACE, when={"scope": "namespace"}
-    )
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:

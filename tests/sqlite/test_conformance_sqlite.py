@@ -14,11 +14,6 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.faults import file_faults
-from tests.pending import pending
-
-# The identity is per file while store_id is per namespace (the fix: a genesis per
-# namespace, in the records table): emptying one namespace keeps its store_id.
-ONE_NAMESPACE = "SQLite keeps one identity per file: one namespace's rows deleted keep its store_id"
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +39,6 @@ def forget_everything(path: Path, namespace: str | None = None) -> None:
 
 
 class TestSQLiteLedger(LedgerConformance):
-    test_C6_forget_one_namespace = pending(
-        LedgerConformance.test_C6_forget_one_namespace, ONE_NAMESPACE
-    )
-    test_C6_forget_immediate = pending(
-        LedgerConformance.test_C6_forget_immediate, ONE_NAMESPACE, when={"scope": "namespace"}
-    )
-
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
         def factory(ctx: LedgerContext) -> Any:
