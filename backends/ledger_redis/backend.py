@@ -118,7 +118,7 @@ class _ClusterBackend:
         target = _target(request, cluster=True)
         cluster = _client(target, redis_module().cluster.RedisCluster.from_url, request.url)
         return RedisLedger.open_on(
-            ClusterTransport(cluster, target.location),
+            ClusterTransport(cluster, target.location, target.options.timeout),
             namespace=target.namespace,
             options=target.options,
             on_close=cluster.close,
@@ -131,7 +131,7 @@ class _ClusterBackend:
         target = _target(request, cluster=True)
         cluster = _client(target, redis_module().asyncio.cluster.RedisCluster.from_url, request.url)
         return await AsyncRedisLedger.open_on(
-            ClusterTransport(cluster, target.location),
+            ClusterTransport(cluster, target.location, target.options.timeout),
             namespace=target.namespace,
             options=target.options,
             on_close=cluster.aclose,
@@ -146,7 +146,8 @@ class _ClusterBackend:
         target = _target(OpenRequest.build(url, create=False), cluster=True)
         cluster = _client(target, redis_module().cluster.RedisCluster.from_url, url)
         try:
-            return remove_scratch(ClusterTransport(cluster, target.location), checked)
+            transport = ClusterTransport(cluster, target.location, target.options.timeout)
+            return remove_scratch(transport, checked)
         finally:
             cluster.close()
 

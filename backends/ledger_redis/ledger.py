@@ -28,7 +28,7 @@ def opening(
         namespace, options, cluster=transport.cluster, location=transport.location
     )
     try:
-        return (yield from through(transport, steps, None))
+        return (yield from through(transport, steps, deadline_for(transport)))
     except LedgerError:
         raise
     except Exception as exc:

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ledger_core.errors import InvalidLedgerURL, LedgerClosed, LedgerUnavailable, UnsafeStoreConfig
 
 from .commands import FACT_COMMANDS, Command, as_eval, redis_options, scan_command
+from .deadline import DEADLINE, bound_sync, within
 from .driver import redis_module
 from .errors import IO_ERRORS, driver_error, noscript_error, response_error
 from .identity import ServerFacts, facts_from_replies
@@ -74,10 +75,10 @@ class Transport:
     """Where a ledger points and how its requests are served (standalone or Cluster).
 
     ``budget``: seconds one ledger operation may take in all (its re-check, its trips,
-    a ``NOSCRIPT`` resend, the resolving retry): no trip starts after it ran out, and a
-    trip started in time is bounded by the socket timeout, so an operation ends within
-    ``budget`` + ``timeout``. ``None`` for a host's client and a Cluster (whose client
-    retries and redirects inside one call, bounded only by its socket timeouts).
+    a ``NOSCRIPT`` resend, the resolving retry, a Cluster client's own retries and
+    redirects; every connect and read): no trip starts after it ran out, and every wait
+    of a trip started in time is cut to the time left (:mod:`.deadline`). ``None`` for a
+    host's client whose socket timeout is unbounded.
     """
 
     cluster = False
@@ -182,7 +183,7 @@ class ClusterTransport(Transport):
 
     cluster = True
 
-    def __init__(self, cluster: Any, location: str) -> None:
+    def __init__(self, cluster: Any, location: str, budget: float | None = None) -> None:
         if getattr(cluster, "read_from_replicas", False) or getattr(
             cluster, "load_balancing_strategy", None
         ):
@@ -194,12 +195,12 @@ class ClusterTransport(Transport):
             raise UnsafeStoreConfig(
                 "a Cluster client with decode_responses=True cannot hold tokens"
             )
-        super().__init__(cluster, location)
+        super().__init__(cluster, location, budget)
 
     def serve(self, request: Request, deadline: float | None) -> OpSteps:
-        """``deadline`` is not applied (see :class:`Transport`)."""
         kind, arg, what = request
         self._check_open()
+        _in_time(what, deadline)  # no new call (nor a client's retry) after the budget
         if kind == CALL:
             (command,) = arg  # no WAIT here: see decisions.plan_for
             try:
@@ -262,18 +263,22 @@ def through(
     """``steps`` (a decision) with each of its requests served by ``transport``: one
     generator of primitive operations, for ``ledger_core.steps`` to drive. A request's
     failure (a ``LedgerError`` by then) is thrown into the decision, which may retry."""
+    DEADLINE.set(deadline)  # this operation's, for every wait of it (.deadline)
     answer: Any = None
     failure: Exception | None = None
-    while True:
-        try:
-            request = steps.send(answer) if failure is None else steps.throw(failure)
-        except StopIteration as done:
-            result: R = done.value
-            return result
-        try:
-            answer, failure = (yield from transport.serve(request, deadline)), None
-        except Exception as exc:
-            answer, failure = None, exc
+    try:
+        while True:
+            try:
+                request = steps.send(answer) if failure is None else steps.throw(failure)
+            except StopIteration as done:
+                result: R = done.value
+                return result
+            try:
+                answer, failure = (yield from transport.serve(request, deadline)), None
+            except Exception as exc:
+                answer, failure = None, exc
+    finally:
+        DEADLINE.set(None)  # a host's own commands on its client are never cut short
 
 
 def _abandoned(kind: str, exc: BaseException) -> bool:
@@ -288,6 +293,8 @@ class SyncOps:
 
     def __init__(self, transport: Transport) -> None:
         self.client = transport.client
+        if transport.budget is not None:  # the ledger's own client
+            bound_sync(self.client, cluster=transport.cluster)
 
     def __call__(self, op: Op) -> Any:
         kind, conn, arg, options = op
@@ -326,7 +333,10 @@ class AsyncOps:
             limit = int(self.client.get_connection_kwargs().get("max_connections") or 100)
         self._slots = asyncio.Semaphore(limit or 1)
 
-    async def __call__(self, op: Op) -> Any:
+    def __call__(self, op: Op) -> Awaitable[Any]:
+        return within(self._perform(op))  # every wait within the operation's deadline
+
+    async def _perform(self, op: Op) -> Any:
         kind, conn, arg, options = op
         try:
             if kind == READ:
@@ -394,14 +404,22 @@ def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
         pool_type, flavour = redis.ConnectionPool, "redis-py"
     if isinstance(client, cluster_type):
         nodes = client.get_nodes()
-        return ClusterTransport(client, f"redis+cluster://{nodes[0].name}" if nodes else "")
+        where = f"redis+cluster://{nodes[0].name}" if nodes else ""
+        return ClusterTransport(client, where, _budget(client.get_connection_kwargs()))
     if isinstance(client, client_type):
-        return PoolTransport(client.connection_pool, _describe_client(client))
+        pool = client.connection_pool
+        return PoolTransport(pool, _describe_client(client), _budget(pool.connection_kwargs))
     if isinstance(client, pool_type):
-        return PoolTransport(client, _describe_client(client))
+        return PoolTransport(client, _describe_client(client), _budget(client.connection_kwargs))
     raise InvalidLedgerURL(
         f"expected a {flavour} Redis, ConnectionPool or RedisCluster, not {type(client).__name__}"
     )
+
+
+def _budget(kwargs: Mapping[str, Any]) -> float | None:
+    """A host's client: its socket timeout bounds each ledger operation as a whole."""
+    seconds = kwargs.get("socket_timeout")
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
 
 
 def _describe_client(client: Any) -> str:

@@ -36,7 +36,6 @@ from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_redis import AsyncRedisLedger, RedisLedger
 from ledger_redis.commands import Keys, glob_escape
-from tests.pending import pending
 from tests.servers import redis as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the servers may be shared
@@ -49,16 +48,6 @@ def namespace_of(label: str) -> str:
 
 def _namespace(ctx: LedgerContext) -> str:
     return namespace_of(ctx.store)
-
-
-# Under a reply trickled a byte every 0.5 s, a call that opens a new connection (and,
-# on the Cluster, every call under a black hole) outlasts the 10 s bound: each read is
-# bounded, not the whole call (not every run: it depends on which calls open one).
-BOUNDED = pending(
-    LedgerConformance.test_C4_bounded_calls,
-    "a Redis call is bounded per read, not as a whole (trickle; Cluster: black hole)",
-    strict=False,
-)
 
 
 def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], Any]:
@@ -172,8 +161,6 @@ def _async_cluster(
 
 
 class TestPlainRedis(LedgerConformance):
-    test_C4_bounded_calls = BOUNDED
-
     @pytest.fixture
     def ledger_factory(self, redis_url: str) -> Any:
         return standalone_factory(redis_url)
@@ -198,8 +185,6 @@ class TestDurableRedis(LedgerConformance):
     """appendfsync no survives kill -9 but not a power loss: it proves only with
     durability=process, which is the claim this configuration tests."""
 
-    test_C4_bounded_calls = BOUNDED
-
     @pytest.fixture
     def ledger_factory(self, page_cache_server: servers.RedisServer) -> Any:
         return standalone_factory(page_cache_server.url, durability="process")
@@ -219,8 +204,6 @@ class TestDurableRedis(LedgerConformance):
 
 
 class TestAllkeysLruRedis(LedgerConformance):
-    test_C4_bounded_calls = BOUNDED
-
     @pytest.fixture
     def ledger_factory(self, lru_server: servers.RedisServer) -> Any:
         return standalone_factory(lru_server.url)
@@ -240,8 +223,6 @@ class TestAllkeysLruRedis(LedgerConformance):
 
 
 class TestRedisCluster(LedgerConformance):
-    test_C4_bounded_calls = BOUNDED
-
     @pytest.fixture
     def ledger_factory(self, cluster_url: str) -> Any:
         return cluster_factory(cluster_url)

@@ -118,6 +118,26 @@ def test_timeout_bounds_the_whole_call(flavor: str, proxy: FaultProxy, namespace
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
+def test_trickled_reply_cannot_outlast_the_timeout(
+    flavor: str, proxy: FaultProxy, namespace: str
+) -> None:
+    """A reply sent a byte every 0.5 s restarts a per-read socket timeout with every
+    byte: the deadline must cut the reads themselves, on a pooled connection (the spend)
+    and on a new one, whose handshake trickles too (the read after the spend dropped it)."""
+    with Flavored(flavor, _through(proxy, timeout="1"), namespace=namespace) as ledger:
+        assert ledger.spend("warm") is True
+        proxy.set(Toxic.TRICKLE, latency=0.5)
+        timings = []
+        for call, error in ((ledger.spend, AmbiguousSpend), (ledger.is_spent, LedgerUnavailable)):
+            started = time.monotonic()
+            with pytest.raises(error):
+                call("trickled")
+            timings.append(time.monotonic() - started)
+        proxy.heal()
+    assert max(timings) < 2.0, timings
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_server_gone_is_unavailable_not_false(flavor: str, namespace: str) -> None:
     with servers.local_redis(servers.PLAIN) as server:
         ledger = Flavored(flavor, server.url + "?connect_timeout=1", namespace=namespace)
