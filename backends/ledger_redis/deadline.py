@@ -19,8 +19,6 @@ from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from .driver import redis_module
-
 T = TypeVar("T")
 
 # When the running ledger operation must be over (time.monotonic()), or None.
@@ -110,20 +108,36 @@ def _bounded(cls: type) -> type:
 
 
 def bound_sync(client: Any, *, cluster: bool) -> None:
-    """Make the connections of a ledger's own sync pool (or of every node of its Cluster
-    client, present and future) :class:`_Bounded`; idle ones are closed to reconnect so."""
+    """Make the connections of a ledger's sync pool (or of every node of its Cluster
+    client, present and future) :class:`_Bounded`; idle ones are closed to reconnect so
+    (a host's busy ones keep theirs)."""
     if not cluster:
-        client.connection_class = _bounded(client.connection_class)
-        client.disconnect(inuse_connections=False)  # a host's busy ones keep theirs
+        _bound_pool(client)
         return
-    kwargs = client.nodes_manager.connection_kwargs
-    kwargs["connection_class"] = _bounded(
-        kwargs.get("connection_class", redis_module().connection.Connection)
-    )
-    for node in client.get_nodes():
-        pool = node.redis_connection.connection_pool
-        pool.connection_class = _bounded(pool.connection_class)
-        pool.disconnect(inuse_connections=False)
+    manager = client.nodes_manager
+    create = manager.create_redis_node
+    if not getattr(create, "bounded", False):  # nodes the client finds later
+
+        def create_bounded(*args: Any, **kwargs: Any) -> Any:
+            node = create(*args, **kwargs)
+            _bound_pool(node.connection_pool)
+            return node
+
+        create_bounded.bounded = True  # type: ignore[attr-defined]
+        manager.create_redis_node = create_bounded
+    for node in [*client.get_nodes(), *manager.startup_nodes.values()]:
+        if node.redis_connection is not None:  # the startup nodes refresh the topology
+            _bound_pool(node.redis_connection.connection_pool)
+
+
+def _bound_pool(pool: Any) -> None:
+    """New connections, and the pool's present ones, which reconnect with a bounded
+    socket (redis-py keeps a connection object across reconnects)."""
+    pool.connection_class = _bounded(pool.connection_class)
+    for name in ("_available_connections", "_in_use_connections", "_connections"):
+        for conn in getattr(pool, name, ()):
+            conn.__class__ = _bounded(type(conn))
+    pool.disconnect(inuse_connections=False)
 
 
 async def within(awaitable: Awaitable[T]) -> T:
