@@ -334,6 +334,8 @@ class AsyncOps:
         self._slots = asyncio.Semaphore(limit or 1)
 
     def __call__(self, op: Op) -> Awaitable[Any]:
+        if op[0] in (RELEASE, DROP):  # never waits on the server
+            return self._perform(op)
         return within(self._perform(op))  # every wait within the operation's deadline
 
     async def _perform(self, op: Op) -> Any:
