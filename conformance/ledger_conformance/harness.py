@@ -89,6 +89,8 @@ class Runtime:
     waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     # suite -> (label, ids, monotonic time C2 volume ended): re-read at the run's end
     volume: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
+    # suite -> (when, store_id) seen on C2 volume's store over its life (C6 compares them)
+    store_ids: dict[str, list[tuple[str, object]]] = field(default_factory=dict)
     # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed

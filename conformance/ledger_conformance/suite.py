@@ -26,13 +26,14 @@ from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
+from .clauses.c3_processes import C3Processes
 from .clauses.c3_reads import C3Reads
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
-from .clauses.c10_reentry import C10Reentry
+from .clauses.c10_reentry import C10Reentry, C10SharedPrefix
 from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .clauses.l1_listing import L1Listing
@@ -42,6 +43,7 @@ from .hooks import factory_hook
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
     C6Forget,
+    C10SharedPrefix,
     C10Reentry,
     L1Listing,
     HostRules,
@@ -51,6 +53,7 @@ class LedgerConformance(
     C6Identity,
     C4LocalFaults,
     C45Faults,
+    C3Processes,
     C3Reads,
     C2Volume,
     C2Permanent,

@@ -30,11 +30,12 @@ def run_bound(ids: int) -> float:
     return max(RUN_BOUND_MIN, ids * PER_ID_BOUND)
 
 
-def wait_out(ledgers: Ledgers, since: float) -> tuple[float, float]:
-    """Sleep until the profile's permanence wait has passed since ``since`` (monotonic):
-    C2's timed re-reads cost only what the rest of the run did not already take. The
-    seconds slept, and the seconds since ``since`` once done."""
-    slept = max(0.0, ledgers.profile.permanence_wait - (time.monotonic() - since))
+def wait_out(ledgers: Ledgers, since: float, wait: float | None = None) -> tuple[float, float]:
+    """Sleep until ``wait`` (the profile's permanence wait) has passed since ``since``
+    (monotonic): C2's timed re-reads cost only what the rest of the run did not already
+    take. The seconds slept, and the seconds since ``since`` once done."""
+    wait = ledgers.profile.permanence_wait if wait is None else wait
+    slept = max(0.0, wait - (time.monotonic() - since))
     time.sleep(slept)  # the clause: a store that forgets or prunes later has done so
     return slept, time.monotonic() - since
 
