@@ -243,11 +243,12 @@ def test_forget_clauses_run_after_the_final_check() -> None:
     )  # fmt: skip
     names = [line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if "::" in line]
     # The final checks (reads only: none acknowledges a spend) in any order, then forget.
-    assert sorted(names[-5:-2]) == [
+    assert sorted(names[-6:-2]) == [
         "test_C2_after_waiting",
         "test_C2_every_acknowledged_id_still_spent",
         "test_C2_volume_after_waiting",
-    ], names[-6:]
+        "test_C6_store_id_stable_over_the_stores_life",
+    ], names[-7:]
     assert names[-2:] == [
         "test_C6_forgotten_store_old_instance",
         "test_C6_forgotten_store_new_instance",
