@@ -172,6 +172,9 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "C2 or C6",
         "quick",
     )
+    for control in ("renames_on_lossy_failover", "synchronous"):
+        target = ["--ledger-factory", f"tests.zoo.replicated:{control}"]
+        jobs[f"control:{control}"] = (target, "C6_failover", "quick")
     jobs[FORGETS_ON_RESTART] = (
         ["--ledger-factory", "tests.zoo.restartable:volatile", *restart],
         "C2_server",
@@ -207,6 +210,8 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
         "control:local",
         "control:restart",
         "control:reentry",
+        "control:renames_on_lossy_failover",
+        "control:synchronous",
     ],
 )
 def test_correct_ledger_passes(runs: dict[str, Run], control: str) -> None:
@@ -226,6 +231,10 @@ def test_hooks_were_exercised(runs: dict[str, Run]) -> None:
     output = runs["control:restart"].output
     assert "not exercised: no ledger_restart hook" not in output
     assert "not exercised: no ledger_forget hook" not in output
+    assert "the forget hook takes no namespace" not in output
+    assert "no request could be held" not in output
+    for control in ("control:renames_on_lossy_failover", "control:synchronous"):
+        assert re.search(r"^C6 .* passed$", runs[control].output, re.MULTILINE), control
 
 
 def _flush_command(address: str) -> str:

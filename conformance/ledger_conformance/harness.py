@@ -265,6 +265,13 @@ class Ledgers:
         """A store label unique to this run and test (the same name gives the same label)."""
         return f"{self.runtime.run_id}-{self._number}-{name}"
 
+    def namespace(self, label: str) -> str:
+        """What a hook is told to name the store ``label``: the factory's own
+        ``namespace_of(label)`` when it has one (a URL run: the real namespace), else the
+        label itself (the factory maps it, as it maps ``ctx.store``)."""
+        namespace_of = getattr(self.factory, "namespace_of", None)
+        return str(namespace_of(label)) if callable(namespace_of) else label
+
     def ids(self, count: int, tag: str = "id") -> list[str]:
         """``count`` request ids never used before in this run."""
         base = f"{self.runtime.run_id}-{self._number}-{tag}"

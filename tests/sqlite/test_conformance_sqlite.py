@@ -22,15 +22,18 @@ def sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sqlite-conformance")
 
 
-def forget_everything(path: Path) -> None:
-    """The store forgets, as a user emptying the tables would (like TRUNCATE): every id,
-    every namespace and the identity row, in one transaction, while ledgers hold it open."""
+def forget_everything(path: Path, namespace: str | None = None) -> None:
+    """The store forgets, as a user emptying the records table would (like TRUNCATE):
+    every id, marker and genesis of every namespace, while ledgers hold it open. The meta
+    table stays: the harder form, since it held the whole file's identity before. Told a
+    namespace (the store label: the factory's namespace), only that namespace's rows go,
+    as a user's ``DELETE ... WHERE namespace = ?`` would."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DELETE FROM decision_ledger")
-        conn.execute("DELETE FROM decision_ledger_meta")
-        conn.execute("COMMIT")
+        if namespace is None:
+            conn.execute("DELETE FROM decision_ledger")
+        else:
+            conn.execute("DELETE FROM decision_ledger WHERE namespace = ?", (namespace,))
     finally:
         conn.close()
 
