@@ -1,9 +1,12 @@
 """The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
-aiobotocore client (native asyncio, no thread pool)."""
+aiobotocore client (native asyncio, no thread pool); each attempt ends by its due time
+(``asyncio.wait_for`` cancels it)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +16,7 @@ from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
-from .commands import Call, Request, Verify
+from .commands import Call, Request
 from .decisions import Handle, Session
 from .options import Target
 
@@ -26,7 +29,6 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
-        self._verify_lock = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -73,10 +75,11 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
 
     async def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
-            return await getattr(await self._current(), request.op)(**request.params)
-        if isinstance(request, Verify):
-            async with self._verify_lock:  # one check at a time; the others wait for it
-                return await self._run(decisions.verify_steps(self._session))
+            client = await self._current()
+            answer = getattr(client, request.op)(**request.params)
+            if request.due == math.inf:
+                return await answer
+            return await asyncio.wait_for(answer, max(request.due - time.monotonic(), 0.0))
         await asyncio.sleep(request.seconds)
         return None
 

@@ -1,4 +1,6 @@
-"""A session-scoped DynamoDB server for the DynamoDB backend's tests."""
+"""The DynamoDB backend's servers: dynalite and DynamoDB Local, each started once per
+session on first use; a test runs on both unless its module narrows it
+(``dynamodb_target = tools.on_emulators(DYNALITE)``)."""
 
 from __future__ import annotations
 
@@ -6,18 +8,23 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
-from tests.servers.common import serve_or_skip
 
 TABLE = "decision-ledger-test"
 
 
 @pytest.fixture(scope="session")
-def dynamodb_target() -> Iterator[servers.Target]:
-    yield from serve_or_skip(lambda: servers.dynamodb_target(TABLE))
+def dynamodb_pool() -> Iterator[servers.Pool]:
+    pool = servers.Pool(TABLE)
+    yield pool
+    pool.close()
 
 
-@pytest.fixture(scope="session")
+dynamodb_target = tools.on_emulators(*servers.EMULATORS)
+
+
+@pytest.fixture
 def dynamodb_url(dynamodb_target: servers.Target) -> str:
     return dynamodb_target.url
 
@@ -25,4 +32,4 @@ def dynamodb_url(dynamodb_target: servers.Target) -> str:
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest) -> str:
     """A namespace of its own for each test, so tests never see each other's ids."""
-    return f"t-{request.node.name}"[:200]
+    return f"t-{tools.RUN}-{request.node.name}"[:200]
