@@ -1,6 +1,7 @@
 """The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
-aiobotocore client (native asyncio, no thread pool); each attempt ends by its due time
-(``asyncio.wait_for`` cancels it)."""
+aiobotocore client (native asyncio, no thread pool); aiobotocore's read timeout bounds an attempt's
+wait on the network, ``asyncio.wait_for`` the whole call (a reply trickled byte by
+byte, a wait for a pooled connection)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         return None
 
     async def _run(self, steps: Steps[Request, Any]) -> Any:
+        await self._current()  # a forked child's client is built before the deadline starts
         return await run_steps_async(steps, self._perform)
 
     async def _spend(self, request_id: bytes) -> bool:

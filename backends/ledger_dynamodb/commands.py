@@ -26,12 +26,14 @@ SCAN_SEGMENTS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: the client method's name and its keyword arguments, and when
-    (``time.monotonic()``) its attempt must have ended: the shell enforces it."""
+    """One API call: the client method's name and its keyword arguments; when
+    (``time.monotonic()``) the call must have ended, and how long one attempt may wait
+    on the network once sent. The shell enforces both."""
 
     op: str
     params: dict[str, Any] = field(default_factory=dict)
     due: float = math.inf
+    share: float = math.inf
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 botocore's ``read_timeout`` bounds each socket read, not a reply: a server that sends a
 byte every 0.25 s keeps a call alive for as long as it likes. So every request a
-ledger sends runs under :func:`bounded` (its attempt's due time, from the call's one
-timeout): the connection classes installed on the ledger's own client arm that due
+ledger sends runs under :func:`bounded` (the call's deadline, and the attempt's share
+of its timeout): the connection classes installed on the ledger's own client arm that due
 time on the request's socket, and one watchdog thread per process shuts the socket
 when it passes. botocore then raises (a closed connection), and the decision sends
 again or settles within what is left of the call. The async ledger needs none of
-this: ``asyncio.wait_for`` cancels its request.
+this: ``asyncio.wait_for`` cancels its request at the call's deadline.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ os.register_at_fork(after_in_child=_renew)
 
 
 @contextlib.contextmanager
-def bounded(due: float) -> Iterator[None]:
-    """Requests sent by this thread inside the block end by ``due`` (monotonic time)."""
-    _local.due, _local.tickets = due, []
+def bounded(due: float, share: float) -> Iterator[None]:
+    """A request sent by this thread inside the block ends by ``due`` (monotonic time)
+    and at most ``share`` seconds after it is sent."""
+    _local.due, _local.share, _local.tickets = due, share, []
     try:
         yield
     finally:
@@ -96,7 +97,10 @@ def bounded(due: float) -> Iterator[None]:
 def _arm(conn: Any) -> None:
     due = getattr(_local, "due", None)
     sock = getattr(conn, "sock", None)
-    if due is not None and due != math.inf and isinstance(sock, socket.socket):
+    if due is None or not isinstance(sock, socket.socket):
+        return
+    due = min(due, time.monotonic() + _local.share)
+    if due != math.inf:
         _local.tickets.append(_WATCHDOG.arm(sock, due))
 
 

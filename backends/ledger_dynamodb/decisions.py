@@ -44,6 +44,7 @@ from . import commands, identity
 from .commands import DIGEST, SCAN_SEGMENTS, TOKEN, Request, binary
 from .errors import (
     Fate,
+    code_of,
     fail,
     is_conditional,
     is_not_found,
@@ -148,10 +149,10 @@ def server_header(answer: Any) -> str:
 
 
 def send(session: Session, call: commands.Call, deadline: float) -> Steps[Request, Any]:
-    """``call`` within the call's ``deadline``: each attempt ends by its share of the
-    timeout, a transient failure is sent again after a short pause while time is left;
-    the last failure is raised, marked as retried when an earlier attempt may have
-    landed (C5 reads it: a throttled attempt never did)."""
+    """``call`` within the call's ``deadline``: each attempt waits on the network at
+    most its share of the timeout, a transient failure is sent again after a short
+    pause while time is left; the last failure is raised, marked as retried when an
+    earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
     share = per_attempt(session.settings.timeout)
     attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
     while True:
@@ -163,7 +164,7 @@ def send(session: Session, call: commands.Call, deadline: float) -> Steps[Reques
             )
         attempt += 1
         try:
-            return (yield dataclasses.replace(call, due=min(deadline, now + share)))
+            return (yield dataclasses.replace(call, due=deadline, share=share))
         except Exception as exc:
             pause = random.uniform(0.0, min(0.05 * 2**attempt, 1.0))
             late = time.monotonic() + pause >= deadline
@@ -215,9 +216,7 @@ def read_facts(
             yield from send(session, commands.create_table(session.table), deadline)
         except Exception as exc2:
             # Another opener created it first: fine, wait for it like for ours.
-            if getattr(exc2, "response", {}).get("Error", {}).get("Code") != (
-                "ResourceInUseException"
-            ):
+            if code_of(exc2) != "ResourceInUseException":
                 fail(exc2, "CreateTable", session.location)
         answer = yield from _wait_active(session)
         table = _table(answer)

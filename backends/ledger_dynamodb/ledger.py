@@ -83,12 +83,13 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
             client = self._current()
-            with bounded(request.due):
+            with bounded(request.due, request.share):
                 return getattr(client, request.op)(**request.params)
         time.sleep(request.seconds)
         return None
 
     def _run(self, steps: Steps[Request, Any]) -> Any:
+        self._current()  # a forked child's client is built before the call's deadline starts
         return run_steps(steps, self._perform)
 
     def _spend(self, request_id: bytes) -> bool:

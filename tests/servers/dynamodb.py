@@ -168,7 +168,36 @@ def local_dynamodb_local() -> Iterator[LocalServer]:
         return [java, "-Xmx256m", lib, "-jar", str(jar), *serve]
 
     with _owned(argv, "ledger-ddblocal-") as server:
+        _warm_up(server)
         yield server
+
+
+def _warm_up(server: LocalServer) -> None:
+    """A JVM answers its first requests slowly (class loading, JIT): a table created,
+    written, read and deleted once, so the tests' short timeouts measure the ledger."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.session.Session().client(
+        "dynamodb",
+        region_name=REGION,
+        endpoint_url=server.endpoint,
+        config=Config(connect_timeout=30, read_timeout=60, retries={"total_max_attempts": 3}),
+    )
+    try:
+        client.create_table(
+            TableName="warm-up",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "B"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for i in range(20):
+            item = {"pk": {"B": bytes([i])}}
+            client.put_item(TableName="warm-up", Item=item)
+            client.get_item(TableName="warm-up", Key=item, ConsistentRead=True)
+        client.delete_table(TableName="warm-up")
+    finally:
+        client.close()
 
 
 @contextmanager
