@@ -4,6 +4,7 @@ session on first use; a test runs on both unless its module narrows it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,23 @@ from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
 
 TABLE = "decision-ledger-test"
+
+
+@pytest.fixture(autouse=True)
+def _emulator_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test sees the same AWS environment, whatever ran before it and whatever the
+    developer's shell holds: dummy keys an emulator accepts, no profile, no config
+    files, no instance metadata. With ``LEDGER_TEST_DYNAMODB_URL`` (real AWS) the
+    standard chain is left alone."""
+    if os.environ.get(servers.URL_ENV):
+        return
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", servers.LOCAL_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", servers.LOCAL_KEY)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @pytest.fixture(scope="session")

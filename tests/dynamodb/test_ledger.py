@@ -331,7 +331,6 @@ def test_unreachable_endpoint_is_unavailable(namespace: str) -> None:
     from tests.servers.common import free_port
 
     url = f"dynamodb://nothing?region=us-east-1&endpoint_url=http://127.0.0.1:{free_port()}"
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "ledger-test")
     with pytest.raises(LedgerUnavailable, match="EndpointConnectionError") as caught:
         open_ledger(url, namespace=namespace, timeout="1")
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(caught.value)

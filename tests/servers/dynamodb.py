@@ -44,6 +44,7 @@ LOCAL_HINT = (
 )
 START_TIMEOUT = 60.0  # a JVM on a loaded 2-core machine
 REGION = "us-east-1"
+LOCAL_KEY = "ledgertest"  # DynamoDB Local takes access key ids of letters and digits only
 LOCAL_NODE = Path(__file__).resolve().parents[2] / ".ci" / "node"
 LOCAL_NODE_BIN = LOCAL_NODE / "bin"
 DYNALITE = "dynalite"
@@ -60,8 +61,8 @@ def local_credentials() -> None:
     Set unconditionally for the test process: an emulator accepts any key, and a
     developer's own credentials (or their absence) must never change what a test sees.
     """
-    os.environ["AWS_ACCESS_KEY_ID"] = "ledgertest"  # DynamoDB Local: letters, digits
-    os.environ["AWS_SECRET_ACCESS_KEY"] = "ledgertest"
+    os.environ["AWS_ACCESS_KEY_ID"] = LOCAL_KEY
+    os.environ["AWS_SECRET_ACCESS_KEY"] = LOCAL_KEY
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
