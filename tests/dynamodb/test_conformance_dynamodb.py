@@ -1,5 +1,5 @@
-"""The whole conformance suite against DynamoDB (dynalite with an on-disk store locally),
-sync and async, through the fault proxy (the ``endpoint_url`` goes through
+"""The whole conformance suite against DynamoDB, on dynalite and on DynamoDB Local (each
+with an on-disk store), sync and async, through the fault proxy (the ``endpoint_url`` goes through
 ``ctx.route``), with a kill -9 restart hook (C2) and a forget hook (the table deleted and
 created again: an old ledger must fail closed, a new one gets a new store_id)."""
 
@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 
 from ledger_conformance import LedgerConformance
-from ledger_conformance.clauses.c45_faults import C45Faults
-from ledger_conformance.urlmode import URLFactory
 from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
 
@@ -30,15 +28,3 @@ class TestDynamoDB(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, dynamodb_url: str) -> Callable[[], object]:
         return lambda: tools.forget(dynamodb_url)
-
-
-class TestDynamoDBURLModeFaults(C45Faults):
-    """C4/C5 as ``--ledger-url`` runs them: the suite's URL mode finds the address through
-    the backend's ``reroute`` hook (the ``endpoint_url`` in the query), not our factory."""
-
-    @pytest.fixture
-    def ledger_factory(self, dynamodb_url: str) -> Any:
-        url = tools.with_query(dynamodb_url, **tools.ledger_options(dynamodb_url))
-        factory = URLFactory(url, f"url-{tools.RUN}")
-        assert factory.routable
-        return factory
