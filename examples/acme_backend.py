@@ -1,6 +1,7 @@
 """The worked example of ``docs/backends.md`` ("Writing a backend"): a third party's ledger
-kept in one table per store of a SQLite file, and the factory that runs it through the
-conformance suite. The tests run this very file through the suite
+kept in one table per store of a SQLite file, its entry point ``BACKEND`` (so
+``open_ledger("acme:///acme.db")`` works once it is registered), and the factory that runs
+it through the conformance suite. The tests run this very file through the suite
 (``tests/conformance_unit/test_backend_doc.py``), so the guide cannot rot.
 
 Run it: ``ACME_DB=/var/tmp/acme.db pytest --pyargs ledger_conformance
@@ -17,9 +18,10 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 from ledger_conformance import LedgerContext
-from ledger_core import LedgerInfo
+from ledger_core import LedgerInfo, OpenRequest, notices
 from ledger_core.base import AsyncReentrantLedgerBase, ReentrantLedgerBase
 from ledger_core.errors import AmbiguousSpend, InvalidLedgerURL, LedgerUnavailable
 from ledger_core.ids import is_marker
@@ -37,7 +39,7 @@ class AcmeLedger(ReentrantLedgerBase):
     (``spend_marker``) on top of ``_spend``/``_is_spent``.
     """
 
-    def __init__(self, path: str, table: str) -> None:
+    def __init__(self, path: str, table: str, namespace: str | None = None) -> None:
         if not _TABLE.fullmatch(table):  # a name we derived (factory below), never raw input
             raise InvalidLedgerURL("table must be acme_ + 32 hex digits")
         self._path, self._table = os.path.abspath(path), table
@@ -59,7 +61,7 @@ class AcmeLedger(ReentrantLedgerBase):
             backend="acme",
             store_id=f"acme:{uuid.UUID(bytes=genesis)}",
             location=f"acme:{self._path}",
-            namespace=table,
+            namespace=table if namespace is None else namespace,
             identity="a uuid written by the first opener, in the store's genesis table",
             durability=Durability.MACHINE,  # WAL with synchronous=FULL: fsync per commit
         )
@@ -140,6 +142,40 @@ class AsyncAcmeLedger(AsyncReentrantLedgerBase):
 
     async def aclose(self) -> None:
         self._sync.close()
+
+
+# -- the entry point: what ``decision_ledger.backends`` names (docs/backends.md) -------
+class AcmeBackend:
+    """``acme:///relative.db`` or ``acme:////abs.db``; one table per namespace.
+
+    In the package's ``pyproject.toml``::
+
+        [project.entry-points."decision_ledger.backends"]
+        acme = "acme_ledger:BACKEND"
+    """
+
+    def open(self, request: OpenRequest) -> AcmeLedger:
+        request.check({"create"})  # any other option is refused, naming these
+        path = unquote(request.url.parts.path)[1:]
+        if request.url.parts.netloc or not path:
+            raise InvalidLedgerURL(f"{request.url}: use acme:///relative.db or acme:////abs.db")
+        existed = os.path.exists(path)
+        if not request.create() and not existed:
+            raise LedgerUnavailable(f"{request.url}: no such store (create=false)")
+        ledger = AcmeLedger(path, _table(request.namespace), request.namespace)
+        if not existed:  # the host's log says so: a mistyped path shows
+            notices.created(ledger.describe().location)
+        return ledger
+
+    async def open_async(self, request: OpenRequest) -> AsyncAcmeLedger:
+        return AsyncAcmeLedger(await asyncio.to_thread(self.open, request))
+
+
+BACKEND = AcmeBackend()
+
+
+def _table(label: str) -> str:
+    return "acme_" + hashlib.sha256(label.encode("utf-8")).hexdigest()[:32]
 
 
 # -- the factory the suite calls (docs/backends.md shows this part) -----------------

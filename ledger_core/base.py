@@ -11,20 +11,35 @@ A safety net: an exception out of ``_spend``/``_is_spent`` that is not a ``Ledge
 (the write may have landed) or :class:`LedgerUnavailable`, chained, so the promise
 "every error out of a ledger is a ``LedgerError``" never rests on every backend's
 every path. A ``try`` costs nothing in CPython 3.11+ until something raises.
+
+One invariant for every way a ledger is made (``open_ledger``, ``from_client``,
+``from_pool``, a constructor): before its first answer about an id, a ledger checks that
+no migration into its namespace is unfinished (``IncompleteMigration``): the store may
+lack ids spent in the old one. ``open_ledger`` checks at open; the migration's target
+and the tools that report on a store are let through (``migrate.allow_incomplete``).
+Every answering method a backend adds (``spend_many``, ``is_spent_many``) is gated too.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
+from .migrate import check_opening, check_opening_async
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
+
+# The methods that answer about ids: each passes the migration check before its first answer.
+_ANSWERS = ("spend", "is_spent", "spend_as", "spend_many", "is_spent_many")
 
 
 class _Described:
     _info: LedgerInfo
+    _cleared = False  # the migration check passed (or was waived) for this ledger
 
     @property
     def store_id(self) -> str | None:
@@ -60,16 +75,65 @@ def _unmapped_read(ledger: object, exc: Exception) -> LedgerUnavailable:
     )
 
 
+def _gated(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def answer(self: LedgerBase, *args: Any, **kwargs: Any) -> Any:
+        if not self._cleared:
+            self._clear()
+        return method(self, *args, **kwargs)
+
+    answer.__gated__ = True  # type: ignore[attr-defined]
+    return answer
+
+
+def _gated_async(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def answer(self: AsyncLedgerBase, *args: Any, **kwargs: Any) -> Any:
+        if not self._cleared:
+            await self._clear()
+        return await method(self, *args, **kwargs)
+
+    answer.__gated__ = True  # type: ignore[attr-defined]
+    return answer
+
+
+def _validated_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A method that validates, then passes the gate itself (C8: no I/O before that)."""
+    method.__gated__ = True  # type: ignore[attr-defined]
+    return method
+
+
+def _gate(cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    for name in _ANSWERS:
+        method = cls.__dict__.get(name)
+        if callable(method) and not getattr(method, "__gated__", False):
+            setattr(cls, name, wrap(method))
+
+
 class LedgerBase(_Described):
     """A sync ledger: validate, then hand the id bytes to the backend."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _gate(cls, _gated)
+
+    def _clear(self) -> None:
+        check_opening(self, repr(self))  # repr: redacted, and total while still opening
+        self._cleared = True
+
     def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return self._guarded_spend(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            self._clear()
+        return self._guarded_spend(raw)
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return self._guarded_read(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            self._clear()
+        return self._guarded_read(raw)
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
@@ -119,13 +183,27 @@ class LedgerBase(_Described):
 class AsyncLedgerBase(_Described):
     """An async ledger: validate, then await the backend."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _gate(cls, _gated_async)
+
+    async def _clear(self) -> None:
+        await check_opening_async(self, repr(self))
+        self._cleared = True
+
     async def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return await self._guarded_spend(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            await self._clear()
+        return await self._guarded_spend(raw)
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return await self._guarded_read(validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            await self._clear()
+        return await self._guarded_read(raw)
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
@@ -175,10 +253,13 @@ class ReentrantLedgerBase(LedgerBase):
     """A sync ledger with C10 re-entry: the backend's ``_spend_as`` records the id and
     the key's digest in one write (one round trip), beside the C5 attempt token."""
 
+    @_validated_first
     def spend_as(self, request_id: str, attempt_key: str) -> bool:
         """Record ``request_id`` under ``attempt_key``: ``True`` if this call recorded it
         or the same key did earlier; ``False`` to any other key or a plain spend."""
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
+        if not self._cleared:
+            self._clear()
         try:
             return self._spend_as(raw, digest)
         except LedgerError:
@@ -193,8 +274,11 @@ class ReentrantLedgerBase(LedgerBase):
 class AsyncReentrantLedgerBase(AsyncLedgerBase):
     """An async ledger with C10 re-entry (see :class:`ReentrantLedgerBase`)."""
 
+    @_validated_first
     async def spend_as(self, request_id: str, attempt_key: str) -> bool:
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
+        if not self._cleared:
+            await self._clear()
         try:
             return await self._spend_as(raw, digest)
         except LedgerError:

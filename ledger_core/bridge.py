@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -47,6 +48,8 @@ from .migrate import (
     IncompleteMigration,
     MarkerStep,
     MigrationError,
+    Note,
+    allow_incomplete,
     async_marker_performer,
     begin_run_steps,
     has_markers,
@@ -109,7 +112,7 @@ def _on_new(steps: Steps[MarkerStep, Any]) -> Steps[OpenStep, Any]:
         return done.value
 
 
-def open_steps(old_id: str, answer_as: AnswerAs) -> Steps[OpenStep, None]:
+def open_steps(old_id: str, answer_as: AnswerAs, note: Note | None = None) -> Steps[OpenStep, None]:
     """Phase 1: make the new store the target of a run from the old one (or join the
     run a bridge or ``migrate`` started), unless a copy from it already finished.
     Phase 2: refuse unless that copy finished."""
@@ -124,7 +127,7 @@ def open_steps(old_id: str, answer_as: AnswerAs) -> Steps[OpenStep, None]:
             )
         return
     if not copied:
-        yield from _on_new(begin_run_steps(old_id, merge=False))
+        yield from _on_new(begin_run_steps(old_id, merge=False, note=note))
 
 
 def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
@@ -182,6 +185,18 @@ def _method(side_ledger: object, op: str, raw: bytes) -> tuple[Callable[..., Any
     return method, raw if marker else raw.decode("utf-8")
 
 
+def _note(old: object) -> Note:
+    info = describe(old)
+    return Note(info.location or info.backend, "", int(time.time()))
+
+
+def _waive(new: object, answer_as: AnswerAs) -> None:
+    """A phase-1 bridge writes into the new store while the copy is unfinished: it is
+    part of that migration (its opening steps checked the rest)."""
+    if answer_as == "old":
+        allow_incomplete(new)
+
+
 class Bridge(LedgerBase):
     """A sync ledger over ``old`` and ``new`` (see the module). ``answer_as`` names the
     ``store_id`` it reports: ``"old"`` in phase 1, ``"new"`` in phase 2. Opening does
@@ -196,9 +211,11 @@ class Bridge(LedgerBase):
         if is_async_ledger(old) or is_async_ledger(new):
             raise TypeError("an async ledger needs the async bridge: await AsyncBridge.open(...)")
         self._old, self._new, self._owns = old, new, owns
+        self._cleared = True  # its opening steps are its migration check
         old_id = _check_pair(old, new)
         perform_new = marker_performer(new)
-        run_steps(open_steps(old_id, answer_as), lambda step: perform_new(step[1]))
+        run_steps(open_steps(old_id, answer_as, _note(old)), lambda step: perform_new(step[1]))
+        _waive(new, answer_as)
         self._info = _info(old, new, answer_as)
 
     def _perform(self, call: Call) -> object:
@@ -225,6 +242,7 @@ class AsyncBridge(AsyncLedgerBase):
 
     def __init__(self, old: object, new: object, info: LedgerInfo, owns: bool) -> None:
         self._old, self._new, self._owns, self._info = old, new, owns, info
+        self._cleared = True  # its opening steps (open) are its migration check
 
     @classmethod
     async def open(
@@ -238,7 +256,8 @@ class AsyncBridge(AsyncLedgerBase):
         def perform(step: OpenStep) -> Awaitable[bool]:
             return perform_new(step[1])
 
-        await run_steps_async(open_steps(old_id, answer_as), perform)
+        await run_steps_async(open_steps(old_id, answer_as, _note(old)), perform)
+        _waive(new, answer_as)
         return cls(old, new, _info(old, new, answer_as), owns)
 
     async def _perform(self, call: Call) -> object:

@@ -4,7 +4,7 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
 - 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
-  (``check``, ``doctor``), an unfinished migration (``store-id``);
+  (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import secrets
 import shlex
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -38,13 +42,16 @@ from .migrate import (
     MigrationError,
     MigrationInterrupted,
     Progress,
+    begin_run,
     count_ids,
     migrate,
     migration_state,
+    unfinished_runs,
 )
+from .notices import never_proves_line
 from .protocol import DecisionLedger, describe
 from .registry import open_ledger, setup_ledger
-from .urls import redact_url, scrub, secret_fragments
+from .urls import _secret_spans, redact_url, scrub, secret_fragments
 
 OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
 INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -117,26 +124,28 @@ def _store_id(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
-    """The lineage markers the store can list; a backend that cannot list its markers
-    is told, never answered with an empty chain."""
+    """The lineage markers the store can list, after every unfinished run (exit 1: the
+    store must not be switched to); a backend that cannot list its markers is told,
+    never answered with an empty chain."""
     with _opened(args, report=True) as ledger:
-        unfinished = migration_state(ledger)
+        unfinished = unfinished_runs(ledger)
         lister = getattr(ledger, "lineage", None)
-        if not callable(lister):
-            print(
-                f"{type(ledger).__name__} cannot list its markers, so its lineage can't be "
-                "shown; `decision-ledger migrate` printed it when the move finished",
-                file=sys.stderr,
-            )
-            return REFUSED
-        sources = list(lister())
+        sources = list(lister()) if callable(lister) else None
+    for line in unfinished:
+        print(line)
+    if sources is None:
+        print(
+            f"{type(ledger).__name__} cannot list its markers, so its lineage can't be "
+            "shown; `decision-ledger migrate` printed it when the move finished",
+            file=sys.stderr,
+        )
+        return REFUSED
     for source in sources:
         print(f"migrated-from {source}")
     if not sources:
-        print("no lineage: this store was never migrated into")
-    if unfinished is not None:
-        print(unfinished, file=sys.stderr)
-    return OK
+        never = "no migration into it finished" if unfinished else "it was never migrated into"
+        print(f"no lineage: {never}")
+    return REFUSED if unfinished else OK
 
 
 def _suite_module(name: str) -> ModuleType | None:
@@ -194,33 +203,79 @@ def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
     info = setup_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
     print(f"ready: {info.location or redact_url(args.url)} store_id={info.store_id}")
+    line = never_proves_line(info)
+    if line is not None:  # accepted, but hosts must know it never proves (the doctor's line)
+        print(f"warning: {line}")
     return OK
 
 
 class _Meter:
-    """Progress on stderr: one rewritten line on a terminal, a plain line every
-    ``every`` seconds otherwise (a log keeps them)."""
+    """Progress on stderr: one rewritten line on a terminal; otherwise a plain line
+    every ``EVERY`` seconds, from a ticker too, so a slow batch or count still shows
+    one (a log keeps them). ``--all-namespaces`` adds an overall part."""
 
-    EVERY = 10.0  # seconds between plain lines
+    EVERY = 2.0  # seconds between plain lines
 
-    def __init__(self) -> None:
+    def __init__(self, namespaces: int = 1, total: int | None = None) -> None:
         self.tty = sys.stderr.isatty()
         self.every = self.EVERY
-        self.next = self.EVERY
+        self.namespaces, self.grand = namespaces, total
+        self.finished = self.before = 0  # namespaces done, and their ids
+        self.start = self.said = time.monotonic()
+        self.latest: Progress | None = None
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        if not self.tty:
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(max(self.every, 0.1)):
+            with self.lock:
+                if time.monotonic() - self.said >= self.every:
+                    self._say()
 
     def __call__(self, p: Progress) -> None:
-        of = "" if p.total is None else f" of {p.total:,}"
-        eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
-        text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
+        with self.lock:
+            self.latest = p
+            if self.tty or time.monotonic() - self.said >= self.every:
+                self._say()
+
+    def next_namespace(self) -> None:
+        with self.lock:
+            self.finished += 1
+            self.before += self.latest.done if self.latest else 0
+            self.latest = None
+
+    def _say(self) -> None:
+        self.said = time.monotonic()
+        p = self.latest
+        if p is None:
+            text = "starting"
+        else:
+            of = "" if p.total is None else f" of {p.total:,}"
+            eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
+            text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
+        if self.namespaces > 1:
+            text += "; " + self._overall(p)
         if self.tty:
             print(f"\r{text:<79}", end="", file=sys.stderr, flush=True)
-        elif p.elapsed >= self.next:
+        else:
             print(text, file=sys.stderr, flush=True)
-            self.next = p.elapsed + self.every
+
+    def _overall(self, p: Progress | None) -> str:
+        done = self.before + (p.done if p else 0)
+        elapsed = time.monotonic() - self.start
+        of = "" if self.grand is None else f" of {self.grand:,}"
+        text = f"overall: {self.finished} of {self.namespaces} namespaces done, {done:,}{of} ids"
+        if self.grand is not None and done and elapsed > 0:
+            text += f", ETA {max(self.grand - done, 0) * elapsed / done:.0f} s"
+        return text
 
     def end(self) -> None:
-        if self.tty:
-            print(file=sys.stderr)
+        self.stopped.set()
+        with self.lock:
+            if self.tty:
+                print(file=sys.stderr)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -228,29 +283,61 @@ def _migrate(args: argparse.Namespace) -> int:
     target is created if missing: that is what a migration is for."""
     if args.all_namespaces:
         return _migrate_all(args)
-    return _migrate_one(args, args.namespace, args.target_namespace)
-
-
-def _migrate_one(args: argparse.Namespace, namespace: str | None, target_ns: str | None) -> int:
-    source_options = {"namespace": namespace} if namespace else {}
-    source = open_ledger(args.url, **source_options, create=False)
-    target_options = {"namespace": target_ns} if target_ns else {}
     meter = _Meter()
     try:
-        # The target is the migration's own: open it even while a run into it is open.
-        target = open_ledger(args.target, **target_options, allow_incomplete=True)
+        return _migrate_one(args, args.namespace, args.target_namespace, meter, args.resume)
+    finally:
+        meter.end()
+
+
+@contextmanager
+def _ends(
+    args: argparse.Namespace, namespace: str | None, target_ns: str | None
+) -> Iterator[tuple[DecisionLedger, DecisionLedger]]:
+    """The source (it must exist) and the target: the migration's own, opened even
+    while a run into it is unfinished."""
+    source = open_ledger(args.url, **_ns(namespace), create=False)
+    try:
+        target = open_ledger(args.target, **_ns(target_ns), allow_incomplete=True)
         try:
-            total = count_ids(source)  # one streamed pass, for the ETA
-            report = migrate(source, target, merge=args.merge, progress=meter, total=total)
-        except MigrationInterrupted as stopped:
-            meter.end()
-            resume = " ".join(shlex.quote(a) for a in _resume_argv(args))
-            _say(args, f"{stopped}; resume with: {resume}", [args.url, args.target])
-            return INTERRUPTED
+            yield source, target
         finally:
             _close(target)
     finally:
         _close(source)
+
+
+def _ns(namespace: str | None) -> dict[str, str]:
+    return {"namespace": namespace} if namespace else {}
+
+
+def _migrate_one(
+    args: argparse.Namespace,
+    namespace: str | None,
+    target_ns: str | None,
+    meter: _Meter,
+    resume: str | None,
+    total: int | None = None,
+) -> int:
+    with _ends(args, namespace, target_ns) as (source, target):
+        try:
+            total = count_ids(source) if total is None else total  # for the ETA
+            report = migrate(
+                source,
+                target,
+                merge=args.merge,
+                progress=meter,
+                total=total,
+                resume=resume,
+                target_name=_target_name(args),
+            )
+        except MigrationInterrupted as stopped:
+            meter.end()
+            marked = "every target namespace is" if args.all_namespaces else "the target is"
+            text = str(stopped).replace("the target is", marked)
+            line = _resume_line(args, stopped.resume)
+            _say(args, f"{text}; {line}", [args.url, args.target])
+            return INTERRUPTED
     meter.end()
     print(
         f"copied {report.copied}, already present {report.already_present}, "
@@ -284,7 +371,9 @@ def _namespaces(args: argparse.Namespace) -> int:
 
 def _migrate_all(args: argparse.Namespace) -> int:
     """Each namespace of the source into the same namespace of the target: its own run,
-    lineage and progress. A re-run resumes each (finished ones are only read back)."""
+    lineage and progress. Every target namespace is marked (its run begun) before the
+    first id is copied, so an interruption anywhere leaves none of them openable. A
+    re-run resumes each (finished ones are only read back)."""
     if args.namespace or args.target_namespace:
         print(
             "decision-ledger migrate: --all-namespaces moves every namespace to the same "
@@ -293,11 +382,28 @@ def _migrate_all(args: argparse.Namespace) -> int:
         )
         return USAGE
     names = _list_namespaces(args.url, None)
-    for number, name in enumerate(names, 1):
-        print(f"namespace {name} ({number} of {len(names)}):", file=sys.stderr, flush=True)
-        code = _migrate_one(args, name, name)
-        if code != OK:
-            return code
+    resume = args.resume or secrets.token_hex(6)  # one nonce for every namespace of this run
+
+    def mark(name: str) -> int:
+        with _ends(args, name, name) as (source, target):
+            begin_run(
+                source, target, merge=args.merge, resume=resume, target_name=_target_name(args)
+            )
+            return count_ids(source)
+
+    # Each run's note is a few hundred marker writes: the namespaces are marked side by side.
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="mark") as pool:
+        totals = list(pool.map(mark, names))
+    meter = _Meter(len(names), sum(totals))
+    try:
+        for number, (name, total) in enumerate(zip(names, totals, strict=True), 1):
+            print(f"namespace {name} ({number} of {len(names)}):", file=sys.stderr, flush=True)
+            code = _migrate_one(args, name, name, meter, resume, total)
+            if code != OK:
+                return code
+            meter.next_namespace()
+    finally:
+        meter.end()
     print(f"migrated {len(names)} namespaces")
     return OK
 
@@ -315,9 +421,55 @@ def _doctor(args: argparse.Namespace) -> int:
     return REFUSED if failed else OK
 
 
-def _resume_argv(args: argparse.Namespace) -> list[str]:
-    """The command that resumes this migration (secrets are scrubbed when it is said)."""
-    argv = ["decision-ledger", "migrate", args.url, args.target]
+# The resume command never shows a password: it reads each from the environment.
+PASSWORD_VARS = ("DECISION_LEDGER_SOURCE_PASSWORD", "DECISION_LEDGER_TARGET_PASSWORD")
+
+
+def _resume_line(args: argparse.Namespace, nonce: str | None) -> str:
+    """The command that resumes this migration, pasteable: each password of a URL is
+    ``${DECISION_LEDGER_..._PASSWORD}`` in double quotes, and the line says to set it."""
+    words, hidden = ["decision-ledger", "migrate"], []
+    for url, var in zip((args.url, args.target), PASSWORD_VARS, strict=True):
+        word, names = _shell_url(url, var)
+        words.append(word)
+        hidden += names
+    rest = _resume_options(args, nonce)
+    line = "resume with: " + " ".join(words + [shlex.quote(a) for a in rest])
+    if hidden:
+        line += (
+            " (the passwords are hidden: first export "
+            + " and ".join(f"{v}=<that password, as written in the URL>" for v in hidden)
+            + ")"
+        )
+    return line
+
+
+def _shell_url(url: str, var: str) -> tuple[str, list[str]]:
+    """``url`` as one shell word, each secret span a variable expanded by the shell."""
+    spans = _secret_spans(url)
+    if not spans:
+        return shlex.quote(url), []
+    names = [var if n == 0 else f"{var}_{n + 1}" for n in range(len(spans))]
+    parts, last = [], 0
+    for (start, end), name in zip(spans, names, strict=True):
+        parts += [_double_quoted(url[last:start]), "${" + name + "}"]
+        last = end
+    parts.append(_double_quoted(url[last:]))
+    return '"' + "".join(parts) + '"', names
+
+
+def _double_quoted(text: str) -> str:
+    for char in '\\"$`':
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _target_name(args: argparse.Namespace) -> str:
+    return shlex.quote(redact_url(args.target))
+
+
+def _resume_options(args: argparse.Namespace, nonce: str | None) -> list[str]:
+    argv = []
     if args.namespace:
         argv += ["--namespace", args.namespace]
     if args.target_namespace:
@@ -326,6 +478,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
         argv.append("--merge")
     if args.all_namespaces:
         argv.append("--all-namespaces")
+    if nonce:
+        argv += ["--resume", nonce]
     return argv
 
 
@@ -370,6 +524,11 @@ def _parser() -> argparse.ArgumentParser:
         "--merge",
         action="store_true",
         help="allow a target that already holds spends from elsewhere (merge two ledgers)",
+    )
+    move.add_argument(
+        "--resume",
+        metavar="NONCE",
+        help="the run nonce of a source that never proves (printed when a run stops)",
     )
     move.add_argument(
         "--all-namespaces",

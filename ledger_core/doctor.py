@@ -103,7 +103,7 @@ def itemized(
     return lines
 
 
-def _identity(info: LedgerInfo) -> Check:
+def identity_check(info: LedgerInfo) -> Check:
     if info.store_id is not None:
         where = f" ({info.identity})" if info.identity else ""
         return Check("identity", PASS, f"store_id {info.store_id}{where}")
@@ -239,7 +239,7 @@ def _round_trip(ledger: object, limit: float) -> Check:
 def diagnose(ledger: object, *, max_round_trip: float = MAX_ROUND_TRIP) -> list[Check]:
     """Every check on an open ledger, in order. Reads only."""
     info = describe(ledger)
-    checks = [_identity(info), _durability(info), *_backend_checks(ledger, info)]
+    checks = [identity_check(info), _durability(info), *_backend_checks(ledger, info)]
     for check in (_migration, lambda led: _round_trip(led, max_round_trip)):
         try:
             checks.append(check(ledger))

@@ -286,8 +286,13 @@ def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Step
     validate_request_id(pending.request_id)
     if current_store_id is None:
         return Closure(CloseVerdict.POSSIBLY_RUN, "the ledger has no store_id: it never proves")
-    if pending.store_id != current_store_id:
-        return Closure(CloseVerdict.POSSIBLY_RUN, "ledger-changed: minted under another store")
+    if pending.store_id != current_store_id:  # writes nothing: the pause stays open there
+        return Closure(
+            CloseVerdict.POSSIBLY_RUN,
+            f"ledger-changed: asked under store {pending.store_id!r}, this ledger is store"
+            f" {current_store_id!r}; nothing was written, so the pause is still open and an"
+            " answer there can still run the tool: close it on the ledger it was asked under",
+        )
     # The marker lives where no request id can reach it (``spend_marker``). A ledger
     # without that space records no close: a prefix in the id space could be forged by
     # a request whose id is the marker, and would then "prove" a close that never won.

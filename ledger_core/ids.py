@@ -31,6 +31,10 @@ class MarkerKind:
     # A run into a store that already continues its source (a catch-up after the hosts
     # switched): the store is in service, so opening it is not refused meanwhile.
     MIGRATION_CATCH_UP = "migration-catch-up"  # subject: the run number
+    # Who started run n, and when, for ``lineage`` and refusals: markers hold no value,
+    # so the note's bytes are spelled as one marker per set bit (subject: n NUL bit),
+    # closed by n NUL "end" once every bit is written.
+    MIGRATION_NOTE = "migration-note"
 
 
 def validate_request_id(request_id: object) -> bytes:

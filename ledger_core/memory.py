@@ -30,7 +30,8 @@ _REASON = "in-process memory: forgotten on restart and invisible to other proces
 class MemoryStore:
     """A set of spent keys behind a lock; many ledgers may share one."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        self.name = name  # its ``memory://NAME``; "" for the default or a private store
         self._keys: set[bytes] = set()
         self._holders: dict[bytes, bytes] = {}  # key -> attempt digest, for spend_as (C10)
         self._lock = threading.Lock()
@@ -83,7 +84,7 @@ _named_lock = threading.Lock()
 def named_store(name: str) -> MemoryStore:
     """The process-wide store called ``name`` (``""`` is the default ledger's)."""
     with _named_lock:
-        return _named_stores.setdefault(name, MemoryStore())
+        return _named_stores.setdefault(name, MemoryStore(name))
 
 
 def _info(name: str, namespace: str) -> LedgerInfo:
@@ -104,7 +105,7 @@ class MemoryLedger(LedgerBase):
     ) -> None:
         self._store = store if store is not None else MemoryStore()
         self._namespace = validate_namespace(namespace)
-        self._info = _info("", self._namespace)
+        self._info = _info(self._store.name, self._namespace)
 
     def _spend(self, request_id: bytes) -> bool:
         return self._store.add(ledger_key(self._namespace, request_id))

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import re
+import secrets
+import shlex
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +33,7 @@ from typing import Protocol, runtime_checkable
 
 from .errors import LedgerError, UnsafeStoreConfig
 from .ids import MarkerKind, marker_id
-from .protocol import DecisionLedger, store_id_of
+from .protocol import DecisionLedger, describe, store_id_of
 from .steps import Steps, run_steps, run_steps_async
 
 BATCH = 1000
@@ -82,10 +86,13 @@ class Progress:
 
 
 class MigrationInterrupted(MigrationError):
-    """The copy stopped before it finished (Ctrl-C); the target stays incomplete."""
+    """The copy stopped before it finished (Ctrl-C); the target stays incomplete.
+    ``resume``: the nonce to pass back (``resume=`` / ``--resume``) when the source
+    never proves (``None``: the source's store_id names its run)."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, resume: str | None = None) -> None:
         self.progress = progress
+        self.resume = resume
         super().__init__(
             f"interrupted after {progress.done} ids (last: {progress.last_id!r}); the "
             "target is marked as an incomplete migration: run the same command to resume"
@@ -109,12 +116,16 @@ def _done(run: int) -> bytes:
     return marker_id(MarkerKind.MIGRATION_DONE, str(run))
 
 
-def _source(run: int, source_id: str) -> bytes:
-    return marker_id(MarkerKind.MIGRATION_SOURCE, f"{run}\x00{source_id}")
+def _source(run: int, subject: str) -> bytes:
+    return marker_id(MarkerKind.MIGRATION_SOURCE, f"{run}\x00{subject}")
 
 
 def _catch_up(run: int) -> bytes:
     return marker_id(MarkerKind.MIGRATION_CATCH_UP, str(run))
+
+
+def _note_bit(run: int, bit: int | str) -> bytes:
+    return marker_id(MarkerKind.MIGRATION_NOTE, f"{run}\x00{bit}")
 
 
 # The marker bookkeeping is written once as step generators (``ledger_core.steps``): each
@@ -123,31 +134,74 @@ def _catch_up(run: int) -> bytes:
 # bridge (``ledger_core.bridge``) all decide the same way.
 MarkerStep = tuple[str, bytes | None]
 READ, SPEND, HOLDS_IDS = "is_marker_spent", "spend_marker", "holds_ids"
+_NONCE = re.compile(r"[0-9a-f]{12}")
+NOTE_BYTES = 160  # a note's location is cut there (its length is spelled in one byte)
+
+
+@dataclass(frozen=True)
+class Note:
+    """Who started a run: the source's redacted location, the nonce that names a source
+    that never proves (``""``: its store_id does), and when (Unix seconds)."""
+
+    where: str
+    nonce: str
+    started: int
+
+    def encode(self) -> bytes:
+        """Compact (each set bit is a marker write): the location's UTF-8 (at most
+        ``NOTE_BYTES``), NUL, the nonce's bytes, then the start as 4 bytes."""
+        where = self.where.encode()[:NOTE_BYTES].decode(errors="ignore").encode()
+        nonce = bytes.fromhex(self.nonce) if self.nonce else b""
+        return where + b"\x00" + nonce + (self.started & 0xFFFFFFFF).to_bytes(4, "big")
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Note:
+        where, _, rest = raw.partition(b"\x00")
+        nonce, started = rest[:-4], rest[-4:]
+        return cls(where.decode(errors="replace"), nonce.hex(), int.from_bytes(started, "big"))
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started))
+        nonce = f" (run nonce {self.nonce})" if self.nonce else ""
+        return f"{self.where}{nonce}, started {when}"
+
+    def command(self, target: str) -> str:
+        resume = f" --resume {self.nonce}" if self.nonce else ""
+        return f"decision-ledger migrate {shlex.quote(self.where)} {target}{resume}"
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A run started and never verified; ``catch_up``: into a store already in service."""
+
+    run: int
+    catch_up: bool
 
 
 @dataclass(frozen=True)
 class RunState:
-    """The last migration run recorded in a store (``run == 0``: never migrated into)."""
+    """Every migration run recorded in a store (``run == 0``: never migrated into)."""
 
-    run: int
-    done: bool
-    catch_up: bool  # a run into a store that already continued its source (in service)
+    run: int  # the highest run started
+    open_runs: tuple[OpenRun, ...] = ()
 
     @property
     def unfinished(self) -> bool:
-        return self.run > 0 and not self.done
+        return bool(self.open_runs)
 
     @property
     def blocks_opening(self) -> bool:
-        """A first copy never verified: ids of the source may be missing, so a ledger
-        opened on this store could answer ``True`` for an id spent in the old one."""
-        return self.unfinished and not self.catch_up
+        """A copy never verified, from any source: ids of that source may be missing, so
+        a ledger on this store could answer ``True`` for an id spent in the old one."""
+        return any(not r.catch_up for r in self.open_runs)
 
     def describe(self) -> str | None:
         if not self.unfinished:
             return None
-        kind = "catch-up run" if self.catch_up else "run"
-        return f"incomplete migration ({kind} {self.run} started and was never verified)"
+        runs = ", ".join(
+            f"{'catch-up run' if r.catch_up else 'run'} {r.run}" for r in self.open_runs
+        )
+        return f"incomplete migration ({runs} started and never verified)"
 
 
 def last_run_steps() -> Steps[MarkerStep, int]:
@@ -159,25 +213,90 @@ def last_run_steps() -> Steps[MarkerStep, int]:
 
 
 def run_state_steps() -> Steps[MarkerStep, RunState]:
-    run = yield from last_run_steps()
-    if run == 0:
-        return RunState(0, True, False)
-    done = bool((yield (READ, _done(run))))
-    catch_up = False if done else bool((yield (READ, _catch_up(run))))
-    return RunState(run, done, catch_up)
-
-
-def begin_run_steps(source_id: str | None, merge: bool) -> Steps[MarkerStep, tuple[int, bool]]:
-    """Number a run from ``source_id`` in the target, or resume its own interrupted one;
-    refuse a target holding spends from elsewhere unless ``merge``. ``(run, resumed)``."""
-    subject = source_id or ""
+    """Every run, not only the last: one left unfinished under a later, finished one
+    (a ``--merge`` from another source) still lacks ids."""
     last = yield from last_run_steps()
-    if last and not (yield (READ, _done(last))) and (yield (READ, _source(last, subject))):
-        return last, True  # our own interrupted run (or the bridge's): resume it
+    open_runs: list[OpenRun] = []
+    for run in range(1, last + 1):
+        if not (yield (READ, _done(run))):
+            open_runs.append(OpenRun(run, bool((yield (READ, _catch_up(run))))))
+    return RunState(last, tuple(open_runs))
+
+
+def write_note_steps(run: int, note: Note) -> Steps[MarkerStep, None]:
+    raw = note.encode()
+    bits = len(raw).to_bytes(1, "big") + raw
+    for i in range(len(bits) * 8):
+        if bits[i // 8] >> (7 - i % 8) & 1:
+            yield (SPEND, _note_bit(run, i))
+    yield (SPEND, _note_bit(run, "end"))
+
+
+def read_note_steps(run: int) -> Steps[MarkerStep, Note | None]:
+    """Run ``run``'s note (``None``: not written, or not yet complete)."""
+    if not (yield (READ, _note_bit(run, "end"))):
+        return None
+    values: list[int] = []
+    size = None
+    while size is None or len(values) < size + 1:
+        value = 0
+        for i in range(len(values) * 8, len(values) * 8 + 8):
+            value = value << 1 | bool((yield (READ, _note_bit(run, i))))
+        values.append(value)
+        size = values[0] if size is None else size
+    return Note.decode(bytes(values[1:]))
+
+
+def describe_runs_steps(state: RunState) -> Steps[MarkerStep, list[str]]:
+    """``incomplete: run N from SOURCE, started ...`` for each unfinished run."""
+    lines = []
+    for r in state.open_runs:
+        note = yield from read_note_steps(r.run)
+        source = note.describe() if note else "a source not recorded"
+        kind = "catch-up run" if r.catch_up else "run"
+        lines.append(f"incomplete: {kind} {r.run} from {source}")
+    return lines
+
+
+class UnfinishedRun(MigrationError):
+    """Another source's run into the target never finished: it must finish first (a
+    later run, even a ``--merge``, must not make the target look complete)."""
+
+
+def begin_run_steps(
+    source_id: str | None,
+    merge: bool,
+    subject: str | None = None,
+    note: Note | None = None,
+    target: str = "NEW",
+) -> Steps[MarkerStep, tuple[int, bool, tuple[int, ...]]]:
+    """Number a run from ``subject`` (the source's store_id by default) in the target,
+    or resume its own unfinished ones; refuse while another source's run is unfinished,
+    and a target holding spends from elsewhere unless ``merge``. ``(run, resumed,
+    every run of ours to mark done)``."""
+    subject = subject if subject is not None else source_id
+    if not subject:
+        raise MigrationError("a migration run needs a subject naming its source")
+    state = yield from run_state_steps()
+    ours: list[int] = []
+    for r in state.open_runs:
+        if (yield (READ, _source(r.run, subject))):
+            ours.append(r.run)
+            continue
+        other = yield from read_note_steps(r.run)
+        where = other.describe() if other else "a source not recorded"
+        how = f"`{other.command(target)}`" if other else "the command that started it"
+        raise UnfinishedRun(
+            f"run {r.run} into the target, from {where}, never finished: finish it first "
+            f"with {how}, then run this one again (no run, not even --merge, may make the "
+            "target look complete while that source's ids may be missing)"
+        )
+    if ours:
+        return ours[-1], True, tuple(ours)  # our own interrupted run(s), or a bridge's
     continues = source_id is not None and bool((yield (READ, lineage_marker(source_id))))
     if not (merge or continues) and (yield (HOLDS_IDS, None)):
         raise MigrationError(_MERGE_REFUSAL)
-    run = last + 1
+    run = state.run + 1
     while not (yield (SPEND, _started(run))):
         run += 1  # another migration took this number first
         if run > MAX_RUNS:
@@ -185,7 +304,9 @@ def begin_run_steps(source_id: str | None, merge: bool) -> Steps[MarkerStep, tup
     yield (SPEND, _source(run, subject))
     if continues:
         yield (SPEND, _catch_up(run))
-    return run, False
+    if note is not None:
+        yield from write_note_steps(run, note)
+    return run, False, (run,)
 
 
 def has_markers(ledger: object) -> bool:
@@ -227,17 +348,19 @@ def async_marker_performer(ledger: object) -> Callable[[MarkerStep], Awaitable[b
 
 
 def run_state(ledger: object) -> RunState:
-    """The last migration run recorded in a sync ledger (a ledger without markers:
+    """Every migration run recorded in a sync ledger (a ledger without markers:
     never migrated into, as far as it can say)."""
     if not has_markers(ledger):
-        return RunState(0, True, False)
+        return RunState(0)
     return run_steps(run_state_steps(), marker_performer(ledger))
 
 
-async def run_state_async(ledger: object) -> RunState:
+def unfinished_runs(ledger: object) -> list[str]:
+    """One line per unfinished run into a sync ledger: its number, source and start."""
     if not has_markers(ledger):
-        return RunState(0, True, False)
-    return await run_steps_async(run_state_steps(), async_marker_performer(ledger))
+        return []
+    perform = marker_performer(ledger)
+    return run_steps(describe_runs_steps(run_state(ledger)), perform)
 
 
 def migration_state(ledger: object) -> str | None:
@@ -247,7 +370,7 @@ def migration_state(ledger: object) -> str | None:
 
 
 def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
-    """What opening a store checks: refuse one whose first migration never finished.
+    """What opening a store checks: refuse one while a copy into it is unverified.
 
     A ledger that never proves (``proves`` false) and whose store refuses even this read
     as unsafe (a Redis replica refuses every script) still opens: every spend and read of
@@ -262,17 +385,32 @@ def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
     refuse_incomplete(state, where)
 
 
-def check_opening(ledger: object, where: str) -> None:
+def _where(ledger: object) -> str:
+    info = describe(ledger)
+    return info.location or info.backend or type(ledger).__name__
+
+
+def check_opening(ledger: object, where: str | None = None) -> None:
     """:func:`opening_steps` on a sync ledger (one without markers is not checked)."""
     if has_markers(ledger):
         proves = store_id_of(ledger) is not None
-        run_steps(opening_steps(proves, where), marker_performer(ledger))
+        steps = opening_steps(proves, where or _where(ledger))
+        run_steps(steps, marker_performer(ledger))
 
 
-async def check_opening_async(ledger: object, where: str) -> None:
+async def check_opening_async(ledger: object, where: str | None = None) -> None:
     if has_markers(ledger):
         proves = store_id_of(ledger) is not None
-        await run_steps_async(opening_steps(proves, where), async_marker_performer(ledger))
+        steps = opening_steps(proves, where or _where(ledger))
+        await run_steps_async(steps, async_marker_performer(ledger))
+
+
+def allow_incomplete(ledger: object) -> None:
+    """Let ``ledger`` answer although a migration into its store is unfinished: the
+    migration's own target, and the tools that report on it (``LedgerBase`` checks
+    before its first answer otherwise)."""
+    if hasattr(type(ledger), "_cleared"):
+        ledger._cleared = True  # type: ignore[attr-defined]
 
 
 class IncompleteMigration(MigrationError):
@@ -284,10 +422,76 @@ def refuse_incomplete(state: RunState, where: str) -> None:
     """Raise :class:`IncompleteMigration` when ``state`` forbids opening the store."""
     if state.blocks_opening:
         raise IncompleteMigration(
-            f"{where}: {state.describe()}; finish it (run the same `decision-ledger migrate "
-            "OLD NEW` again) before any host uses this store (the migration itself opens it "
-            "with allow_incomplete=True)"
+            f"{where}: {state.describe()}; finish it (`decision-ledger lineage` names each "
+            "run's source; run that `decision-ledger migrate OLD NEW` again) before any host "
+            "uses this store (the migration itself opens it with allow_incomplete=True)"
         )
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A run marked in the target (:func:`begin_run`), before any id is copied."""
+
+    run: int | None  # None: the target has no marker space
+    resumed: bool
+    runs: tuple[int, ...]  # every run of this source the copy completes
+    resume: str | None  # the nonce that names a source that never proves
+    note: Note | None = None  # still to write (``write_note=False``), for a new run
+
+
+def begin_run(
+    source: object,
+    target: object,
+    *,
+    merge: bool = False,
+    resume: str | None = None,
+    target_name: str = "NEW",
+    write_note: bool = True,
+) -> Begun:
+    """Mark the target as migrating from ``source`` (or resume its unfinished run):
+    from here the target refuses to open as a ledger until the copy is verified.
+    ``resume``: the run nonce of a source that never proves (``MigrationInterrupted``
+    and ``lineage`` show it); ``target_name`` is how a refusal names the target.
+    ``write_note``: write the run's note (its source and start) now; else the caller
+    writes ``Begun.note`` (:func:`migrate` does, beside the copy)."""
+    if resume is not None and not _NONCE.fullmatch(resume):
+        raise MigrationError(f"{resume!r} is not a run nonce (12 hex digits, as printed)")
+    allow_incomplete(target)
+    source_id = store_id_of(source)
+    nonce = None if source_id is not None else (resume or secrets.token_hex(6))
+    if not has_markers(target):
+        if not merge and _holds_ids(target):
+            raise MigrationError(_MERGE_REFUSAL)
+        return Begun(None, False, (), nonce)
+    subject = source_id if nonce is None else f"{_where(source)}#{nonce}"
+    note = Note(_where(source), nonce or "", int(time.time()))
+    steps = begin_run_steps(source_id, merge, subject, note if write_note else None, target_name)
+    run, resumed, runs = run_steps(steps, marker_performer(target))
+    return Begun(run, resumed, runs, nonce, None if write_note or resumed else note)
+
+
+class _NoteWriter(threading.Thread):
+    """Writes a new run's note beside the copy: a marker spend per set bit (about 150)
+    is seconds on a store that syncs each write, and must not delay the copy. Only an
+    unfinished run's note is ever read, so a copy that finished stops it (``drop``)."""
+
+    def __init__(self, target: object, run: int, note: Note) -> None:
+        super().__init__(daemon=True, name="migration-note")
+        self.steps, self.perform = write_note_steps(run, note), marker_performer(target)
+        self.dropped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for step in iter(self.steps):
+                if self.dropped.is_set():
+                    return
+                self.perform(step)
+        except Exception:  # the note is lost: the run reads "from a source not recorded"
+            return
+
+    def drop(self) -> None:
+        self.dropped.set()
+        self.join()  # at most the write in flight
 
 
 def migrate(
@@ -298,12 +502,14 @@ def migrate(
     progress: Callable[[Progress], object] | None = None,
     batch: int = BATCH,
     total: int | None = None,
+    resume: str | None = None,
+    target_name: str = "NEW",
 ) -> MigrationReport:
     """Copy every spent id from ``source`` into ``target``, verify, record the lineage.
 
     ``progress`` is called after every batch (with ``total``, if given, for an ETA; see
     :func:`count_ids`). ``merge``: allow a target that already holds spends that no
-    migration from ``source`` put there.
+    migration from ``source`` put there. ``resume``, ``target_name``: see :func:`begin_run`.
     """
     if not isinstance(source, ScannableLedger):
         raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
@@ -314,26 +520,55 @@ def migrate(
     if target_id is not None and target_id == source_id:
         raise MigrationError("source and target are the same store (equal store_id)")
 
-    markers = has_markers(target)
-    if markers:
-        run, resumed = run_steps(begin_run_steps(source_id, merge), marker_performer(target))
-    else:
-        if not merge and _holds_ids(target):
-            raise MigrationError(_MERGE_REFUSAL)
-        run, resumed = None, False
+    begun = begin_run(
+        source, target, merge=merge, resume=resume, target_name=target_name, write_note=False
+    )
+    noting = None
+    if begun.note is not None and begun.run is not None:
+        noting = _NoteWriter(target, begun.run, begun.note)
+        noting.start()
+    try:
+        report = _copy(source, target, begun, progress, batch, total)
+    except BaseException:
+        if noting is not None:
+            # The copy's failure is the one said; the note (its source, for lineage and
+            # refusals) is finished first, or reads as not recorded if it failed too.
+            noting.join()
+        raise
+    if noting is not None:
+        noting.drop()  # the run is about to be done: its note would never be read
+    for run in begun.runs:
+        _spend_verified(target, _done(run), "the run's done marker")
+    return report
+
+
+def _copy(
+    source: ScannableLedger,
+    target: object,
+    begun: Begun,
+    progress: Callable[[Progress], object] | None,
+    batch: int,
+    total: int | None,
+) -> MigrationReport:
+    """Every id of ``source`` into ``target``, verified, then the lineage marker."""
+    source_id, target_id = store_id_of(source), store_id_of(target)
     copied = already = 0
     last: str | None = None
     start = time.monotonic()
     spend_many = _batched(target, "spend_many", "spend")
     read_many = _batched(target, "is_spent_many", "is_spent")
     ids = iter(source.spent_ids())  # streamed: memory stays flat for any size
+    # A resume reads what the target has and writes only the rest; a new run writes
+    # first (one round trip less per batch) until a batch finds ids already there.
+    look_first = begun.resumed
     try:
         while chunk := list(itertools.islice(ids, batch)):
-            present = read_many(chunk)  # a resume reads what it has, and writes the rest
+            present = read_many(chunk) if look_first else [False] * len(chunk)
             missing = [rid for rid, there in zip(chunk, present, strict=True) if not there]
             won = spend_many(missing) if missing else []
             copied += sum(won)
             already += len(chunk) - sum(won)
+            look_first = look_first or sum(won) < len(missing)
             if missing and not all(read_many(missing)):
                 bad = [rid for rid, ok in zip(missing, read_many(missing), strict=True) if not ok]
                 raise MigrationError(f"id {bad[0]!r} does not read as spent in the target")
@@ -343,12 +578,12 @@ def migrate(
                 progress(Progress(copied + already, copied, elapsed, last, total))
     except KeyboardInterrupt:
         done = Progress(copied + already, copied, time.monotonic() - start, last, total)
-        raise MigrationInterrupted(done) from None
-    lineage = _record_lineage(target, source_id) if markers else None
-    if run is not None:
-        _spend_verified(target, _done(run), "the run's done marker")
+        raise MigrationInterrupted(done, begun.resume) from None
+    lineage = _record_lineage(target, source_id) if begun.run is not None else None
     total = copied + already
-    return MigrationReport(source_id, target_id, copied, already, total, lineage, run, resumed)
+    return MigrationReport(
+        source_id, target_id, copied, already, total, lineage, begun.run, begun.resumed
+    )
 
 
 def count_ids(source: object) -> int:

@@ -9,6 +9,8 @@ so five backends cannot parse ``create=off`` five ways.
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -126,6 +128,57 @@ class OpenRequest:
         return self.flag("create", True)
 
 
+class LegacyBackend:
+    """A backend written to the older documented form, ``open(url, options)`` (and
+    ``open_async``/``setup`` alike): ``url`` the :class:`LedgerURL`, ``options`` the merged
+    options with ``namespace``. It keeps working through this adapter; the other hooks
+    (``reroute``, ``local_faults``, ``remove_scratch``) take the same arguments in both
+    forms and pass through."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @staticmethod
+    def _args(request: OpenRequest) -> tuple[LedgerURL, dict[str, Any]]:
+        return request.url, {**request.options, "namespace": request.namespace}
+
+    def open(self, request: OpenRequest) -> Any:
+        return self._inner.open(*self._args(request))
+
+    async def open_async(self, request: OpenRequest) -> Any:
+        return await self._inner.open_async(*self._args(request))
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name == "setup" and callable(value):
+            return lambda request: value(*self._args(request))
+        return value
+
+
+def _legacy(method: object) -> bool:
+    """Whether ``open`` wants two positional arguments (``url, options``), not one request."""
+    try:
+        params = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in kinds and p.default is p.empty for p in params) >= 2
+
+
+def adapt_backend(backend: Any, where: str) -> Any:
+    """``backend`` as the registry calls it: itself, or wrapped in :class:`LegacyBackend`
+    (with a ``DeprecationWarning``) when its ``open`` takes the older ``(url, options)``."""
+    if not _legacy(getattr(backend, "open", None)):
+        return backend
+    warnings.warn(
+        f"{where}: open(url, options) is deprecated; take one request, open(request: "
+        "OpenRequest) (docs/backends.md). It works through an adapter meanwhile.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return LegacyBackend(backend)
+
+
 def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> str | None:
     """``url`` with its one ``host:port`` sent through ``route``, or ``None`` when the
     URL has no single address to stand in front of (several hosts, no host, no port
@@ -149,9 +202,11 @@ def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> s
 
 __all__ = [
     "LOCAL_FAULTS",
+    "LegacyBackend",
     "LocalFault",
     "LocalFaults",
     "OpenRequest",
     "Route",
+    "adapt_backend",
     "reroute_address",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from . import notices
 from .errors import (
     BackendLoadError,
     InvalidLedgerURL,
@@ -23,8 +24,9 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
+from .migrate import allow_incomplete as waive_check
 from .migrate import check_opening, check_opening_async
-from .opening import OpenRequest
+from .opening import OpenRequest, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -53,8 +55,9 @@ _lock = threading.Lock()
 
 def register_backend(scheme: str, backend: Backend) -> None:
     """Register ``backend`` for ``scheme`` in this process (overrides entry points)."""
+    adapted = adapt_backend(backend, f"the backend registered for {scheme}://")
     with _lock:
-        _registered[scheme.lower()] = backend
+        _registered[scheme.lower()] = adapted
 
 
 def available_schemes() -> list[str]:
@@ -94,7 +97,7 @@ def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backen
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
-    backend: Backend = loaded
+    backend: Backend = adapt_backend(loaded, where)
     return backend
 
 
@@ -132,8 +135,11 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
 
     ``create`` (default true) lets the backend create a missing store; ``create=False``
     makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
-    A store whose first migration never finished is refused (``IncompleteMigration``):
-    it may lack ids spent in the old store. ``allow_incomplete=True`` opens it anyway,
+    A store that can never prove (no ``store_id``), or one this open created, is logged
+    once per process as a warning on the ``decision_ledger`` logger.
+    A store with a migration into it unfinished is refused (``IncompleteMigration``):
+    it may lack ids spent in the old store (a ledger made any other way refuses at its
+    first answer instead: ``ledger_core.base``). ``allow_incomplete=True`` opens it anyway,
     for the migration itself and the tools that report on it (a keyword, never a URL
     option: a host's configuration cannot turn it on by accident).
     Every error is a ``LedgerError`` that shows no secret of ``url``.
@@ -146,9 +152,12 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             check_opening(ledger, str(request.url))
+            waive_check(ledger)  # checked now: the ledger's first answer need not again
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             _close_quietly(ledger)
@@ -167,9 +176,12 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
         failure = _opening_failure(request.url, exc)
     else:
         if allow_incomplete:
+            waive_check(ledger)
             return ledger
         try:
             await check_opening_async(ledger, str(request.url))
+            waive_check(ledger)
+            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             await _aclose_quietly(ledger)

@@ -3,12 +3,15 @@
 A :class:`LedgerURL` keeps the raw text (with any password) only for the driver; its
 ``str`` and ``repr`` and every error built from it show the redacted form.
 
-Redaction works on the text as typed, not on one parser's reading of it: parsers
-disagree about where a password ends (Python splits the userinfo at the last ``@``,
-libpq at the first; a ``/``, ``?`` or ``#`` in a password makes ``urlsplit`` put part of
-it in the path, query or fragment). So everything between the first ``:`` after
-``scheme://`` and the LAST ``@`` of the whole text is the password, and everything after
-a secret-looking ``key=`` up to the next ``&`` is its value. When in doubt, more is redacted.
+Parsers disagree about where a password ends (Python splits the userinfo at the last
+``@`` of the authority, libpq and PyMongo at the first ``@`` before a ``/``; a ``/``,
+``?`` or ``#`` in a password makes ``urlsplit`` put part of it in the path, query or
+fragment, and a driver then echoes a piece of it as a host). So a URL whose userinfo
+parsers could read differently is refused before any I/O ("percent-encode the
+password"): every driver then sees the same, whole password. Redaction works on the text
+as typed: everything between the first ``:`` after ``scheme://`` and the LAST ``@`` of
+the whole text is the password, and everything after a secret-looking ``key=`` up to the
+next ``&`` is its value. When in doubt, more is redacted.
 """
 
 from __future__ import annotations
@@ -25,10 +28,45 @@ _REDACTED = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 # Any key ending in one of these, followed by "=": password, sslpassword, auth_token, apikey...
 _SECRET_KEY = re.compile(r"(?i)(?:password|passwd|pwd|secret|token|key)\s*=")
-# Where any parser may cut a secret into pieces that a driver then echoes (a "host").
-_PIECES = re.compile(r"[@/?#:&;=\s\[\]%+]")
-# Fragments shorter than this are not scrubbed from free text (they would mangle it).
+# A secret shorter than this is not scrubbed from a driver's free text (it would mangle it).
 MIN_FRAGMENT = 3
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ENCODE = (
+    "percent-encode the password (and the user): '@' as %40, '/' as %2F, '?' as %3F, "
+    "'#' as %23, '%' as %25"
+)
+
+
+def ambiguous_userinfo(url: str) -> bool:
+    """Whether parsers could disagree about this URL's user and password: two ``@`` in
+    the authority, an ``@`` that libpq/PyMongo read as the end of a userinfo that
+    ``urlsplit`` ends earlier (at ``?`` or ``#``), an ``@`` after the authority anywhere
+    but inside a query value (``?application_name=a@b``), or a ``%`` in the userinfo that
+    is not an escape. A URL without ``scheme://host`` has no userinfo."""
+    scheme = _SCHEME.match(url)
+    if scheme is None or not url.startswith("//", scheme.end()):
+        return False
+    rest = url[scheme.end() + 2 :]
+    end = _first(rest, "/?#")
+    if end == 0:
+        return False  # no authority (sqlite:////a@b.db): an "@" is in a path
+    authority, tail = rest[:end], rest[end:]
+    python = authority[: authority.rfind("@")] if "@" in authority else None
+    cut = _first(rest, "@/")
+    libpq = rest[:cut] if rest[cut : cut + 1] == "@" else None
+    if python != libpq or (python is not None and _BAD_PERCENT.search(python)):
+        return True
+    query, fragment = tail.find("?"), _first(tail, "#")
+    for at in (i for i, c in enumerate(tail) if c == "@"):
+        segment = tail[max(query, tail.rfind("&", 0, at)) + 1 : at]
+        if not (0 <= query < at < fragment and "=" in segment):
+            return True
+    return False
+
+
+def _first(text: str, chars: str) -> int:
+    """The index of the first of ``chars`` in ``text``, or its length."""
+    return min((i for i in map(text.find, chars) if i >= 0), default=len(text))
 
 
 def _secret_spans(url: str) -> list[tuple[int, int]]:
@@ -88,12 +126,11 @@ def redact_url(url: str) -> str:
 
 
 def secret_fragments(*urls: str) -> list[str]:
-    """Every piece of text from ``urls`` that may be secret, longest first.
+    """The secrets of ``urls`` as a driver could quote them, longest first.
 
-    Each secret range, its percent-decoded and ``repr``-escaped forms, and the pieces any
-    parser could cut it into (at ``@ / ? # :`` ...), since a driver may echo a piece as a
-    host or a path.
-    Pieces shorter than :data:`MIN_FRAGMENT` are left out.
+    Each secret range as typed, percent-decoded, and ``repr``-escaped: whole, never cut
+    into pieces (a URL whose password a parser could cut is refused before any I/O, see
+    :func:`ambiguous_userinfo`). Secrets shorter than :data:`MIN_FRAGMENT` are left out.
     """
     found: set[str] = set()
     for url in urls:
@@ -103,29 +140,23 @@ def secret_fragments(*urls: str) -> list[str]:
             secret = url[start:end]
             for decoded in {secret, unquote(secret), unquote_plus(secret)}:
                 # As messages quote them too: {x!r} escapes what is not printable.
-                for form in {decoded, repr(decoded)[1:-1], ascii(decoded)[1:-1]}:
-                    found.update(_pieces(form))
+                found.update({decoded, repr(decoded)[1:-1], ascii(decoded)[1:-1]})
     return sorted((f for f in found if len(f) >= MIN_FRAGMENT), key=len, reverse=True)
 
 
-def _pieces(secret: str) -> set[str]:
-    """Every stretch of ``secret`` between two cut points (its ends, and either side of
-    each delimiter): each parser cuts at different delimiters (libpq at the first ``@``
-    only, ``urlsplit`` at ``/ ? #`` ...), so no one split covers them all."""
-    cuts = {0, len(secret)}
-    for found in _PIECES.finditer(secret):
-        cuts.update((found.start(), found.end()))
-    points = sorted(cuts)
-    return {
-        secret[a:b] for i, a in enumerate(points) for b in points[i + 1 :] if b - a >= MIN_FRAGMENT
-    }
+def _whole(fragment: str) -> re.Pattern[str]:
+    """``fragment`` where it stands alone: not inside a longer word ("pw" in "pwd")."""
+    head = r"(?<!\w)" if fragment[:1].isalnum() or fragment[:1] == "_" else ""
+    tail = r"(?!\w)" if fragment[-1:].isalnum() or fragment[-1:] == "_" else ""
+    return re.compile(head + re.escape(fragment) + tail)
 
 
 def scrub(text: str, fragments: Iterable[str]) -> str:
-    """``text`` with every secret fragment (see :func:`secret_fragments`) replaced."""
+    """``text`` with every secret (see :func:`secret_fragments`) that stands in it as a
+    whole replaced: the parsed secret, not any substring that happens to match a piece."""
     for fragment in fragments:
         if fragment in text:
-            text = text.replace(fragment, _REDACTED)
+            text = _whole(fragment).sub(_REDACTED, text)
     return text
 
 
@@ -185,7 +216,7 @@ def _text_of(exc: BaseException) -> str:
 
 def _clean(exc: BaseException, fragments: list[str]) -> bool:
     text = _text_of(exc) + "".join(str(n) for n in getattr(exc, "__notes__", ()))
-    return not any(f in text for f in fragments)
+    return scrub(text, fragments) == text
 
 
 def _scrub_args(exc: BaseException, fragments: list[str]) -> None:
@@ -199,6 +230,11 @@ def _scrub_args(exc: BaseException, fragments: list[str]) -> None:
 
 
 def _split(url: str) -> SplitResult:
+    if ambiguous_userinfo(url):
+        raise InvalidLedgerURL(
+            f"ledger URL {redact_url(url)!r} is ambiguous (parsers would read its user and"
+            f" password differently): {_ENCODE}"
+        )
     problem = None
     try:
         parts = urlsplit(url)
@@ -210,10 +246,7 @@ def _split(url: str) -> SplitResult:
         problem = str(exc)
     if problem is not None:
         if _secret_spans(url):
-            problem = (
-                "it does not parse; if its password holds '/', '?', '#' or '@', "
-                "percent-encode them (%2F, %3F, %23, %40)"
-            )
+            problem = f"it does not parse; {_ENCODE}"
         raise InvalidLedgerURL(f"malformed ledger URL {redact_url(url)!r}: {problem}")
     return parts
 

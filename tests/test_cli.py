@@ -26,6 +26,8 @@ def test_spend_then_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert run(capsys, "spend", url, "req") == (0, "spent", "")
     assert run(capsys, "spend", url, "req") == (1, "already spent", "")
     assert run(capsys, "is-spent", url, "req") == (0, "spent", "")
+    assert run(capsys, "spend", url, "--namespace", "other", "req")[0] == 3  # no genesis yet
+    assert run(capsys, "setup", url, "--namespace", "other")[0] == 0
     assert run(capsys, "spend", url, "--namespace", "other", "req") == (0, "spent", "")
 
 

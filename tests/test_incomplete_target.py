@@ -171,3 +171,34 @@ def test_a_store_that_refuses_the_check_is_served_only_when_it_refuses_everythin
             await open_async_ledger("refusing://down")
 
     asyncio.run(opened())
+
+
+def test_a_ledger_made_without_open_ledger_refuses_at_its_first_answer(tmp_path: Path) -> None:
+    """The check lives in the base classes: a constructor (sync or async) that skipped
+    the registry still refuses to answer, before any id is read or written."""
+    from ledger_sqlite import AsyncSQLiteLedger
+
+    _interrupted(tmp_path)
+    direct = SQLiteLedger(tmp_path / "new.db")
+    for answer in (
+        lambda: direct.spend("i029"),
+        lambda: direct.is_spent("i029"),
+        lambda: direct.spend_as("i029", "attempt-key-0123456789"),
+        lambda: direct.spend_many(["i029"]),
+        lambda: direct.is_spent_many(["i029"]),
+    ):
+        with pytest.raises(IncompleteMigration):
+            answer()
+
+    async def scenario() -> None:
+        ledger = await AsyncSQLiteLedger.open(tmp_path / "new.db")
+        try:
+            with pytest.raises(IncompleteMigration):
+                await ledger.spend("i029")
+            with pytest.raises(IncompleteMigration):
+                await ledger.is_spent_many(["i029"])
+        finally:
+            await ledger.aclose()
+
+    asyncio.run(scenario())
+    assert SQLiteLedger(tmp_path / "old.db").spend("fresh") is True  # a complete store answers

@@ -253,7 +253,7 @@ def test_sqlite_spend_many_proves_the_identity(tmp_path: Path) -> None:
     ledger = SQLiteLedger(tmp_path / "l.db")
     ledger.spend("before")
     with sqlite3.connect(tmp_path / "l.db") as conn:
-        conn.execute("DELETE FROM decision_ledger_meta")  # the store forgot its identity
+        conn.execute("DELETE FROM decision_ledger WHERE request_id = x''")  # its genesis
     with pytest.raises(UnsafeStoreConfig, match="forgot"):
         ledger.spend_many(["x", "y"])
     with sqlite3.connect(tmp_path / "l.db") as conn:
@@ -261,3 +261,98 @@ def test_sqlite_spend_many_proves_the_identity(tmp_path: Path) -> None:
     assert rows == 1  # rolled back: nothing of the batch stayed
     with pytest.raises(UnsafeStoreConfig):
         ledger.is_spent_many(["before"])
+
+
+def test_the_resume_command_works_when_pasted(tmp_path: Path) -> None:
+    """Each password becomes ``${DECISION_LEDGER_..._PASSWORD}`` in the printed command,
+    and the same line says to export it: the shell then gives back the URLs as typed."""
+    import argparse
+    import subprocess
+
+    from ledger_core import cli
+
+    source = 'postgresql://me:p%40ss$w`o"rd@db.example/x?sslpassword=two&table=t'
+    args = argparse.Namespace(
+        url=source,
+        target=f"sqlite:///{tmp_path}/n s.db",
+        namespace=None,
+        target_namespace="n s",
+        merge=False,
+        all_namespaces=False,
+    )
+    line = cli._resume_line(args, "ab12")
+    assert "p%40ss" not in line
+    assert "two" not in line
+    assert "export DECISION_LEDGER_SOURCE_PASSWORD=" in line
+    assert "DECISION_LEDGER_SOURCE_PASSWORD_2=" in line
+    command = line.removeprefix("resume with: ").split(" (the passwords are hidden")[0]
+    env = {
+        "DECISION_LEDGER_SOURCE_PASSWORD": 'p%40ss$w`o"rd',
+        "DECISION_LEDGER_SOURCE_PASSWORD_2": "two",
+        "PATH": "/usr/bin:/bin",
+    }
+    shown = subprocess.run(
+        ["bash", "-c", f"printf '%s\\n' {command}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert shown == [
+        "decision-ledger",
+        "migrate",
+        source,
+        f"sqlite:///{tmp_path}/n s.db",
+        "--target-namespace",
+        "n s",
+        "--resume",
+        "ab12",
+    ]
+
+
+def test_progress_has_a_plain_line_every_2_s_even_within_a_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a terminal: the ticker says where the copy is while a batch is slow."""
+    import threading
+
+    from ledger_core import cli
+
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    SQLiteLedger(tmp_path / "old.db").spend_many(["a", "b"])
+    monkeypatch.setattr(cli._Meter, "EVERY", 0.1)
+    ticked = threading.Event()
+    real = SQLiteLedger.spend_many
+
+    def slow(self: SQLiteLedger, ids: list[str]) -> list[bool]:
+        ticked.wait(10)  # released by the ticker's first line (10 s: a bound, not a wait)
+        return real(self, ids)
+
+    real_say = cli._Meter._say
+
+    def say(self: cli._Meter) -> None:
+        real_say(self)
+        ticked.set()
+
+    monkeypatch.setattr(SQLiteLedger, "spend_many", slow)
+    monkeypatch.setattr(cli._Meter, "_say", say)
+    assert main(["migrate", old, new]) == 0
+    assert ticked.is_set()
+    assert "starting" in capsys.readouterr().err
+
+
+def test_all_namespaces_shows_the_overall_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger_core import cli
+
+    for name in ("a", "b"):
+        SQLiteLedger(tmp_path / "old.db", namespace=name).spend_many(
+            [f"{name}{n}" for n in range(5)]
+        )
+    monkeypatch.setattr(cli._Meter, "EVERY", 0.0)
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    assert main(["migrate", old, new, "--all-namespaces"]) == 0
+    err = capsys.readouterr().err
+    assert "overall: 0 of 3 namespaces done, 5 of 10 ids, ETA" in err
+    assert "overall: 1 of 3 namespaces done, 10 of 10 ids, ETA 0 s" in err

@@ -1,4 +1,4 @@
-"""Issue 8 item 12: no password ever shows, for any URL a user can type.
+"""No password ever shows, for any URL a user can type.
 
 Before: ``redis://app:Xy7/kQ9@127.0.0.1:6379/0`` printed the whole URL in "malformed
 ledger URL" (``urlsplit`` put half the password in the path, so no ``@`` was seen in the
@@ -19,10 +19,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ledger_core import LedgerError, LedgerURL, open_ledger, redact_url
+from ledger_core import InvalidLedgerURL, LedgerError, LedgerURL, open_ledger, redact_url
 from ledger_core.cli import main
+from ledger_core.urls import scrub, secret_fragments
 
 SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix", "redis+cluster", "postgresql", "postgres")
+# Parsed only (no I/O): opening these would look a name up or wait out a server selection.
+PARSED_ONLY = ("mongodb", "mongodb+srv", "dynamodb")
 SHOWN = 3  # no piece of a password this long or longer may show
 
 printable = st.characters(blacklist_categories=("Cs", "Cc"))
@@ -81,8 +84,10 @@ def _url(scheme: str, user: str, password: str, host: str, tail: str) -> str:
 
 
 @settings(max_examples=600, deadline=None)
-@given(st.sampled_from(SCHEMES), users, passwords, hosts, tails)
+@given(st.sampled_from(SCHEMES + PARSED_ONLY), users, passwords, hosts, tails)
 @example("redis", "app", "Xy7/kQ9", "127.0.0.1:6379", "/0")
+@example("mongodb", "app", "Qz@Kv/Wx", "127.0.0.1", "/db")
+@example("dynamodb", "u", "p@ss/w#rd?x", "localhost", "?region=us-east-1")
 @example("postgresql", "u", "Secr@tX9", "127.0.0.1:{port}", "/db")
 @example("postgresql", "u", "a#b?c/d@e:f%41g", "localhost", "/db")
 @example("redis", "", "p@ss/w?rd#x", "[::1]", "/0")
@@ -114,6 +119,8 @@ def _shown_when_parsed(url: str) -> str:
 @example("redis", "app", "Xy7/kQ9", "127.0.0.1:6379", "/0")
 @example("postgresql", "u", "Secr@tX9", "127.0.0.1:{port}", "/db")
 @example("postgres", "u", "abcd@efghijk", "127.0.0.1:{port}", "/db")
+@example("postgresql", "app", "Qz@Kv/Wx", "127.0.0.1:{port}", "/db")
+@example("postgresql", "app", "p@ss/w#rd?x", "127.0.0.1:{port}", "/db")
 def test_open_ledger_errors_never_show_the_password(
     scheme: str, user: str, password: str, host: str, tail: str
 ) -> None:
@@ -187,3 +194,58 @@ def test_malformed_url_errors_chain_nothing() -> None:
     assert "Xy7" not in str(caught.value)
     assert caught.value.__cause__ is None
     assert caught.value.__context__ is None
+
+
+AMBIGUOUS = [
+    "postgresql://app:Qz@Kv/Wx@127.0.0.1:{port}/db",  # libpq read host 'Kv'
+    "postgresql://app:p@ss/w#rd?x@127.0.0.1:{port}/db",
+    "postgresql://app:p@ss?wxyz@127.0.0.1:{port}/db",
+    "redis://app:pw?x@127.0.0.1:{port}/0",
+    "redis://app:a%zz@127.0.0.1:{port}/0",
+    "mongodb://app:Qz@Kv/Wx@127.0.0.1:{port}/db",
+    "rediss://u:a@b@127.0.0.1:{port}/0",
+]
+
+
+@pytest.mark.parametrize("url", AMBIGUOUS)
+def test_an_ambiguous_userinfo_is_refused_before_any_io(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = url.format(port=PORT)
+    with pytest.raises(InvalidLedgerURL, match="percent-encode the password") as caught:
+        open_ledger(url)
+    password = url.partition("://")[2].rpartition("@")[0].partition(":")[2]
+    shown = "\n".join(_texts(caught.value))
+    assert password not in shown
+    assert not any(piece in shown for piece in ("Kv", "Wx", "ss/", "wxyz", "zz"))
+    assert main(["is-spent", url, "req"]) == 2
+    assert "percent-encode the password" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:pw@127.0.0.1:1/db?application_name=a@b",  # "@" in a query value
+        "sqlite:////data/me@home.db",
+        "unix://u:pw@/tmp/redis.sock",
+        "dynamodb://table?region=us-east-1&endpoint_url=http://127.0.0.1:8000",
+        "mongodb://u:p%40ss@h1,h2/db?replicaSet=rs",
+    ],
+)
+def test_an_unambiguous_url_still_parses(url: str) -> None:
+    assert LedgerURL.parse(url).raw == url
+
+
+def test_scrubbing_replaces_the_whole_secret_never_a_letter_of_the_message() -> None:
+    url = "postgresql://app:pass@h/db"
+    text = "missing key/value separator: pass, password, 'pass'"
+    assert scrub(text, secret_fragments(url)) == "missing key/value separator: ***, password, '***'"
+    assert scrub("separator p", secret_fragments("redis://u:p@h/0")) == "separator p"
+
+
+def test_a_dynamodb_endpoint_with_credentials_never_shows_them() -> None:
+    url = f"dynamodb://table?region=us-east-1&endpoint_url=http://u:Secr3tPass@127.0.0.1:{PORT}"
+    with pytest.raises(LedgerError) as caught:
+        open_ledger(url)  # refused before any I/O: an endpoint takes no credentials
+    assert not any("Secr3tPass" in text for text in _texts(caught.value))
+    assert "Secr3tPass" not in redact_url(url)

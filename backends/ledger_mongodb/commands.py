@@ -131,22 +131,24 @@ def spend_as(
     return Request(_with_uuid(cmd, uuid), "spend_as")
 
 
-def read(collection: str, key: Any, genesis: str, uuid: Any, what: str) -> Request:
-    """The record (if any) and the genesis, in one read on the primary."""
-    return read_many(collection, [key], genesis, uuid, what)
-
-
-def read_many(collection: str, keys: list[Any], genesis: str, uuid: Any, what: str) -> Request:
-    """The records that exist among ``keys`` and the genesis, in one read on the primary."""
+def read_many(
+    collection: str, keys: list[Any], genesis: str, uuid: Any, what: str, encoding: str
+) -> Request:
+    """The records that exist among ``keys`` and the genesis, in one read on the primary,
+    in the ``_id`` order that reads the genesis last: a query may yield between two
+    documents and resume on a newer snapshot, and a genesis still there after the
+    records were read proves they were read from the store this ledger opened. (BSON
+    sorts text before BinData, and hex digits before the genesis's ``g``.)"""
     flt = {"_id": {"$in": [*keys, genesis]}}
-    return _find(collection, flt, {"t": 1, "g": 1, "d": 1}, len(keys) + 1, uuid, what)
+    last = -1 if encoding == BIN else 1
+    return _find(collection, flt, {"t": 1, "g": 1, "d": 1}, len(keys) + 1, uuid, what, last)
 
 
 def genesis_page(collection: str, after: str, size: int, uuid: Any) -> Request:
     """One page of the collection's genesis documents in ``_id`` order, after ``after``
     (on the ``_id`` index: the namespaces, without touching a record)."""
     flt = {"_id": {"$gt": after, "$lt": GENESIS_END}}
-    return _find(collection, flt, {"_id": 1}, size, uuid, "namespaces", ordered=True)
+    return _find(collection, flt, {"_id": 1}, size, uuid, "namespaces", 1)
 
 
 def _find(
@@ -156,14 +158,12 @@ def _find(
     size: int,
     uuid: Any,
     what: str,
-    *,
-    ordered: bool = False,
+    order: int,
 ) -> Request:
     """One ``find`` of at most ``size`` documents in a single batch, read concern
-    majority (in ``_id`` order when ``ordered``: a page)."""
+    majority, in ``_id`` order (1 ascending, -1 descending)."""
     cmd: SON[str, Any] = SON([("find", collection), ("filter", flt), ("projection", projection)])
-    if ordered:
-        cmd["sort"] = {"_id": 1}
+    cmd["sort"] = {"_id": order}
     cmd["limit"] = size
     cmd["batchSize"] = size
     cmd["singleBatch"] = True
@@ -210,7 +210,7 @@ def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any)
     # ``after`` has the keys' BSON type (first: the smallest value of it): comparisons
     # bracket by type, so documents of the other encoding never show up.
     flt: dict[str, Any] = {"ns": namespace, "_id": {"$gt": after}}
-    return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", ordered=True)
+    return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", 1)
 
 
 def hello() -> Request:

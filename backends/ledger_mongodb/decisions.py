@@ -5,16 +5,21 @@ Each generator yields a :class:`~.commands.Request`, receives the server's reply
 ``ledger_core.steps.run_steps`` (sync) and ``run_steps_async`` (async: PyMongo's
 ``AsyncMongoClient`` or Motor) drive the same code, so the variants cannot differ (C9).
 
-Identity after open (docs/mongodb.md, "What is proven when"):
+Identity after open (docs/mongodb.md, "Identity (C6)"): every operation proves its
+namespace's genesis itself, no periodic re-check stands in for it:
 
-* where the server has a collection UUID, every spend and read carries it
-  (``collectionUUID``): a dropped or re-created collection fails the very command;
-* every read fetches the namespace's genesis with the record, in the same ``find``;
-* a spend on a server without a UUID (nx-27017) reads the genesis back after its insert
-  (a second round trip) before answering, so a re-created collection is never trusted;
-* collection options, indexes and the genesis are re-checked at most every ``recheck``
-  seconds, piggybacked on an operation (a ``deleteMany`` that spares the collection
-  but removes the genesis is noticed there, or by the next read).
+* every read fetches the genesis with the records, in the same ``find``, the genesis
+  read last (so a forget between the two documents is seen);
+* every write (a spend's insert, a spend_as's upsert, a batch) is followed by a read of
+  the genesis and the records before answering: a genesis still ours after the write
+  proves the write landed in the store this ledger opened (a deleted genesis never
+  comes back: a new one is new random bytes);
+* a listing page is followed by a read of the genesis;
+* where the server has a collection UUID, every command also carries it
+  (``collectionUUID``): a dropped or re-created collection fails the very command,
+  before anything is written into it;
+* collection options and indexes (TTL, capped, collation) are re-checked at most every
+  ``recheck`` seconds, piggybacked on an operation.
 
 Once the store is found to have forgotten or changed, the ledger stays failed closed.
 """
@@ -228,7 +233,8 @@ def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
-    """Re-read what decides durability and identity; fail closed on any change.
+    """Re-read what decides durability (the collection's options and indexes, the server);
+    fail closed on any change. (The genesis is proven by every operation itself.)
 
     One operation re-checks while the others go on (the next check is due one period
     later from the start), so a period's end never turns every concurrent call into six
@@ -236,9 +242,6 @@ def recheck_steps(store: Store, now: float) -> Steps:
     store.next_check = now + store.settings.recheck
     try:
         facts: Facts = yield from facts_steps(store.settings, False)
-        genesis, _ = yield from _genesis_steps(
-            store.settings, store.genesis_key, facts.guard_uuid, create=False
-        )
     except NotPrimary:
         store.next_check = now  # not a change of store: refused until a primary answers
         raise
@@ -249,8 +252,6 @@ def recheck_steps(store: Store, now: float) -> Steps:
         raise _driver_failure(store, "re-check", exc) from exc
     if facts.shape(store.settings.durability) != store.shape:
         raise _forgot(store, "the collection's UUID or options changed")
-    if genesis != store.genesis:
-        raise _forgot(store, "the namespace's genesis document is gone or different")
 
 
 def _maybe_recheck(store: Store, now: float) -> Steps:
@@ -286,7 +287,9 @@ def _read_many_steps(store: Store, keys: list[Any], what: str) -> Steps:
     """The records among ``keys`` (by key bytes) and the genesis in one ``find``; the
     genesis must be ours."""
     try:
-        reply = yield cmd.read_many(store.collection, keys, store.genesis_key, store.uuid, what)
+        reply = yield cmd.read_many(
+            store.collection, keys, store.genesis_key, store.uuid, what, store.encoding
+        )
     except Exception as exc:
         raise _driver_failure(store, what, exc) from exc
     genesis = None
@@ -366,9 +369,9 @@ def _write_steps(
     store: Store, request: Request, judge: Judge, key: Any, token: bytes, digest: bytes | None
 ) -> Steps:
     """The one write that records an id (a spend's insert, a spend_as's upsert), judged
-    by ``judge`` (``True``/``False``, ``None``: the write concern failed). Where no
-    collection UUID guards it, the genesis and the record are read back before the
-    answer; a lost reply is settled (C5)."""
+    by ``judge`` (``True``/``False``, ``None``: the write concern failed), then the
+    genesis and the record read back before the answer (the proof: a ``deleteMany`` of
+    the namespace leaves the collection and its UUID); a lost reply is settled (C5)."""
     try:
         outcome = judge(store, (yield request))
     except LedgerError:
@@ -378,12 +381,10 @@ def _write_steps(
         return (yield from _settle(store, request, judge, key, token, digest, exc))
     if outcome is None:
         return (yield from _settle_by_read(store, key, token, None, digest))
-    if store.uuid is None:
-        read: _Read = yield from _read_steps(store, key, f"{request.what} (verify)")
-        if not read.present:
-            raise _forgot(store, "the record vanished right after its write")
-        return outcome and read.holds(token, digest)
-    return outcome
+    read: _Read = yield from _read_steps(store, key, f"{request.what} (verify)")
+    if not read.present:
+        raise _forgot(store, "the record vanished right after its write")
+    return outcome and read.holds(token, digest)
 
 
 def _unless_unknown(store: Store, what: str, exc: Exception) -> None:
@@ -404,8 +405,8 @@ def _settle(
     digest: bytes | None,
     failure: Exception,
 ) -> Steps:
-    """C5: the same write again. Recorded now (UUID-guarded): ours. Anything else (a
-    duplicate may be our own first write): read whose record it is."""
+    """C5: the same write again, then read whose record it is (a duplicate may be our
+    own first write), with the genesis."""
     again = replace(request, what=f"{request.what} (resolve)")
     try:
         outcome = judge(store, (yield again))
@@ -415,8 +416,7 @@ def _settle(
         if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
             raise _driver_failure(store, again.what, exc) from exc
         raise errors.ambiguous(failure, exc) from failure
-    if outcome is True and store.uuid is not None:
-        return True
+    del outcome  # inserted now or a duplicate: the read decides, and proves the genesis
     return (yield from _settle_by_read(store, key, token, failure, digest))
 
 
@@ -459,8 +459,8 @@ def spend_as_steps(
 ) -> Steps:
     """C10 in one round trip (:func:`commands.spend_as`, an upsert on ``_id`` + digest):
     ``True`` when it inserted the record or the record holds the same digest, ``False``
-    on a duplicate key. Identity as for a spend: ``collectionUUID`` where the server has
-    one, else the genesis (and the record) read back before answering. A lost reply is
+    on a duplicate key. Identity as for a spend: the genesis (and the record) read back
+    before answering, ``collectionUUID`` where the server has one. A lost reply is
     settled by the same upsert again (it changes nothing once the record exists), then by
     a read of the stored token and digest (C5)."""
     yield from _maybe_recheck(store, now)
@@ -513,7 +513,7 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
     """One unordered insert of the batch (w majority, journaled, ``collectionUUID``): each
     id's answer is what ``spend`` would say (a repeat within the batch: ``False``). A
     lost reply is settled by the same documents again and one read of whose token is
-    stored; without a collection UUID the genesis and the tokens are read back."""
+    stored; the genesis and the tokens are read back before answering (the proof)."""
     yield from _maybe_recheck(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
     unique = _unique(keys)
@@ -535,20 +535,20 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
                 raise _driver_failure(store, "spend_many (resolve)", again) from again
             raise errors.ambiguous(failure, again) from failure
         won = None  # a duplicate now may be our own first write: read the tokens
-    if won is None or store.uuid is None:
-        try:
-            found = yield from _read_many_steps(store, unique, "spend_many (verify)")
-        except UnsafeStoreConfig:
-            raise
-        except LedgerError as exc:
-            raise errors.ambiguous(failure or exc, exc) from (failure or exc)
-        if not all(found[key].present for key in unique):
-            raise errors.ambiguous(
-                failure or LedgerUnavailable("write concern not confirmed"),
-                LedgerUnavailable("a record of the batch is not on the primary"),
-            )
-        mine = [found[key].token == token for key in unique]
-        won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
+    # The proof: the genesis after the write, with whose tokens are stored.
+    try:
+        found = yield from _read_many_steps(store, unique, "spend_many (verify)")
+    except UnsafeStoreConfig:
+        raise
+    except LedgerError as exc:
+        raise errors.ambiguous(failure or exc, exc) from (failure or exc)
+    if not all(found[key].present for key in unique):
+        raise errors.ambiguous(
+            failure or LedgerUnavailable("write concern not confirmed"),
+            LedgerUnavailable("a record of the batch is not on the primary"),
+        )
+    mine = [found[key].token == token for key in unique]
+    won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
     answer = dict(zip(unique, won, strict=True))
     out = []
     for key in keys:  # a repeat within the batch: its first copy answered
@@ -566,6 +566,7 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
     except Exception as exc:
         raise _driver_failure(store, "namespaces", exc) from exc
     docs = _first_batch(reply)
+    yield from _read_many_steps(store, [], "namespaces (verify)")  # the genesis, after
     names = [
         doc["_id"][len(cmd.GENESIS_PREFIX) :]
         for doc in docs
@@ -582,6 +583,7 @@ def list_steps(store: Store, after: Any, now: float) -> Steps:
         reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
     except Exception as exc:
         raise _driver_failure(store, "spent_ids", exc) from exc
+    yield from _read_many_steps(store, [], "spent_ids (verify)")  # the genesis, after
     prefix = cmd.record_prefix(store.namespace)
     docs = _first_batch(reply)
     ids: list[str] = []

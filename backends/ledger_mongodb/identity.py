@@ -53,7 +53,8 @@ class Facts:
     @property
     def guard_uuid(self) -> Any:
         """The UUID to send as ``collectionUUID``: MongoDB >= 6.0 accepts it on insert and
-        find; older servers refuse the unknown field, so they get the genesis re-read."""
+        find; older servers refuse the unknown field (the genesis read proves the store
+        on every server; the UUID also keeps a write out of a re-created collection)."""
         return self.uuid if self.version >= (6, 0) else None
 
     @property
@@ -217,8 +218,8 @@ def ledger_info(
 
 
 # The oldest server a ledger opens on: every open sends ``hello`` (MongoDB 4.4.2, and
-# 4.0.21 / 4.2.10 patch releases). collectionUUID (6.0) is used where present, else each
-# spend and read is guarded by a re-read of the genesis instead.
+# 4.0.21 / 4.2.10 patch releases). Every operation proves the genesis; collectionUUID
+# (6.0) is sent too where present.
 MONGODB_MINIMUM = (4, 0)
 GUARD_UUID_FROM = (6, 0)
 
@@ -249,11 +250,11 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
     said = facts.build.get("version")
     needs = "the hello command every open sends"
     if facts.guard_uuid is not None:
-        needs += "; collectionUUID (6.0) guards each spend and read"
+        needs += "; collectionUUID (6.0) keeps each command out of a re-created collection"
     elif said and facts.version >= GUARD_UUID_FROM:
-        needs += "; it gives no collection UUID, so a genesis re-read guards each spend"
+        needs += "; it gives no collection UUID: the genesis read alone guards each spend"
     elif said:
-        needs += "; below 6.0 a genesis re-read guards each spend instead of collectionUUID"
+        needs += "; below 6.0 no collectionUUID: the genesis read alone guards each spend"
     version = version_check(
         "MongoDB" if facts.kind != "nx-27017" else "nx-27017",
         facts.version if said else None,

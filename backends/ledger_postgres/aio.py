@@ -46,7 +46,7 @@ async def run_op(conn: AConn, op: Op) -> Row:
             results = await conn.wait(generators.execute(pgconn))
         return prepared_answer(results, op, conn)
     cur = psycopg.AsyncCursor(conn, row_factory=tuple_row)
-    await cur.execute(op.query, op.params, prepare=False if op.params is None else None)
+    await cur.execute(op.query, op.params, prepare=False)  # see the sync run_op
     if op.counted or op.result is None:
         return () if op.counted and cur.rowcount > 0 else None
     for _ in range(op.result):

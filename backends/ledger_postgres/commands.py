@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from psycopg import errors as pg_errors
 from psycopg import pq, sql
+from psycopg.adapt import PyFormat
 
 from .options import DEFAULT_SCHEMA, PgConfig
 
@@ -286,6 +287,9 @@ _ADD_ATTEMPT_COLUMN = "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS attempt_dige
 _BEGIN = sql.SQL("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
 _COMMIT = sql.SQL("COMMIT")
 _P = sql.Placeholder()
+# A batch's array of ids goes in binary: the text form escapes each bytea element with a
+# regex, a third of a migration's client time.
+_BINARY = sql.Placeholder(format=PyFormat.BINARY)
 _NAMES = ("ns", "rid", "token", "digest", "after", "limit")
 
 # What opening reads first: the server's safety facts and the table's, in one row.
@@ -432,9 +436,10 @@ class Statements:
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         """``template`` with the guard and a placeholder for each value, in text order."""
         condition = guard.condition(spend=template.startswith("INSERT") if spend is None else spend)
-        return sql.SQL(template).format(
-            table=self.table, guard=sql.SQL(condition), **dict.fromkeys(_NAMES, _P)
-        )
+        values = dict.fromkeys(_NAMES, _P)
+        if "{rid}::bytea[]" in template:
+            values["rid"] = _BINARY
+        return sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **values)
 
     @staticmethod
     def _render(statement: sql.Composable) -> bytes:

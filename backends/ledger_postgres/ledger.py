@@ -60,9 +60,13 @@ def run_op(conn: Conn, op: Op) -> Row:
         return prepared_answer(results, op, conn)
     # Our own cursor class and row shape, whatever factories the host's pool configured.
     cur = psycopg.Cursor(conn, row_factory=tuple_row)
-    # A script (no parameters) can never be a prepared statement, whatever the host's
-    # prepare_threshold says.
-    cur.execute(op.query, op.params, prepare=False if op.params is None else None)
+    # Never prepared, whatever the host's prepare_threshold says: a script cannot be, and
+    # a batch statement's generic plan, made while the table was young (a scan of the
+    # whole namespace, ANY() a filter), stayed with the session as the table grew, so a
+    # first migration went quadratic (2,000 ids/s). Each run is planned with its values
+    # and the table's size now; the hot statements (Prepared) are one index probe at
+    # any size, generic or not.
+    cur.execute(op.query, op.params, prepare=False)
     if op.counted:
         return () if cur.rowcount > 0 else None
     if op.result is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ledger_core.lazy import lazy_exports
 
-from .backend import BACKEND, CLUSTER_BACKEND
+from .backend import BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND
 from .errors import ReplyLost
 from .options import RedisOptions
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKEND",
     "CLUSTER_BACKEND",
+    "SENTINEL_BACKEND",
     "AsyncRedisLedger",
     "RedisLedger",
     "RedisOptions",

@@ -151,5 +151,62 @@ class _ClusterBackend:
             cluster.close()
 
 
+def _sentinel_pool(target: Target, flavour: Any, url: LedgerURL) -> Any:
+    """A pool on the master the Sentinels name (asked again for every new connection,
+    so it follows a failover), with the ledger's timeouts and no driver retries."""
+    redis = redis_module()
+    seconds = {
+        "socket_timeout": target.options.timeout,
+        "socket_connect_timeout": target.options.connect_timeout,
+    }
+    try:
+        kwargs = redis.connection.parse_url(target.driver_url)
+    except (ValueError, TypeError) as exc:
+        raise url_refused(url, exc) from None
+    kwargs.pop("host", None)
+    kwargs.pop("port", None)
+    manager = flavour.Sentinel(list(target.sentinels), sentinel_kwargs=dict(seconds))
+    return flavour.SentinelConnectionPool(
+        target.service,
+        manager,
+        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+        max_connections=100,
+        **seconds,
+        **kwargs,
+    )
+
+
+class _SentinelBackend(_RedisBackend):
+    """``redis+sentinel://``: the master a quorum of Sentinels names, followed across
+    failovers (each new connection asks them); the same ledger as standalone."""
+
+    def open(self, request: OpenRequest) -> Any:
+        from .ledger import RedisLedger
+        from .transport import PoolTransport
+
+        target = _target(request, cluster=False)
+        pool = _sentinel_pool(target, redis_module().sentinel, request.url)
+        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        return RedisLedger.open_on(
+            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
+        )
+
+    async def open_async(self, request: OpenRequest) -> Any:
+        from .aio import AsyncRedisLedger
+        from .transport import PoolTransport
+
+        target = _target(request, cluster=False)
+        pool = _sentinel_pool(target, redis_module().asyncio.sentinel, request.url)
+        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        return await AsyncRedisLedger.open_on(
+            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
+        )
+
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        """None: the Sentinels hand out the master's own address."""
+        return None
+
+
 BACKEND = _RedisBackend()
+SENTINEL_BACKEND = _SentinelBackend()
 CLUSTER_BACKEND = _ClusterBackend()

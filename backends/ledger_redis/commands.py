@@ -148,15 +148,40 @@ def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[
     return [("UNLINK", *keys) for keys in by_namespace.values()]
 
 
-# The genesis proof every spend and read makes in its own round trip (KEYS[1] is the
-# genesis key, ARGV[1] the value this ledger opened with). An error reply, never a
-# value, so no reply can be mistaken for an answer.
+# The identity proof every spend and read makes in its own round trip. KEYS[1] is the
+# genesis key; ARGV[1] is the genesis value this ledger opened with (32 hex digits),
+# then, unless failover_may_lose_spends=accept, ":" and the replication epoch it opened
+# under: empty when the server had no replication (no backlog: no replica attached, so
+# no failover target holds a copy), else the master's master_replid, which a promotion
+# (and a restart) replaces. The server's role and epoch are read by INFO inside the
+# script, atomically with the spend (effects replication first: Redis 3.2 - 4 would
+# refuse a write after INFO otherwise). An error reply, never a value, so no reply can be
+# mistaken for an answer.
 _PROVE_GENESIS = (
     "local g = redis.call('GET', KEYS[1]) "
-    "if g ~= ARGV[1] then "
+    "if g ~= string.sub(ARGV[1], 1, 32) then "
     "if g then return redis.error_reply('" + IDENTITY_ERROR + " changed') end "
     "return redis.error_reply('" + IDENTITY_ERROR + " gone') end "
+    "if #ARGV[1] > 32 then "
+    "if redis.replicate_commands then redis.replicate_commands() end "
+    "local i = redis.call('INFO', 'replication') "
+    "local e = '' "
+    "if string.find(i, 'repl_backlog_active:1', 1, true) then "
+    "e = string.match(i, 'master_replid:(%x+)') or '?' end "
+    "if e ~= string.sub(ARGV[1], 34) or not string.find(i, 'role:master', 1, true) then "
+    "return redis.error_reply('" + IDENTITY_ERROR + " replication') end end "
 )
+# What open reads, routed by the genesis key to the master that owns its slot (the
+# same node every spend's script runs on): its role, whether it keeps a replication
+# backlog (a replica attached within repl-backlog-ttl), its master_replid, replicas, and
+# its good replicas when min-replicas-to-write is set (empty otherwise).
+EPOCH_BODY = (
+    "local i = redis.call('INFO', 'replication') "
+    "local function f(n) return string.match(i, n .. ':([^\\r\\n]*)') or '' end "
+    "return {f('role'), f('repl_backlog_active'), f('master_replid'), f('connected_slaves'), "
+    "f('min_slaves_good_slaves')}"
+)
+
 # spend: SET NX GET in Lua, behind the genesis proof. nil: written now by us; a value:
 # whose token is stored (ours after a lost reply, or someone else's).
 SPEND_BODY = (
@@ -181,6 +206,9 @@ SPEND_AS_BODY = (
 # is_spent: declared WITHOUT the no-writes flag (Redis >= 7), so a read-only replica
 # refuses it (READONLY) in the same round trip: reads follow the spends' rule.
 READ_BODY = _PROVE_GENESIS + "return redis.call('EXISTS', KEYS[2])"
+# A listing page: the proof alone, sent right AFTER the page's SCAN, so a page answered
+# by a store that forgot (or failed over) before the proof ran is refused.
+PROVE_BODY = _PROVE_GENESIS + "return 1"
 SHEBANG = "#!lua\n"
 
 # Before Redis 7, SET cannot combine NX and GET; kept for hosts that used it.
@@ -241,9 +269,15 @@ class Plan:
 
     keys: Keys
     genesis: bytes
+    epoch: bytes | None = None  # None: failover_may_lose_spends=accept (not proven)
     shebang: bool = True
     wait: Command | None = None
     probe_waitaof: bool = False
+
+    @cached_property
+    def proof(self) -> bytes:
+        """ARGV[1] of every script: the genesis, and the epoch to prove with it."""
+        return self.genesis if self.epoch is None else self.genesis + b":" + self.epoch
 
     @cached_property
     def spend_script(self) -> Script:
@@ -263,12 +297,18 @@ class Plan:
         own script); a resend after a lost reply is the same commands (C5)."""
         key = self.keys.record(request_id)
         script = self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script
-        first = script.evalsha(self.keys.genesis, key, self.genesis, value)
+        first = script.evalsha(self.keys.genesis, key, self.proof, value)
         return [first] if self.wait is None else [first, self.wait]
+
+    @cached_property
+    def proof_command(self) -> Command:
+        """The identity proof alone (``EVAL``: one per listing page)."""
+        body = (SHEBANG if self.shebang else "") + PROVE_BODY
+        return ("EVAL", body, 1, self.keys.genesis, self.proof)
 
     def read_commands(self, request_id: bytes) -> list[Command]:
         key = self.keys.record(request_id)
-        return [self.read_script.evalsha(self.keys.genesis, key, self.genesis)]
+        return [self.read_script.evalsha(self.keys.genesis, key, self.proof)]
 
     def spend_many_commands(
         self, request_ids: Sequence[bytes], tokens: Sequence[bytes]
@@ -276,7 +316,7 @@ class Plan:
         """One trip: the spend script per id (a token each, so a repeat within the
         batch finds its first copy's token: ``False``), then one ``WAIT`` for all."""
         out = [
-            self.spend_script.evalsha(self.keys.genesis, self.keys.record(rid), self.genesis, tok)
+            self.spend_script.evalsha(self.keys.genesis, self.keys.record(rid), self.proof, tok)
             for rid, tok in zip(request_ids, tokens, strict=True)
         ]
         return out if self.wait is None else [*out, self.wait]
@@ -289,6 +329,11 @@ FACT_COMMANDS: list[Command] = [
     ("CONFIG", "GET", "save"),
     ("CONFIG", "GET", "appendfsync"),
 ]
+
+
+def epoch_command(keys: Keys) -> Command:
+    """Read the replication facts of the master that owns the namespace's slot."""
+    return ("EVAL", EPOCH_BODY, 1, keys.genesis)
 
 
 def scan_command(cursor: int, pattern: bytes, count: int) -> Command:

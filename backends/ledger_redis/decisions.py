@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ledger_core.errors import (
@@ -31,12 +31,13 @@ from .commands import (
     Command,
     Keys,
     Plan,
+    epoch_command,
     glob_escape,
     scratch_namespace,
     scratch_pattern,
     unlink_commands,
 )
-from .errors import FORGOT, IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
+from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
 from .options import RedisOptions
 from .transport import CALL, FACTS, NODES, SCAN, Page, Request
 
@@ -50,6 +51,7 @@ class Opened:
     info: LedgerInfo
     options: RedisOptions
     facts: tuple[identity.ServerFacts, ...] = ()  # as read at open (the doctor shows them)
+    replication: identity.Replication | None = None  # None: not read (accepted, or no store)
 
 
 def plan_for(
@@ -105,9 +107,15 @@ def open_steps(
     keys = Keys(namespace, cluster)
     writable = all(f.role in (None, "master") for f in facts)
     genesis = yield from genesis_steps(keys, options.create, writable)
+    replication = None
+    if genesis is not None and not options.failover_may_lose_spends:
+        replication = yield from replication_steps(keys)
+        verdict = identity.judge_replication(verdict, replication, options)
+    epoch = None if replication is None or replication.error else replication.epoch
     plan = plan_for(
         options, identity.server_version(facts), cluster=cluster, keys=keys, genesis=genesis or b""
     )
+    plan = replace(plan, epoch=epoch)
     if plan.probe_waitaof:
         # The version is unknown (INFO denied): ask the server itself, never guess.
         try:
@@ -123,8 +131,23 @@ def open_steps(
         genesis=genesis,
         verdict=verdict,
         keys=keys,
+        epoch=epoch,
     )
-    return Opened(plan, info, options, tuple(facts))
+    return Opened(plan, info, options, tuple(facts), replication)
+
+
+def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replication]:
+    """The replication facts of the master that owns the namespace's slot, by the route
+    every spend takes (the genesis key); a refusal (ACL without INFO) is unknown."""
+    try:
+        (reply,) = yield (CALL, [epoch_command(keys)], "open (replication)")
+    except IdentityLost:
+        raise
+    except LedgerError as exc:
+        if isinstance(exc, ReplyLost) or not isinstance(exc.__cause__, Exception):
+            raise
+        return identity.replication_from(exc.__cause__)
+    return identity.replication_from(reply)
 
 
 def genesis_steps(
@@ -391,12 +414,12 @@ class Scan:
 
     what = "scan"
 
-    def __init__(self, pattern: bytes, count: int, genesis_key: bytes | None) -> None:
+    def __init__(self, pattern: bytes, count: int, proof: Command | None) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
         self.pattern = pattern
         self.count = count
-        self._genesis_key = genesis_key
+        self._proof = proof
         self._nodes: list[Any] | None = None
         self._cursor = 0
         self._started = False
@@ -412,11 +435,11 @@ class Scan:
         if not self._nodes:
             return None
         self._started = True
-        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._genesis_key)
-        genesis, cursor, keys = yield (SCAN, page, self.what)
-        return self.take(genesis, cursor, keys)
+        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._proof)
+        proved, cursor, keys = yield (SCAN, page, self.what)
+        return self.take(proved, cursor, keys)
 
-    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+    def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
         if not isinstance(cursor, int) or cursor < 0:
             raise LedgerUnavailable(f"{self.what}: SCAN answered cursor {cursor!r}")
         self._cursor = cursor
@@ -439,8 +462,10 @@ class Scan:
 
 class Listing(Scan):
     """``spent_ids`` (or the subjects of one kind of marker: ``lineage``): every page
-    is asked with the genesis read in the same trip (standalone) or just before
-    (Cluster: a second command; the window is one page)."""
+    is followed by the identity proof (genesis and replication epoch), in the same trip
+    (standalone) or as the next command (Cluster). After the page, not before: a store
+    that forgot between a proof and the ``SCAN`` would answer an empty page as if it
+    were the end; one that forgot before the proof fails it."""
 
     what = "spent_ids"
 
@@ -451,14 +476,13 @@ class Listing(Scan):
         self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
         self._prefix = plan.keys.record_prefix
         pattern = glob_escape(self._prefix + self._marker) + b"*"
-        super().__init__(pattern, count, plan.keys.genesis)
+        super().__init__(pattern, count, plan.proof_command)
 
-    def take(self, genesis: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+    def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
         """The page's request ids (markers, other namespaces and repeats left out)."""
-        if genesis != self._plan.genesis:
-            how = "gone" if genesis is None else "different"
-            raise IdentityLost("spent_ids: " + FORGOT.format(how=how))
-        return super().take(genesis, cursor, keys)
+        if proved != 1:  # a failed proof is an error reply: IdentityLost by then
+            raise LedgerUnavailable(f"spent_ids: unexpected identity proof reply {proved!r:.60}")
+        return super().take(proved, cursor, keys)
 
     def keep(self, key: bytes) -> str | None:
         if not key.startswith(self._prefix):

@@ -17,9 +17,11 @@ def redis_module() -> ModuleType:
         import redis
         import redis.asyncio
         import redis.asyncio.cluster
+        import redis.asyncio.sentinel
         import redis.backoff
         import redis.cluster
         import redis.retry
+        import redis.sentinel
     except ImportError as exc:
         from ledger_core.errors import MissingDriver
 

@@ -39,6 +39,13 @@ FORGOT = (
 )
 
 
+REPLICATION_CHANGED = (
+    "the store's replication changed since this ledger opened: {how}; spends "
+    "acknowledged before may be missing here, so this ledger stays failed closed: reopen "
+    "(a new instance gets a new store_id)"
+)
+
+
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     """Map one redis-py exception to the ledger's error tree (C4).
 
@@ -55,6 +62,12 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     if isinstance(exc, exceptions.ResponseError):
         text = str(exc)
         if text.startswith(IDENTITY_ERROR):
+            if "replication" in text:
+                how = (
+                    "the server is no longer the master it was, or a replica attached to "
+                    "a master that had none (a failover, a restart, REPLICAOF)"
+                )
+                return IdentityLost(f"{what}: " + REPLICATION_CHANGED.format(how=how))
             how = "gone" if "gone" in text else "different"
             return IdentityLost(f"{what}: " + FORGOT.format(how=how))
         if text.startswith("WRONGTYPE"):

@@ -12,7 +12,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
@@ -25,9 +25,52 @@ from .options import RedisOptions
 GENESIS_PATTERN = re.compile(rb"[0-9a-f]{32}\Z")
 
 
-def store_id(kind: str, genesis: bytes, namespace: str) -> str:
-    # The genesis value is 32 hex digits: everything after it is the namespace.
-    return f"{kind}:{genesis.decode('ascii')}:{namespace}"
+def store_id(kind: str, genesis: bytes, namespace: str, epoch: bytes = b"") -> str:
+    # The genesis value is 32 hex digits, then "." and the master's replication id when
+    # the store is replicated: everything after the next ":" is the namespace.
+    bound = f".{epoch.decode('ascii')}" if epoch else ""
+    return f"{kind}:{genesis.decode('ascii')}{bound}:{namespace}"
+
+
+@dataclass(frozen=True)
+class Replication:
+    """What the master that owns the namespace's slot says of its replication, read at
+    open by the same route as every spend (``EPOCH_BODY``); ``error``: it would not say.
+
+    ``backlog``: it keeps a replication backlog, i.e. a replica attached within
+    ``repl-backlog-ttl``; then ``replid`` (``master_replid``) names its history, which
+    every promotion of a replica (and every restart) replaces."""
+
+    role: str = ""
+    backlog: bool = False
+    replid: str = ""
+    replicas: int = 0
+    error: str | None = None
+    good: int | None = None  # min_slaves_good_slaves; None: min-replicas-to-write unset
+
+    @property
+    def epoch(self) -> bytes:
+        """What each script proves beside the genesis: ``b""`` with no replication."""
+        return self.replid.encode("ascii") if self.backlog else b""
+
+
+REPLID_PATTERN = re.compile(r"[0-9a-f]{40}\Z")
+
+
+def replication_from(reply: Any) -> Replication:
+    """:class:`Replication` from ``EPOCH_BODY``'s reply (or the error it got)."""
+    if isinstance(reply, BaseException):
+        return Replication(error=_short(reply))
+    try:
+        role, backlog, replid, replicas, good = (
+            v.decode("ascii") if isinstance(v, bytes) else str(v) for v in reply
+        )
+        count, fine = int(replicas or 0), None if good == "" else int(good)
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return Replication(error=f"unexpected INFO replication reply {reply!r:.80}")
+    if backlog == "1" and not REPLID_PATTERN.match(replid):
+        return Replication(error=f"unexpected master_replid {replid!r:.60}")
+    return Replication(role, backlog == "1", replid, count, good=fine)
 
 
 @dataclass(frozen=True)
@@ -307,6 +350,27 @@ def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
     return Verdict("; ".join(reasons) or None, tuple(notes), weakest)
 
 
+def judge_replication(verdict: Verdict, replication: Replication, options: RedisOptions) -> Verdict:
+    """The verdict with what the slot's master said of its replication: unknown
+    refuses (unless ``trust_config`` asserts it), a non-master refuses."""
+    if replication.error is not None:
+        what = f"cannot read INFO replication from a script ({replication.error})"
+        if options.trust_config:
+            return replace(verdict, notes=(*verdict.notes, f"{what}; asserted by trust_config"))
+        reason = (
+            f"{what}: the store_id cannot be bound to the master's replication, so a "
+            "failover could lose spends under it; allow INFO to the ledger's user, or "
+            "accept the risk with failover_may_lose_spends=accept"
+        )
+    elif replication.role != "master":
+        role = replication.role or "non-master"
+        reason = f"the namespace's server is a {role}: its data is a copy"
+    else:
+        return verdict
+    joined = "; ".join(r for r in (verdict.reason, reason) if r)
+    return replace(verdict, reason=joined)
+
+
 def changed_since_open(info: LedgerInfo, verdict: Verdict) -> UnsafeStoreConfig | None:
     """The periodic re-check: a proving ledger whose store can now forget fails closed
     (and stays failed); a ledger that never proved has nothing to withdraw."""
@@ -347,6 +411,7 @@ def ledger_info(
     genesis: bytes | None,
     verdict: Verdict,
     keys: Keys | None = None,
+    epoch: bytes | None = None,
 ) -> LedgerInfo:
     """The ledger's identity (C6) and whether it may prove, decided once at open.
 
@@ -370,6 +435,13 @@ def ledger_info(
         "; every spend and read proves the genesis in the same round trip (one script); "
         "the configuration is re-checked at most every recheck_interval seconds"
     )
+    if epoch:
+        identity += (
+            f"; replicated: bound to master_replid {epoch.decode()}, proven by every "
+            "spend and read (a failover or restart of the master gives a new store_id)"
+        )
+    elif epoch is not None:
+        identity += "; no replication: every spend and read proves there is still none"
     proves = genesis is not None and verdict.reason is None
     reason = verdict.reason
     if proves and verdict.durability == Durability.PROCESS:
@@ -379,9 +451,16 @@ def ledger_info(
         )
     if genesis is None and reason is None:
         reason = "no genesis could be read or written on this server"
+    if proves and epoch is None and reason is None:
+        reason = (
+            "failover_may_lose_spends=accept (or replication unknown, asserted by "
+            "trust_config): the store_id is not bound to the master's replication, so a "
+            "failover to a replica that missed a spend reads it as unspent under this "
+            "same store_id"
+        )
     return LedgerInfo(
         backend=kind,
-        store_id=store_id(kind, genesis, namespace) if proves and genesis else None,
+        store_id=store_id(kind, genesis, namespace, epoch or b"") if proves and genesis else None,
         reason=reason,
         location=location,
         namespace=namespace,
@@ -443,8 +522,98 @@ def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> 
     return Check("configuration", PASS, f"{where}{said}")
 
 
+_PROMOTION = (
+    "Sentinel and Cluster promote by replica priority and replication offset, never by "
+    "which replica acknowledged a spend (WAIT is best-effort), so a failover may lose "
+    "the latest spends"
+)
+
+
+def replication_checks(
+    replication: Replication | None, options: RedisOptions, *, sentinel: bool
+) -> list[Check]:
+    """What the namespace's master said of its replication at open, and what a failover
+    does to the store_id: bound to its replication id, or (accepted) not."""
+    if options.failover_may_lose_spends:
+        return [
+            Check(
+                "replication",
+                INFO,
+                "failover_may_lose_spends=accept: the store_id survives a failover; "
+                + _PROMOTION
+                + ", and they then read as unspent under it",
+            )
+        ]
+    if replication is None:
+        return []
+    if replication.error is not None:
+        line = f"INFO replication unreadable from a script ({replication.error})"
+        if options.trust_config:
+            return [Check("replication", INFO, line + "; asserted by trust_config")]
+        fix = "allow INFO to the ledger's user, or set failover_may_lose_spends=accept"
+        return [Check("replication", FAIL, line, fix)]
+    if replication.role != "master":
+        return [Check("replication", FAIL, f"role {replication.role}", _PRIMARY)]
+    if not replication.backlog:
+        lines = [
+            Check(
+                "replication",
+                PASS,
+                "no replica (no replication backlog): no failover target holds a copy; every "
+                "spend and read proves there is still none (a replica attaching fails this "
+                "ledger closed; a new one binds its store_id to the master's replid)",
+            )
+        ]
+    else:
+        lines = [
+            Check(
+                "replication",
+                PASS,
+                f"{replication.replicas} replica(s) connected; store_id bound to master_replid "
+                f"{replication.replid[:12]}..., proven by every spend and read: a failover or "
+                "restart of the master gives a new store_id (hosts ask again, H5), so a spend "
+                "a promoted replica missed never reads unspent under this one",
+            )
+        ]
+        if options.wait_replicas:
+            lines.append(
+                Check(
+                    "replication",
+                    INFO,
+                    f"wait_replicas={options.wait_replicas} of {replication.replicas} "
+                    "connected: each True waited for them (fewer spends lost across a "
+                    "failover; short of them: AmbiguousSpend)",
+                )
+            )
+        else:
+            lines.append(
+                Check(
+                    "replication",
+                    INFO,
+                    "no WAIT: a failover loses the spends the promoted replica had not "
+                    "received (under the old store_id only); wait_replicas=N narrows that",
+                )
+            )
+        if replication.good is None:
+            split = "min-replicas-to-write unset: a partitioned master keeps taking spends"
+        else:
+            split = f"min-replicas-to-write set ({replication.good} good now): a partitioned "
+            split += "master stops taking spends once its replicas lag"
+        split += " (until demoted, under the old store_id only; lost with it)"
+        lines.append(Check("replication", INFO, split))
+    if sentinel:
+        lines.append(Check("replication", INFO, "Sentinel: " + _PROMOTION))
+    return lines
+
+
 def doctor_checks(
-    facts: Sequence[ServerFacts], options: RedisOptions, info: LedgerInfo, driver: str
+    facts: Sequence[ServerFacts],
+    options: RedisOptions,
+    info: LedgerInfo,
+    driver: str,
+    replication: Replication | None = None,
+    *,
+    sentinel: bool = False,
 ) -> list[Check]:
     """``decision-ledger doctor``'s lines for a Redis ledger, from the facts it read at
     open (``INFO``, ``CONFIG GET``); no I/O. Each line is judged as :func:`assess`
@@ -485,4 +654,5 @@ def doctor_checks(
             else:
                 lines.append(Check("configuration", PASS, f"{where}{name} {value}"))
         lines.append(_persistence_line(where, one, options))
+    lines += replication_checks(replication, options, sentinel=sentinel)
     return [*checks, *configuration_checks(info, lines)]

@@ -172,7 +172,14 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         read at open (no I/O)."""
         opened = self._guard.opened
         driver = str(getattr(redis_module(), "__version__", "?"))
-        return identity.doctor_checks(opened.facts, opened.options, self._info, driver)
+        return identity.doctor_checks(
+            opened.facts,
+            opened.options,
+            self._info,
+            driver,
+            opened.replication,
+            sentinel=self._io.location.startswith("redis+sentinel:"),
+        )
 
     def close(self) -> None:
         if not self._io.closed:

@@ -31,6 +31,8 @@ DURABILITY_CHOICES = {
     Durability.PROCESS: Durability.PROCESS,
 }
 
+FAILOVER_CHOICES = {"no": "no", "accept": "accept"}
+
 # Options this backend owns; they are stripped from the URL before redis-py sees it.
 LEDGER_OPTIONS = frozenset(
     {
@@ -45,6 +47,7 @@ LEDGER_OPTIONS = frozenset(
         "durability",
         "create",
         "recheck_interval",
+        "failover_may_lose_spends",
     }
 )
 # Driver options allowed in the URL query (redis-py parses them from the URL).
@@ -58,6 +61,7 @@ DRIVER_URL_OPTIONS = frozenset(
         "ssl_certfile",
         "ssl_keyfile",
         "ssl_check_hostname",
+        "sentinels",
     }
 )
 # A client the host gives keeps its own timeouts and connection settings.
@@ -80,6 +84,9 @@ class RedisOptions:
     durability: str = Durability.MACHINE
     create: bool = True
     recheck_interval: float = DEFAULT_RECHECK
+    # True: the store_id is not bound to the master's replication id, so it survives a
+    # failover that can lose acknowledged spends (the user accepts that risk).
+    failover_may_lose_spends: bool = False
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "wait_timeout"):
@@ -113,6 +120,10 @@ class RedisOptions:
             durability=DURABILITY_CHOICES[level],
             create=request.create(),
             recheck_interval=request.seconds("recheck_interval", DEFAULT_RECHECK),
+            failover_may_lose_spends=request.choice(
+                "failover_may_lose_spends", "no", FAILOVER_CHOICES
+            )
+            == "accept",
         )
 
     @classmethod
@@ -137,6 +148,9 @@ class Target:
     options: RedisOptions
     namespace: str
     cluster: bool
+    # redis+sentinel://: the master's name and every Sentinel's (host, port)
+    service: str = ""
+    sentinels: tuple[tuple[str, int], ...] = ()
 
     def __repr__(self) -> str:
         return f"<Target {self.location}>"
@@ -149,6 +163,8 @@ def parse(request: OpenRequest) -> Target:
     for name in DRIVER_URL_OPTIONS & set(request.options):
         if url.query.get(name) != request.options[name]:
             raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
+    if url.scheme == "redis+sentinel":
+        return _sentinel_target(request)
     _check_driver_parts(url)
     cluster = url.scheme == "redis+cluster"
     raw = request.driver_url(LEDGER_OPTIONS)
@@ -169,6 +185,8 @@ def _check_driver_parts(url: LedgerURL) -> None:
     """Refuse what redis-py would silently ignore or misread (a ledger in the wrong
     database is a different store): the database number and the pool size."""
     path = url.parts.path
+    if "sentinels" in url.query:
+        raise InvalidLedgerURL("option 'sentinels' is for redis+sentinel:// URLs only")
     if url.scheme == "unix" and "@" in path:
         # redis-py quotes the socket path in its errors: never let a piece of a
         # password (a raw "/" in it) become one.
@@ -186,3 +204,53 @@ def _check_driver_parts(url: LedgerURL) -> None:
             raise InvalidLedgerURL(f"option {name!r} must be a whole number, not {value!r}")
     if re.fullmatch(r"0+", url.query.get("max_connections", "1")):
         raise InvalidLedgerURL("option 'max_connections' must be at least 1")
+
+
+SENTINEL_PORT = 26379
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, colon, port = text.strip().rpartition(":")
+    if not colon:
+        host, port = port, str(SENTINEL_PORT)
+    if not host or not re.fullmatch(r"\d{1,5}", port):
+        raise InvalidLedgerURL(f"a Sentinel address must be host:port, not {text.strip()!r}")
+    return host.strip("[]"), int(port)
+
+
+def _sentinel_target(request: OpenRequest) -> Target:
+    """``redis+sentinel://[user:password@]host:port/<master name>[/db]?sentinels=h:p,...``:
+    the first Sentinel in the address, any others in ``sentinels``; the credentials are
+    the master's. The driver URL is the master's (``redis://``, host unused)."""
+    url = request.url
+    p = url.parts
+    pieces = [x for x in p.path.split("/") if x]
+    if not 1 <= len(pieces) <= 2 or (len(pieces) == 2 and not pieces[1].isdigit()):
+        raise InvalidLedgerURL(
+            "a redis+sentinel:// URL names the master after the address: "
+            "redis+sentinel://host:26379/<master name>[/db]"
+        )
+    if p.hostname is None:
+        raise InvalidLedgerURL("a redis+sentinel:// URL needs a Sentinel's host:port")
+    sentinels = [(p.hostname, p.port or SENTINEL_PORT)]
+    more = url.query.get("sentinels", "")
+    sentinels += [_address(x) for x in more.split(",") if x.strip()]
+    netloc = p.netloc.rpartition("@")
+    userinfo = netloc[0] + "@" if netloc[1] else ""
+    db = pieces[1] if len(pieces) == 2 else "0"
+    raw = request.driver_url(LEDGER_OPTIONS | {"sentinels"})
+    query = raw.partition("?")[2]
+    driver = f"redis://{userinfo}sentinel/{db}" + (f"?{query}" if query else "")
+    shown = ",".join(f"{h}:{port}" for h, port in sentinels)
+    user = ""
+    if p.username is not None or p.password is not None:
+        user = f"{p.username or ''}{':***' if p.password is not None else ''}@"
+    return Target(
+        driver_url=driver,
+        location=f"redis+sentinel://{user}{shown}/{pieces[0]}/{db}",
+        options=RedisOptions.from_request(request),
+        namespace=request.namespace,
+        cluster=False,
+        service=pieces[0],
+        sentinels=tuple(sentinels),
+    )

@@ -41,7 +41,7 @@ R = TypeVar("R")
 CALL = "call"  # (CALL, commands, what): one trip; each reply
 FACTS = "facts"  # (FACTS, None, what): every master's ServerFacts
 NODES = "nodes"  # (NODES, None, what): where to SCAN (every master of a Cluster)
-SCAN = "scan"  # (SCAN, Page, what): (genesis or None, cursor, keys)
+SCAN = "scan"  # (SCAN, Page, what): (the proof's reply or None, cursor, keys)
 Request = tuple[str, Any, str]
 
 # What the transport asks of redis-py.
@@ -60,14 +60,14 @@ OpSteps = Generator[Op, Any, Any]
 
 @dataclass(frozen=True)
 class Page:
-    """One ``SCAN`` page of one node, with the genesis read beside it when a listing
-    must prove it (``genesis_key``)."""
+    """One ``SCAN`` page of one node, and the identity proof sent after it when a
+    listing must prove it (``proof``)."""
 
     node: Any
     cursor: int
     pattern: bytes
     count: int
-    genesis_key: bytes | None = None
+    proof: Command | None = None
 
 
 class Transport:
@@ -128,19 +128,19 @@ class PoolTransport(Transport):
             return [None]
         page: Page = arg
         commands = [scan_command(page.cursor, page.pattern, page.count)]
-        if page.genesis_key is not None:  # one trip: the genesis, then the page
-            commands.insert(0, ("GET", page.genesis_key))
+        if page.proof is not None:  # one trip: the page, then the proof
+            commands.append(page.proof)
         replies = yield from self._exchange(commands, what, deadline)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise driver_error(reply, what, sent=True) from reply
-        genesis = replies[0] if page.genesis_key is not None else None
-        cursor, keys = replies[-1]
+        proved = replies[1] if page.proof is not None else None
+        cursor, keys = replies[0]
         try:
             number: Any = int(cursor)
         except (TypeError, ValueError):
             number = cursor  # judged (and refused) by the listing
-        return genesis, number, list(keys)
+        return proved, number, list(keys)
 
     def _exchange(
         self, commands: Sequence[Command], what: str, deadline: float | None
@@ -216,21 +216,21 @@ class ClusterTransport(Transport):
             return (yield from self._primaries(what))
         page: Page = arg
         try:
-            genesis = None
-            if page.genesis_key is not None:  # routed by its slot, just before the page
-                genesis = yield (EXEC, None, ("GET", page.genesis_key), NO_OPTIONS)
             cursors, keys = yield (
                 EXEC,
                 None,
                 scan_command(page.cursor, page.pattern, page.count),
                 {"target_nodes": page.node},
             )
+            proved = None
+            if page.proof is not None:  # routed by its slot, right after the page
+                proved = yield (EXEC, None, page.proof, NO_OPTIONS)
         except IO_ERRORS as exc:
             raise driver_error(exc, what, sent=True) from exc
         # redis-py's Cluster SCAN answers {node: cursor}; one node was asked.
         if isinstance(cursors, dict) and len(cursors) == 1:
             cursors = next(iter(cursors.values()))
-        return genesis, cursors, list(keys)
+        return proved, cursors, list(keys)
 
     def _primaries(self, what: str) -> OpSteps:
         """Every master: a namespace lives in one slot, but the slot may move mid-scan."""

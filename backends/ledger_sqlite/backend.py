@@ -45,8 +45,8 @@ class _SQLiteBackend:
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
         """Delete every row (ids and markers) of the namespaces named ``prefix...`` (a
         check's own scratch prefix, else refused before any I/O) in one write
-        transaction; say how many namespaces. The file is never created, and its
-        identity (the file's, not a namespace's) stays."""
+        transaction; say how many namespaces. The file is never created; each removed
+        namespace's genesis goes with it (its open ledgers fail closed)."""
         import sqlite3
         from pathlib import Path
 

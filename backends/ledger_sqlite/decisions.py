@@ -10,6 +10,7 @@ rolled back by the shell before the connection is pooled again.
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import time
 import uuid
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
+from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
 from ledger_core.tokens import attempt_outcome
@@ -42,7 +43,7 @@ class Store:
     ledger's workers): the identity it opened, and whether it failed closed for good."""
 
     target: Target
-    uuid: str = ""
+    genesis: bytes = b""  # the namespace's genesis uuid this ledger opened (its store_id)
     file: tuple[int, int] | None = None  # (device, inode) the path named at open
     info: LedgerInfo | None = None
     failed: LedgerError | None = None  # closed, or failed closed for good
@@ -64,9 +65,12 @@ class Store:
 
 
 def missing(target: Target, what: str) -> LedgerUnavailable:
+    namespace = target.namespace
+    named = "" if namespace == DEFAULT_NAMESPACE else f" --namespace {shlex.quote(namespace)}"
     return LedgerUnavailable(
-        f"{what} (create=false: reads and migration sources never create a store); "
-        f"create it with `decision-ledger setup {target.location}` or create=true"
+        f"{what} (create=false: reads and migration sources never create or alter a "
+        f"store); run `decision-ledger setup {target.location}{named}` (or open with "
+        "create=true) to create it, or to upgrade a file of an older version"
     )
 
 
@@ -118,11 +122,14 @@ def _wal(target: Target) -> Steps[Request, str]:
 
 
 def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInfo]:
-    """Create the tables and the identity when allowed (adding C10's ``holder`` column to
-    a file made by an older version), then read the identity and where the file is."""
+    """Create the tables and the namespace's genesis when allowed, upgrading a file made
+    by an older version in the same transaction (C10's ``holder`` column; a genesis row
+    for each namespace holding records, seeded with the file's uuid: store_ids stay),
+    then read the genesis and where the file is."""
     target = store.target
     try:
         if target.create:
+            now = time.time()
             yield run(sql.BEGIN_WRITE)
             for statement in sql.SCHEMA:
                 yield run(statement)
@@ -130,17 +137,27 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
             if "holder" not in {name for (name,) in columns}:
                 yield run(sql.ADD_HOLDER)
             yield Statement(sql.CREATE_IDENTITY, (str(uuid.uuid4()),), "none")
+            yield Statement(sql.UPGRADE, (now,), "none")
+            yield run(sql.MARK_LAYOUT)
+            fresh = str(uuid.uuid4()).encode()
+            yield Statement(sql.CREATE_GENESIS, (target.namespace, fresh, now), "none")
             yield run(sql.COMMIT)
-        row = yield Statement(sql.READ_IDENTITY)
+        layout, genesis = yield Statement(sql.READ_IDENTITY, (target.namespace,))
     except sqlite3.Error as exc:
         raise errors.unavailable("cannot set up", target.path, exc) from exc
     where = yield StatFile()
     if where is None:
         raise LedgerUnavailable(f"cannot stat SQLite ledger {target.path!r}")
-    if row is None:
-        raise missing(target, f"the ledger in {target.path!r} has no identity yet")
-    store.uuid, store.file, store.filesystem = str(row[0]), where, filesystem
-    store.info = identity.ledger_info(target, store.uuid, filesystem)
+    if layout is None:
+        raise missing(
+            target,
+            f"the ledger in {target.path!r} was made by an older version, whose namespaces "
+            "have no genesis row (an emptied records table would keep their store_id)",
+        )
+    if genesis is None:
+        raise missing(target, f"namespace {target.namespace!r} in {target.path!r} has no identity")
+    store.genesis, store.file, store.filesystem = bytes(genesis), where, filesystem
+    store.info = identity.ledger_info(target, store.genesis.decode(), filesystem)
     store.next_check = time.monotonic() + FILE_CHECK_PERIOD
     return store.info
 
@@ -170,7 +187,7 @@ def _read_back(
 ) -> Steps[Request, Any]:
     """After a write that raised: the row that says whose record is there (C5)."""
     try:
-        row = yield Statement(query, (store.uuid, store.namespace, request_id))
+        row = yield Statement(query, (store.namespace, request_id, store.genesis))
     except sqlite3.Error as exc:
         if errors.no_table(exc) or errors.no_table(failure):
             raise store.forgot() from failure
@@ -187,7 +204,7 @@ def spend_steps(store: Store, request_id: bytes, token: bytes) -> Steps[Request,
     error), the token stored for the id decides: ours True, another's False, none raises."""
     if _due(store):
         yield from verify_steps(store)
-    params = (store.namespace, request_id, store.uuid, token, time.time())
+    params = (store.namespace, request_id, store.genesis, token, time.time())
     try:
         count = yield Statement(sql.SPEND, params, "count")
         return bool(count == 1)  # 0: a conflict, in the store we opened
@@ -207,17 +224,11 @@ def spend_as_steps(
     did before; after a raise, our token or the same digest stored decides."""
     if _due(store):
         yield from verify_steps(store)
-    params = (store.namespace, request_id, store.uuid, token, time.time(), digest)
+    params = (store.namespace, request_id, store.genesis, token, time.time(), digest)
     try:
         rows = yield Statement(sql.SPEND_AS, params, "all")
         return bool(rows)
     except sqlite3.Error as exc:
-        if errors.no_holder(exc):
-            raise LedgerUnavailable(
-                f"the SQLite ledger {store.target.path!r} was made by an older version "
-                "without re-entry (no holder column); open it once with create=true "
-                f"(or run `decision-ledger setup {store.target.location}`) to add it"
-            ) from exc
         failure = exc
     row = yield from _read_back(store, sql.READ_HOLDER, request_id, failure)
     stored, holder = row[1], row[2]
@@ -227,11 +238,11 @@ def spend_as_steps(
 
 
 def is_spent_steps(store: Store, request_id: bytes) -> Steps[Request, bool]:
-    """One read that returns a row only while the identity is the one opened (C3, C6)."""
+    """One read that returns a row only while the genesis is the one opened (C3, C6)."""
     if _due(store):
         yield from verify_steps(store)
     try:
-        row = yield Statement(sql.IS_SPENT, (store.namespace, request_id, store.uuid))
+        row = yield Statement(sql.IS_SPENT, (store.namespace, request_id, store.genesis))
     except sqlite3.Error as exc:
         if errors.no_table(exc):
             raise store.forgot() from exc
@@ -253,7 +264,7 @@ def spend_many_steps(
     yield from verify_steps(store)
     if not request_ids:
         return []
-    now, namespace = time.time(), store.namespace
+    now, namespace, genesis = time.time(), store.namespace, store.genesis
     try:
         yield run(sql.BEGIN_WRITE)
     except sqlite3.Error as exc:
@@ -261,7 +272,7 @@ def spend_many_steps(
     won: list[bool] = []
     try:
         for raw in request_ids:
-            count = yield Statement(sql.SPEND, (namespace, raw, store.uuid, token, now), "count")
+            count = yield Statement(sql.SPEND, (namespace, raw, genesis, token, now), "count")
             won.append(count == 1)
     except sqlite3.Error as exc:
         if isinstance(exc, sqlite3.IntegrityError) or errors.no_table(exc):
@@ -279,7 +290,7 @@ def _snapshot(store: Store, body: Steps[Request, T], what: str) -> Steps[Request
     yield from verify_steps(store)
     try:
         yield run(sql.BEGIN)  # one snapshot: the identity and the rows together
-        same = yield Statement(sql.SAME_STORE, (store.uuid,))
+        same = yield Statement(sql.SAME_STORE, (store.namespace, store.genesis))
         answer = yield from body
         yield run(sql.COMMIT)
     except sqlite3.Error as exc:
@@ -300,7 +311,7 @@ def _each(reads: Sequence[Statement]) -> Steps[Request, list[Any]]:
 
 def is_spent_many_steps(store: Store, request_ids: Sequence[bytes]) -> Steps[Request, list[bool]]:
     """Read a batch in one read transaction."""
-    reads = [Statement(sql.IS_SPENT, (store.namespace, raw, store.uuid)) for raw in request_ids]
+    reads = [Statement(sql.IS_SPENT, (store.namespace, raw, store.genesis)) for raw in request_ids]
     rows = yield from _snapshot(store, _each(reads), "is_spent_many")
     if any(row is None for row in rows):
         raise store.forgot()
@@ -332,17 +343,11 @@ def lineage_steps(store: Store) -> Steps[Request, list[str]]:
 def namespaces_page_steps(
     store: Store, after: str, page: int
 ) -> Steps[Request, tuple[list[str], str | None]]:
-    """The next ``page`` namespaces after ``after`` that hold a record, an id or a marker
-    (one primary-key seek each, in one snapshot), in order; this ledger's own included
-    even when it holds nothing yet (the file's uuid is its genesis; a namespace leaves
-    no other trace until it records). And where the next page starts (``None``: last)."""
+    """The next ``page`` namespaces after ``after`` that hold a row (a genesis: every
+    namespace a ledger opened, this one's included; an id, a marker), one primary-key
+    seek each, in one snapshot, in order; and where the next page starts (``None``: last)."""
     found = yield from _snapshot(store, _seek(after, page), "namespaces")
-    last = len(found) < page
-    own = store.namespace
-    if own not in found and after < own and (last or own < found[-1]):
-        found.append(own)
-        found.sort()
-    return found, (None if last else found[-1])
+    return found, (None if len(found) < page else found[-1])
 
 
 def _seek(after: str, page: int) -> Steps[Request, list[str]]:

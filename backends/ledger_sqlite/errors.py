@@ -2,8 +2,8 @@
 
 A SQLite file has no secrets to redact (the path is the user's own, shown on purpose).
 What matters is the kind of failure: a busy lock (wait, or raise when it lasts), a store
-that forgot (its tables are gone), a file that predates a column, and a connection that
-must not go back to the pool (it was opened read-only, or hit an I/O error).
+that forgot (its tables are gone), and a connection that must not go back to the pool
+(it was opened read-only, or hit an I/O error).
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ def busy(exc: BaseException) -> bool:
 def no_table(exc: BaseException) -> bool:
     """The ledger's tables are gone: the store forgot (dropped under an open ledger)."""
     return isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc)
-
-
-def no_holder(exc: BaseException) -> bool:
-    """The file was made by a version without the C10 ``holder`` column."""
-    return isinstance(exc, sqlite3.OperationalError) and "holder" in str(exc)
 
 
 def spoils_connection(exc: BaseException) -> bool:

@@ -1,7 +1,8 @@
 """What a SQLite ledger is: its ``store_id`` and what a spend survives (C6, durability).
 
-The identity is a uuid written into the file by its first opener; the filesystem the
-file lives on decides what an acknowledged spend survives.
+The identity is a namespace's genesis: a uuid in a row of the records table, written
+by the namespace's first opener; the filesystem the file lives on decides what an
+acknowledged spend survives.
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ def filesystem_of(path: str, mounts: str | None = None) -> str | None:
     return None if found is None else found[1]
 
 
-def store_id(store_uuid: str, namespace: str) -> str:
+def store_id(genesis: str, namespace: str) -> str:
     # The uuid has a fixed form, so everything after it is the namespace: no collisions.
-    return f"sqlite:{store_uuid}:{namespace}"
+    return f"sqlite:{genesis}:{namespace}"
 
 
-def ledger_info(target: Target, store_uuid: str, filesystem: str | None) -> LedgerInfo:
+def ledger_info(target: Target, genesis: str, filesystem: str | None) -> LedgerInfo:
     """The ledger's description; a file on tmpfs/ramfs proves only when accepted."""
-    proof: str | None = store_id(store_uuid, target.namespace)
+    proof: str | None = store_id(genesis, target.namespace)
     reason = None
     survives = Durability.MACHINE
     if filesystem in VOLATILE_FILESYSTEMS:
@@ -68,7 +69,7 @@ def ledger_info(target: Target, store_uuid: str, filesystem: str | None) -> Ledg
         reason=reason,
         location=target.location,
         namespace=target.namespace,
-        identity="uuid created inside the database file on first open",
+        identity="the namespace's genesis uuid, a row beside its records",
         durability=survives,
     )
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ledger_core import notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
@@ -125,10 +126,14 @@ class Connections:
             raise decisions.missing(
                 target, f"no SQLite ledger at {target.path!r}: the file does not exist"
             )
+        existed = os.path.exists(target.path)
         self.idle.put(
             self.connect("rwc" if target.create else "rw", must_hold_ledger=not target.create)
         )
-        return self.run(decisions.open_steps(store, filesystem_of(target.path)))
+        info = self.run(decisions.open_steps(store, filesystem_of(target.path)))
+        if not existed:
+            notices.created(target.location)
+        return info
 
     def acquire(self) -> _Connection:
         # No getpid() here (a syscall, 0.7 us): os.register_at_fork resets the pool in a
@@ -222,10 +227,11 @@ class SQLiteLedger(ReentrantLedgerBase):
     """A ledger in one SQLite file (WAL, ``synchronous=FULL``), safe across processes.
 
     Connections are pooled (one per concurrent caller), so threads never share one,
-    and a forked child never uses one of its parent's. The ``store_id`` comes from a
-    uuid created inside the file on first open: a new file (or one that forgot) is a
-    new store, and every spend and read proves the uuid is still there. A byte-for-byte
-    copy of the file carries the uuid with it; move a ledger with ``migrate``, never by
+    and a forked child never uses one of its parent's. The ``store_id`` comes from the
+    namespace's genesis, a uuid in a row beside its records written by its first opener:
+    a new file or namespace (or one that forgot) is a new store, and every spend and read
+    proves, in its own statement, that the genesis is still there. A byte-for-byte copy
+    of the file carries the genesis with it; move a ledger with ``migrate``, never by
     copying the file. With ``create=False`` a missing file or ledger is
     :class:`LedgerUnavailable`: reads never create a store.
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from ledger_core import (
     AsyncMarkerReentry,
     Closure,
+    LedgerError,
     LedgerUnavailable,
     MarkerReentry,
     PendingRequest,
@@ -41,6 +42,7 @@ __all__ = [
     "ApprovalNotRecorded",
     "Batch",
     "Decision",
+    "InvalidAnswer",
     "NotThisResume",
     "aclose_all",
     "adecide",
@@ -50,6 +52,7 @@ __all__ = [
     "decide_all",
     "derive_request_id",
     "reentrant",
+    "require_bool",
 ]
 
 
@@ -78,7 +81,9 @@ class Action(enum.Enum):
 
 
 _MESSAGES = {
-    ResolveVerdict.ALREADY_SPENT: "Not run: this approval was already used by another resume.",
+    ResolveVerdict.ALREADY_SPENT: (
+        "Not run: this approval was already answered (approved or denied) by another resume."
+    ),
     ResolveVerdict.CLOSED_BY_HOST: "Not run: the host closed this approval after it timed out.",
     ResolveVerdict.REFUSED_INVALID: "Not run: the decision ledger gave an invalid answer.",
     ResolveVerdict.FAILED_COUNTS_AS_SPENT: (
@@ -86,6 +91,13 @@ _MESSAGES = {
     ),
     ResolveVerdict.LEDGER_CHANGED: "The decision ledger changed since the question: asking again.",
 }
+# What a host can do when no live resume holds the approval (the holder crashed).
+RECOVERY = (
+    " If that resume crashed: retry it with its attempt secret (it re-enters and completes);"
+    " without one, close the pause (close_thread / close_requests / close_interruptions: it"
+    " says possibly-run, since the tool may have started) and ask the person again as a new"
+    " request (a new tool call id)."
+)
 DENIED = "The person denied this call."
 
 
@@ -114,12 +126,28 @@ NOT_OURS = frozenset(
 
 class NotThisResume(RuntimeError):
     """This resume does not hold the approval: another one does (or may). Nothing ran;
-    leave the paused run to the holder. (A RuntimeError, so a framework's default retry
-    policy does not retry it.)"""
+    leave the paused run to the holder; the message says what to do if it crashed.
+    (A RuntimeError, so a framework's default retry policy does not retry it.)"""
 
     def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.message)
+        super().__init__(decision.message + RECOVERY)
         self.decision = decision
+
+
+class InvalidAnswer(LedgerError, TypeError):
+    """An answer that is not one of the accepted forms: refused before anything is spent,
+    so the person can still answer (a ``"yes"`` must not be spent as a denial)."""
+
+
+def require_bool(answer: object, accepted: str = "True (approve) or False (deny)") -> bool:
+    """``answer`` when it is exactly ``True`` or ``False``; else :class:`InvalidAnswer`."""
+    if type(answer) is bool:
+        return answer
+    shown = repr(answer)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise InvalidAnswer(
+        f"an answer must be {accepted}, not {type(answer).__name__} {shown}; nothing was spent"
+    )
 
 
 def checked(decision: Decision) -> Decision:
@@ -145,7 +173,15 @@ def _key(pending: PendingRequest, secret: bytes | str | None) -> str | None:
     return None if secret is None else attempt_key(pending, secret)
 
 
-def _decision(resolution: Resolution, approved: bool) -> Decision:
+def changed_reason(asked_under: str | None, current: str | None) -> str:
+    """Why a pause is asked again (H5), naming both stores."""
+    return (
+        f"asked under store {asked_under!r}, the ledger is now store {current!r}: nothing was"
+        " spent; ask the person again (a request runs at most once per store)"
+    )
+
+
+def _decision(resolution: Resolution, approved: bool, reason: str) -> Decision:
     verdict = resolution.verdict
     if verdict is ResolveVerdict.RUN:
         if approved:
@@ -156,7 +192,7 @@ def _decision(resolution: Resolution, approved: bool) -> Decision:
             "the decision ledger failed before recording the answer; answer again"
         ) from resolution.error
     if verdict is ResolveVerdict.LEDGER_CHANGED:
-        return Decision(Action.ASK_AGAIN, _MESSAGES[verdict], resolution)
+        return Decision(Action.ASK_AGAIN, f"{_MESSAGES[verdict]} ({reason})", resolution)
     return Decision(Action.REFUSE, _MESSAGES[verdict], resolution)
 
 
@@ -171,11 +207,14 @@ def decide(
 
     With ``attempt_secret`` (held by this resume attempt only) the same attempt, retried
     after a tool error or a crash, gets ``RUN`` again; any other attempt is refused.
-    Raises :class:`ApprovalNotRecorded` when the spend failed without landing.
+    Raises :class:`InvalidAnswer` (nothing spent) unless ``approved`` is a bool, and
+    :class:`ApprovalNotRecorded` when the spend failed without landing.
     """
+    answer = require_bool(approved)
     key = _key(pending, attempt_secret)
     target = reentrant(ledger) if key is not None else ledger
-    return _decision(resolve(target, pending, attempt_key=key), approved is True)
+    reason = changed_reason(pending.store_id, store_id_of(ledger))
+    return _decision(resolve(target, pending, attempt_key=key), answer, reason)
 
 
 async def adecide(
@@ -186,10 +225,11 @@ async def adecide(
     attempt_secret: bytes | str | None = None,
 ) -> Decision:
     """:func:`decide` for an async ledger (or a sync one)."""
+    answer = require_bool(approved)
     key = _key(pending, attempt_secret)
     target = reentrant(ledger) if key is not None else ledger
     resolution = await resolve_async(target, pending, attempt_key=key)
-    return _decision(resolution, approved is True)
+    return _decision(resolution, answer, changed_reason(pending.store_id, store_id_of(ledger)))
 
 
 @dataclass(frozen=True)
@@ -203,18 +243,30 @@ class Batch:
 
     decisions: dict[str, Decision] = field(default_factory=dict)
     ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
+    reason: str = ""  # why ask_again: both store ids
 
 
-def _changed(ledger: object, pending: Mapping[str, PendingRequest]) -> dict[str, dict[str, object]]:
+def _changed(ledger: object, pending: Mapping[str, PendingRequest]) -> Batch | None:
     current = store_id_of(ledger)
-    return {
-        call_id: mint(ledger, p.request_id).to_dict()
-        for call_id, p in pending.items()
-        if p.store_id != current
-    }
+    moved = {call_id: p for call_id, p in pending.items() if p.store_id != current}
+    if not moved:
+        return None
+    records = {call_id: mint(ledger, p.request_id).to_dict() for call_id, p in moved.items()}
+    asked = next(iter(moved.values())).store_id
+    return Batch(ask_again=records, reason=changed_reason(asked, current))
 
 
 def _parse(records: Mapping[str, object], answers: Mapping[str, bool]) -> dict[str, PendingRequest]:
+    """Every check a batch can make, before anything is spent."""
+    if not isinstance(answers, Mapping):
+        raise InvalidAnswer(
+            f"answers are a mapping {{call id: bool}}, not {type(answers).__name__}"
+        )
+    for call_id, answer in answers.items():
+        try:
+            require_bool(answer)
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"call {call_id!r}: {exc}") from None
     unknown = set(answers) - set(records)
     if unknown:
         raise KeyError(f"answers for calls that were never minted: {sorted(unknown)}")
@@ -241,8 +293,8 @@ def decide_all(
     """
     pending = _parse(records, answers)
     changed = _changed(ledger, pending)
-    if changed:
-        return Batch(ask_again=changed)
+    if changed is not None:
+        return changed
     return _finish(
         {
             call_id: decide(ledger, p, answers[call_id], attempt_secret=attempt_secret)
@@ -261,8 +313,8 @@ async def adecide_all(
     """:func:`decide_all` for an async ledger (or a sync one)."""
     pending = _parse(records, answers)
     changed = _changed(ledger, pending)
-    if changed:
-        return Batch(ask_again=changed)
+    if changed is not None:
+        return changed
     decisions = {}
     for call_id, p in pending.items():
         decisions[call_id] = await adecide(

@@ -34,12 +34,15 @@ from langgraph.types import Command, interrupt
 
 from ledger_agents import (
     Action,
+    ApprovalNotRecorded,
     Decision,
+    InvalidAnswer,
     NotThisResume,
     adecide,
     checked,
     decide,
     derive_request_id,
+    require_bool,
 )
 from ledger_core import (
     Closure,
@@ -50,10 +53,14 @@ from ledger_core import (
 )
 
 __all__ = [
+    "OUTCOME_KEY",
     "SECRET_KEY",
+    "STATE_KEY",
     "Action",
+    "ApprovalNotRecorded",
     "AttemptSecret",
     "Decision",
+    "InvalidAnswer",
     "LedgerGate",
     "NotThisResume",
     "aclose_thread",
@@ -97,11 +104,19 @@ def _secret(config: RunnableConfig) -> str | bytes | None:
     return value.reveal()
 
 
-def _approved(answer: object) -> bool:
-    """``Command(resume=True)`` or ``Command(resume={"approved": True})``; all else denies."""
+ACCEPTED = 'Command(resume=True or False) or Command(resume={"approved": True or False})'
+
+
+def read_answer(answer: object) -> bool:
+    """The default reading of a resume value: ``True``/``False``, or a mapping whose
+    ``"approved"`` is ``True``/``False``; anything else is :class:`InvalidAnswer`."""
     if isinstance(answer, Mapping):
-        return answer.get("approved") is True
-    return answer is True
+        if "approved" not in answer:
+            raise InvalidAnswer(
+                f'a resume mapping needs an "approved" key ({ACCEPTED}); nothing was spent'
+            )
+        answer = answer["approved"]
+    return require_bool(answer, ACCEPTED)
 
 
 def _configurable(config: RunnableConfig) -> Mapping[str, Any]:
@@ -118,11 +133,13 @@ class LedgerGate:
         request_key: Callable[[Any], str],
         mint_node: str = "mint_approval",
         state_key: str = STATE_KEY,
+        approved: Callable[[object], bool] = read_answer,
     ) -> None:
         self.ledger = ledger
         self.request_key = request_key
         self.mint_node = mint_node
         self.state_key = state_key
+        self.approved = approved  # resume value -> bool; raise InvalidAnswer to ask again
 
     def request_id(self, state: Any, config: RunnableConfig) -> str:
         thread_id = _configurable(config).get("thread_id")
@@ -133,13 +150,39 @@ class LedgerGate:
     def mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The mint node: remember the store this request is asked under (no I/O)."""
         pending = mint(self.ledger, self.request_id(state, config))
-        return {self.state_key: pending.to_dict()}
+        # The outcome is reset too: its presence (None) in the state proves it is declared.
+        # The outcome is written too (None), and the record says so: its absence from the
+        # state then proves the key is undeclared (a record minted before this check
+        # carries no "outcome_key", and its thread is not refused for it).
+        record = {**pending.to_dict(), "outcome_key": OUTCOME_KEY}
+        return {self.state_key: record, OUTCOME_KEY: None}
+
+    def _record(self, state: Any) -> object:
+        record = state.get(self.state_key) if isinstance(state, Mapping) else None
+        missing = self.state_key if record is None else None
+        if isinstance(record, Mapping) and record.get("outcome_key") not in (None, *state):
+            missing = OUTCOME_KEY
+        if missing is not None:
+            raise LookupError(
+                f"the graph's state has no {missing!r}: declare `{self.state_key}: dict[str,"
+                f" Any]` and `{OUTCOME_KEY}: dict[str, Any] | None` in its state schema"
+                " (LangGraph drops undeclared keys) and run gate.mint as its own node"
+                " before this one"
+            )
+        return record
 
     def _ask(self, state: Any, question: object) -> tuple[PendingRequest, bool]:
-        record = state[self.state_key]
+        """Interrupt until the answer reads as a bool: an invalid one is asked again with
+        the error in the payload (a raise would pin it as the resume value), unspent."""
+        record = self._record(state)
         pending = PendingRequest.from_dict(record)
-        answer = interrupt({"question": question, "ledger_request": record})
-        return pending, _approved(answer)
+        payload: dict[str, object] = {"question": question, "ledger_request": record}
+        while True:
+            answer = interrupt(payload)
+            try:
+                return pending, require_bool(self.approved(answer), ACCEPTED)
+            except InvalidAnswer as exc:
+                payload = {**payload, "invalid_answer": str(exc)}
 
     def decide(self, state: Any, config: RunnableConfig, *, question: object = None) -> Decision:
         """Interrupt with ``question``; on resume, spend the answer (sync ledger).
@@ -148,21 +191,22 @@ class LedgerGate:
         the thread with :meth:`end`); raises :class:`NotThisResume` when another resume
         holds the approval, and ``ApprovalNotRecorded`` when the ledger failed before
         recording the answer (resume again)."""
+        secret = _secret(config)  # every check before the interrupt and the spend
         pending, approved = self._ask(state, question)
-        secret = _secret(config)
         return checked(decide(self.ledger, pending, approved, attempt_secret=secret))
 
     async def adecide(
         self, state: Any, config: RunnableConfig, *, question: object = None
     ) -> Decision:
         """The same in an async graph (async or sync ledger)."""
-        pending, approved = self._ask(state, question)
         secret = _secret(config)
+        pending, approved = self._ask(state, question)
         return checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
 
     def ask_again(self) -> Command[str]:
         """H5 (``ledger-changed``): back to the mint node, which mints under the current
-        store; the tool node then interrupts and asks the person again."""
+        store; the tool node then interrupts and asks the person again. (A switch back
+        to the first store later asks again there too: once per store.)"""
         return Command(goto=self.mint_node)
 
     def end(self, decision: Decision, *, goto: str = END) -> Command[str]:

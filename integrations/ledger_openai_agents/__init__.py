@@ -31,8 +31,10 @@ from agents import RunState, ToolApprovalItem
 
 from ledger_agents import (
     Action,
+    ApprovalNotRecorded,
     Batch,
     Decision,
+    InvalidAnswer,
     NotThisResume,
     aclose_all,
     adecide_all,
@@ -43,7 +45,9 @@ from ledger_agents import (
 from ledger_core import mint
 
 __all__ = [
+    "ApprovalNotRecorded",
     "Decision",
+    "InvalidAnswer",
     "NotThisResume",
     "Outcome",
     "aapply_answers",
@@ -78,16 +82,19 @@ def mint_interruptions(
 
 @dataclass(frozen=True)
 class Outcome:
-    """``applied`` when the state holds every decision, else ``ask_again``."""
+    """``applied``: at least one answer was recorded in the state (approved or rejected;
+    ``decisions`` says which), so ``Runner.run(agent, state)`` continues; else
+    ``ask_again`` (H5: new pending records to persist, nothing spent) and its ``reason``."""
 
     applied: bool
     ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
     decisions: dict[str, Decision] = field(default_factory=dict)
+    reason: str = ""
 
 
 def _apply(state: RunState[Any, Any], batch: Batch) -> Outcome:
     if batch.ask_again:
-        return Outcome(False, batch.ask_again)
+        return Outcome(False, batch.ask_again, reason=batch.reason)
     items = {call_id_of(item): item for item in state.get_interruptions()}
     for call_id, decision in batch.decisions.items():
         item = items[call_id]
@@ -95,7 +102,7 @@ def _apply(state: RunState[Any, Any], batch: Batch) -> Outcome:
             state.approve(item)
         else:
             state.reject(item, rejection_message=decision.message)
-    return Outcome(True, {}, batch.decisions)
+    return Outcome(bool(batch.decisions), {}, batch.decisions)
 
 
 def apply_answers(
@@ -128,6 +135,8 @@ async def aapply_answers(
 
 def _check_calls(state: RunState[Any, Any], answers: Mapping[str, bool]) -> None:
     """Refuse, before spending anything, answers for calls this state is not waiting on."""
+    if not answers:
+        raise InvalidAnswer("no answers given: {call id: True or False}, nothing was spent")
     waiting = {call_id_of(item) for item in state.get_interruptions()}
     unknown = set(answers) - waiting
     if unknown:

@@ -6,33 +6,40 @@ A tool declared with ``requires_approval=True`` makes the run end with
     pending = mint_requests(ledger, result.output, conversation_id=conv)  # persist with
     # the message history (``ModelMessagesTypeAdapter``): plain JSON
     ...   # later, in any process, the person answers {tool_call_id: True/False}
-    outcome = results_for(ledger, pending, answers, attempt_secret=secret)
-    if outcome.ask_again:        # H5: the store changed: persist these and ask again
+    results = results_for(ledger, pending, answers, attempt_secret=secret)
+    if results.ask_again:        # H5: the store changed: persist these and ask again
         ...
     else:
-        agent.run(message_history=history, deferred_tool_results=outcome.results)
+        agent.run(message_history=history, deferred_tool_results=results)
 
-``results_for`` spends every answer before the run continues: a call the ledger lets
-run becomes ``ToolApproved``, every other answer a ``ToolDenied`` with the reason for
-the model; a resume that another one beat raises ``NotThisResume`` (do not continue the
-run: the holder does). With ``attempt_secret``, the same resume attempt retried after
-a crash gets ``ToolApproved`` again. Request id: ``pydantic-ai/<conversation id>/<tool
-call id>``, where the conversation id is the host's stable id for the conversation
-(for example the ``run_id`` of its first run). ``close_requests`` closes a timed-out
-pause with a proof.
+An answer is ``True``/``False``, PydanticAI's own ``ToolApproved()`` (its
+``override_args`` kept) or ``ToolDenied(message)``, or a whole ``DeferredToolResults``;
+anything else is refused before anything is spent. ``results_for`` spends every answer
+before the run continues and returns an :class:`Outcome`, which *is* the run's
+``DeferredToolResults``: a call the ledger lets run is approved, every other answer
+denied with the reason for the model; a resume that another one beat raises
+``NotThisResume`` (do not continue the run: the holder does). With ``attempt_secret``,
+the same resume attempt retried after a crash is approved again. Request id:
+``pydantic-ai/<conversation id>/<tool call id>``, the conversation id being the host's
+stable id for the conversation (for example the ``run_id`` of its first run).
+``close_requests`` closes a timed-out pause with a proof.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from ledger_agents import (
+    DENIED,
     Action,
+    ApprovalNotRecorded,
     Batch,
     Decision,
+    InvalidAnswer,
     NotThisResume,
     aclose_all,
     adecide_all,
@@ -43,7 +50,9 @@ from ledger_agents import (
 from ledger_core import mint
 
 __all__ = [
+    "ApprovalNotRecorded",
     "Decision",
+    "InvalidAnswer",
     "NotThisResume",
     "Outcome",
     "aclose_requests",
@@ -66,46 +75,103 @@ def mint_requests(
     }
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """``results`` to pass back to the run, or ``ask_again`` (nothing was spent)."""
+Answer = bool | ToolApproved | ToolDenied
+ACCEPTED = "True, False, ToolApproved() or ToolDenied(message)"
 
-    results: DeferredToolResults | None
+
+@dataclass(kw_only=True)
+class Outcome(DeferredToolResults):
+    """The ``DeferredToolResults`` for the next run (pass it as ``deferred_tool_results``),
+    plus ``ask_again`` (H5: new pending records to persist; nothing was spent, and
+    ``approvals`` is empty: ask the person again, do not run) with its ``reason``, and
+    the ledger's ``decisions`` (tool call id -> :class:`Decision`)."""
+
     ask_again: dict[str, dict[str, object]] = field(default_factory=dict)
+    reason: str = ""
     decisions: dict[str, Decision] = field(default_factory=dict)
 
+    @property
+    def results(self) -> DeferredToolResults | None:
+        """Itself, or ``None`` when asking again (the older spelling)."""
+        return None if self.ask_again else self
 
-def _outcome(batch: Batch) -> Outcome:
+
+def _as_bool(answer: object) -> bool:
+    if isinstance(answer, ToolApproved):
+        return True
+    if isinstance(answer, ToolDenied):
+        return False
+    if type(answer) is bool:
+        return answer
+    shown = repr(answer)[:80]
+    raise InvalidAnswer(
+        f"an answer must be {ACCEPTED}, not {type(answer).__name__} {shown}; nothing was spent"
+    )
+
+
+def _answers(answers: object) -> tuple[dict[str, bool], dict[str, Any], DeferredToolResults | None]:
+    """Read every answer (before anything is spent): bools, and the person's own objects."""
+    given = answers if isinstance(answers, DeferredToolResults) else None
+    raw = given.approvals if given is not None else answers
+    if not isinstance(raw, Mapping):
+        raise InvalidAnswer(
+            f"answers are a mapping {{tool call id: answer}} or a DeferredToolResults, "
+            f"not {type(answers).__name__}"
+        )
+    read: dict[str, bool] = {}
+    for call_id, answer in raw.items():
+        try:
+            read[call_id] = _as_bool(answer)
+        except InvalidAnswer as exc:
+            raise InvalidAnswer(f"call {call_id!r}: {exc}") from None
+    return read, dict(raw), given
+
+
+def _approval(decision: Decision, own: object) -> ToolApproved | ToolDenied:
+    if decision.action is Action.RUN:
+        return own if isinstance(own, ToolApproved) else ToolApproved()
+    if decision.message == DENIED and isinstance(own, ToolDenied):
+        return own  # the person's own message to the model
+    return ToolDenied(decision.message)
+
+
+def _outcome(batch: Batch, own: dict[str, Any], given: DeferredToolResults | None) -> Outcome:
     if batch.ask_again:
-        return Outcome(None, batch.ask_again)
-    approvals: dict[str, ToolApproved | ToolDenied] = {
-        call_id: ToolApproved() if d.action is Action.RUN else ToolDenied(d.message)
-        for call_id, d in batch.decisions.items()
+        return Outcome(ask_again=batch.ask_again, reason=batch.reason)
+    approvals: dict[str, Any] = {
+        call_id: _approval(d, own.get(call_id)) for call_id, d in batch.decisions.items()
     }
-    return Outcome(DeferredToolResults(approvals=dict(approvals)), {}, batch.decisions)
+    outcome = Outcome(approvals=approvals, decisions=batch.decisions)
+    if given is not None:  # the rest of a DeferredToolResults the person's side built
+        outcome.calls.update(given.calls)
+        outcome.metadata.update(given.metadata)
+    return outcome
 
 
 def results_for(
     ledger: object,
     pending: Mapping[str, object],
-    answers: Mapping[str, bool],
+    answers: Mapping[str, Answer] | DeferredToolResults,
     *,
     attempt_secret: bytes | str | None = None,
 ) -> Outcome:
-    """Spend the person's answers ({tool call id: approved}) and build the run's results."""
-    return _outcome(decide_all(ledger, pending, answers, attempt_secret=attempt_secret))
+    """Spend the person's answers ({tool call id: answer}) and give the run's results."""
+    read, own, given = _answers(answers)
+    batch = decide_all(ledger, pending, read, attempt_secret=attempt_secret)
+    return _outcome(batch, own, given)
 
 
 async def aresults_for(
     ledger: object,
     pending: Mapping[str, object],
-    answers: Mapping[str, bool],
+    answers: Mapping[str, Answer] | DeferredToolResults,
     *,
     attempt_secret: bytes | str | None = None,
 ) -> Outcome:
     """:func:`results_for` with an async ledger (or a sync one)."""
-    batch = await adecide_all(ledger, pending, answers, attempt_secret=attempt_secret)
-    return _outcome(batch)
+    read, own, given = _answers(answers)
+    batch = await adecide_all(ledger, pending, read, attempt_secret=attempt_secret)
+    return _outcome(batch, own, given)
 
 
 close_requests = close_all  # a timed-out pause: {call id: Closure}, proven where possible

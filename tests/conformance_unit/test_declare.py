@@ -142,7 +142,7 @@ def test_check_removes_its_scratch_from_a_sqlite_file(
     )
     assert found, out
     assert int(found.group(1)) >= 2
-    with SQLiteLedger(tmp_path / "l.db", create=False) as ledger:
+    with SQLiteLedger(tmp_path / "l.db") as ledger:  # "default" gets its genesis: no scratch
         assert not [n for n in ledger.namespaces() if n.startswith(found.group(2))]
 
 

@@ -9,8 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ledger_agents import RECOVERY
+
 CTX = mp.get_context("spawn")
 CRASH_EXIT = 17
+REFUSED = (
+    "Not run: this approval was already answered (approved or denied) by another resume." + RECOVERY
+)
+ALREADY = f"error NotThisResume: {REFUSED}"
 
 
 def log_line(log: Path, line: str) -> None:

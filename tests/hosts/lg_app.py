@@ -22,7 +22,7 @@ THREAD = "thread-1"
 class State(TypedDict, total=False):
     amount: int
     ledger_pending: dict[str, Any]
-    ledger_outcome: dict[str, Any]
+    ledger_outcome: dict[str, Any] | None
     result: str
 
 
@@ -34,11 +34,17 @@ def config(secret: str | None = None) -> RunnableConfig:
 
 
 def build(
-    ledger: object, saver: Any, log: Path, *, crash: bool = False, fail_first: int = 0
+    ledger: object,
+    saver: Any,
+    log: Path,
+    *,
+    crash: bool = False,
+    fail_first: int = 0,
+    **gate_options: Any,
 ) -> Any:
     """START -> mint_approval -> transfer -> END; ``fail_first`` transient tool errors
     are retried by the node's RetryPolicy."""
-    gate = LedgerGate(ledger, request_key=lambda state: "call-1")
+    gate = LedgerGate(ledger, request_key=lambda state: "call-1", **gate_options)
     failures = [fail_first]
 
     def transfer(state: State, config: RunnableConfig) -> Any:

@@ -23,11 +23,10 @@ from ledger_langgraph import close_thread
 from ledger_openai_agents import aclose_interruptions
 from ledger_pydantic_ai import close_requests
 from tests.hosts import lg_app, oa_app, pa_app
-from tests.hosts.common import CRASH_EXIT, in_processes, lines
+from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, lines
 from tests.hosts.stores import KINDS, store
 from tests.servers.common import serve_or_skip
 
-ALREADY = "error NotThisResume: Not run: this approval was already used by another resume."
 CLOSED = "Not run: the host closed this approval after it timed out."
 FRAMEWORKS = ["langgraph", "pydantic-ai", "openai-agents"]
 SENT = {"langgraph": "sent", "pydantic-ai": "tool said: sent", "openai-agents": "tool said: sent"}

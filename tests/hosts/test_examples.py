@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.hosts import common
+
 ROOT = Path(__file__).resolve().parents[2]
-REFUSED = "second resume refused: Not run: this approval was already used by another resume."
+REFUSED = f"second resume refused: {common.REFUSED}"
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from langgraph.types import Command
 from ledger_core import CloseVerdict, MemoryLedger, PendingRequest, new_attempt_secret
 from ledger_langgraph import SECRET_KEY, NotThisResume, aclose_thread, close_thread
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from tests.hosts.common import CRASH_EXIT, in_processes, lines
+from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, lines
 from tests.hosts.lg_app import (
     build,
     build_unguarded,
@@ -26,8 +26,6 @@ from tests.hosts.lg_app import (
     resume_in_process,
     resume_unguarded_in_process,
 )
-
-ALREADY = "error NotThisResume: Not run: this approval was already used by another resume."
 
 
 def pause(root: Path) -> None:

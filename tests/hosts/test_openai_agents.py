@@ -10,9 +10,7 @@ from ledger_core import CloseVerdict, new_attempt_secret
 from ledger_openai_agents import aclose_interruptions
 from ledger_sqlite import AsyncSQLiteLedger
 from tests.hosts import oa_app
-from tests.hosts.common import CRASH_EXIT, in_processes, lines
-
-ALREADY = "error NotThisResume: Not run: this approval was already used by another resume."
+from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, lines
 
 
 def paused(root: Path) -> None:

@@ -11,9 +11,7 @@ from ledger_core import CloseVerdict, new_attempt_secret
 from ledger_pydantic_ai import aresults_for, close_requests, results_for
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts import pa_app
-from tests.hosts.common import CRASH_EXIT, in_processes, lines
-
-ALREADY = "error NotThisResume: Not run: this approval was already used by another resume."
+from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, lines
 
 
 def paused(root: Path) -> None:

@@ -1,7 +1,7 @@
 """The whole conformance suite against the MongoDB this machine offers, through the
 fault proxy (every URL's host:port goes through ``ctx.route``; ``directConnection=true``
-keeps the driver on that one address), with a kill -9 restart and a forget hook (drop
-the collection) when the server is ours.
+keeps the driver on that one address), with a kill -9 restart and a forget hook (delete
+every document) when the server is ours.
 
 * ``TestMongoPyMongo``: URL ledgers, PyMongo ``MongoClient`` / ``AsyncMongoClient``;
 * ``TestMongoMotor``: the async variant is a ledger over a host's Motor client (the
@@ -85,16 +85,18 @@ def motor_factory(
 
 
 def forget(url: str, collection: str) -> Callable[[], None]:
-    """The store forgets everything: the ledger's collection is dropped."""
+    """The store forgets everything: every document of the ledger's collection is deleted,
+    genesis documents included. The harder form than a drop: the collection and its UUID
+    stay, so ``collectionUUID`` (MongoDB >= 6.0) cannot see it; only the genesis can."""
 
-    def drop() -> None:
+    def delete_all() -> None:
         client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=5000)
         try:
-            client.get_default_database(DEFAULT_DATABASE).drop_collection(collection)
+            client.get_default_database(DEFAULT_DATABASE)[collection].delete_many({})
         finally:
             client.close()
 
-    return drop
+    return delete_all
 
 
 class _MongoSuite(LedgerConformance):

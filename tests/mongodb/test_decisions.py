@@ -72,15 +72,20 @@ DUP = {"ok": 1, "n": 0, "writeErrors": [{"index": 0, "code": 11000}]}
 WCE = {"ok": 1, "n": 1, "writeConcernError": {"code": 64, "errmsg": "waiting"}}
 
 
-def test_one_round_trip_with_a_uuid() -> None:
-    assert spend(store(), OK) == (True, ["spend"])
-    assert spend(store(), DUP) == (False, ["spend"])
-
-
-def test_without_uuid_the_genesis_is_read_back() -> None:
-    assert spend(store(None), OK, found(TOKEN)) == (True, ["spend", "spend (verify)"])
-    with pytest.raises(UnsafeStoreConfig, match="forgot"):
-        spend(store(None), OK, found(TOKEN, genesis=b"other"))
+@pytest.mark.parametrize("uuid", [UUID, None], ids=["collectionUUID", "no uuid"])
+def test_the_genesis_is_read_back_after_every_write(uuid: Any) -> None:
+    """Before: with a collection UUID a spend was the insert alone, so after a
+    ``deleteMany`` of the namespace (the collection and its UUID stay) a spent id
+    answered ``True`` again until the next re-check."""
+    assert spend(store(uuid), OK, found(TOKEN)) == (True, ["spend", "spend (verify)"])
+    assert spend(store(uuid), DUP, found(b"x" * 16)) == (False, ["spend", "spend (verify)"])
+    gone: list[dict[str, Any]] = [found(TOKEN, genesis=b"other"), {"cursor": {"firstBatch": []}}]
+    for reply in gone:
+        s = store(uuid)
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            spend(s, OK, reply)
+        with pytest.raises(UnsafeStoreConfig):
+            spend(s)  # failed closed for good: no request at all
 
 
 def test_write_concern_error_is_settled_by_reading() -> None:
@@ -92,7 +97,10 @@ def test_write_concern_error_is_settled_by_reading() -> None:
 
 def test_lost_reply_resends_the_same_document() -> None:
     lost = AutoReconnect("reset")
-    assert spend(store(), lost, OK) == (True, ["spend", "spend (resolve)"])
+    assert spend(store(), lost, OK, found(TOKEN)) == (
+        True,
+        ["spend", "spend (resolve)", "spend (resolve)"],
+    )
     ours = spend(store(), lost, DUP, found(TOKEN))
     assert ours == (True, ["spend", "spend (resolve)", "spend (resolve)"])
     assert spend(store(), lost, DUP, found(b"x" * 16))[0] is False
@@ -131,6 +139,30 @@ def test_read_proves_the_genesis() -> None:
     perform, _ = script({"cursor": {"firstBatch": []}})
     with pytest.raises(UnsafeStoreConfig, match="genesis"):
         run_steps(decisions.is_spent_steps(store(), b"id", 0.0), perform)
+
+
+def test_the_genesis_is_read_last() -> None:
+    """BSON sorts text (the genesis ``_id``) before BinData (MongoDB's keys), and hex digits
+    before ``g`` (nx-27017's text keys): the sort puts the genesis last either way."""
+    genesis = cmd.genesis_key("n")
+    assert cmd.read_many("c", [KEY], genesis, UUID, "r", cmd.BIN).command["sort"] == {"_id": -1}
+    hex_key = cmd.record_key("n", b"id", cmd.HEX)
+    assert hex_key < genesis
+    assert cmd.read_many("c", [hex_key], genesis, None, "r", cmd.HEX).command["sort"] == {"_id": 1}
+
+
+@pytest.mark.parametrize("listing", ["spent_ids", "namespaces"])
+def test_a_listing_page_is_followed_by_the_genesis(listing: str) -> None:
+    """Before: a page of a namespace whose documents were deleted answered ``[]``."""
+    steps = {"spent_ids": decisions.list_steps, "namespaces": decisions.namespace_steps}
+    empty: dict[str, Any] = {"cursor": {"firstBatch": []}}
+    perform, seen = script(empty, empty)
+    s = store()
+    with pytest.raises(UnsafeStoreConfig, match="genesis"):
+        run_steps(steps[listing](s, None, 0.0), perform)
+    assert seen == [listing, f"{listing} (verify)"]
+    perform, _ = script(empty, found(None))
+    assert run_steps(steps[listing](store(), None, 0.0), perform) == ([], None)
 
 
 def test_a_member_that_is_no_longer_primary_is_refused_not_forgotten() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from redis.crc import key_slot
 
@@ -244,3 +246,69 @@ def test_spend_as_has_its_own_script_and_compares_digests() -> None:
     assert decisions.spend_outcome(plan, [OTHER + other_digest], ours) is False
     assert decisions.spend_outcome(plan, [OTHER], ours) is False  # a plain spend's record
     assert decisions.spend_outcome(plan, [OTHER + digest], TOKEN) is False  # plain: no re-entry
+
+
+def test_replication_epoch_and_store_id() -> None:
+    from ledger_redis.identity import Replication, judge_replication, replication_from, store_id
+
+    replid = "ab" * 20
+    none = replication_from([b"master", b"0", replid.encode(), b"0", b""])
+    assert none == Replication("master", False, replid, 0)
+    assert none.epoch == b""  # no backlog: nothing to bind to
+    some = replication_from([b"master", b"1", replid.encode(), b"2", b"1"])
+    assert some.epoch == replid.encode()
+    assert some.good == 1
+    assert store_id("redis", b"0" * 32, "ns", some.epoch) == f"redis:{'0' * 32}.{replid}:ns"
+    assert store_id("redis", b"0" * 32, "ns") == f"redis:{'0' * 32}:ns"
+    assert replication_from([b"master", b"1", b"not-hex", b"1", b""]).error is not None
+    assert replication_from(RuntimeError("NOPERM")).error is not None
+    verdict = identity.Verdict(None, ())
+    opts = RedisOptions()
+    assert judge_replication(verdict, some, opts).reason is None
+    unknown = replication_from(RuntimeError("NOPERM this user has no permissions"))
+    assert "failover_may_lose_spends=accept" in (
+        judge_replication(verdict, unknown, opts).reason or ""
+    )
+    trusted = judge_replication(verdict, unknown, RedisOptions(trust_config=True))
+    assert trusted.reason is None
+    assert trusted.notes
+    slave = replication_from([b"slave", b"1", replid.encode(), b"0", b""])
+    assert "slave" in (judge_replication(verdict, slave, opts).reason or "")
+    # doctor: a line fails exactly when the open refuses
+    for rep, options in [
+        (none, opts),
+        (some, opts),
+        (some, RedisOptions(wait_replicas=1)),
+        (unknown, opts),
+        (unknown, RedisOptions(trust_config=True)),
+        (slave, opts),
+        (some, RedisOptions(failover_may_lose_spends=True)),
+    ]:
+        refused = judge_replication(verdict, rep, options).reason is not None
+        lines = identity.replication_checks(rep, options, sentinel=True)
+        assert lines
+        assert any(c.status == "fail" for c in lines) == refused, (rep, options, lines)
+
+
+def test_sentinel_urls() -> None:
+    from ledger_core.urls import LedgerURL
+    from ledger_redis.options import parse
+
+    def target(url: str) -> Any:
+        return parse(OpenRequest(LedgerURL.parse(url), options={}))
+
+    one = target("redis+sentinel://app:pa55w0rd@10.0.0.1/prod/2?sentinels=10.0.0.2:26380,h3")
+    assert one.service == "prod"
+    assert one.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380), ("h3", 26379))
+    assert one.location == "redis+sentinel://app:***@10.0.0.1:26379,10.0.0.2:26380,h3:26379/prod/2"
+    assert "pa55w0rd" not in repr(one)
+    assert one.driver_url.startswith("redis://app:pa55w0rd@sentinel/2")
+    for bad in (
+        "redis+sentinel://h1/",
+        "redis+sentinel://h1/a/b",
+        "redis+sentinel://h1/a?sentinels=h:x",
+    ):
+        with pytest.raises(InvalidLedgerURL):
+            target(bad)
+    with pytest.raises(InvalidLedgerURL, match="sentinels"):
+        target("redis://h1/0?sentinels=h2:1")

@@ -207,15 +207,20 @@ def test_passwords_with_url_characters_never_show(
 def test_raw_at_and_colon_in_a_password(
     flavor: str, nasty_users: servers.RedisServer, namespace: str
 ) -> None:
-    """``@`` and ``:`` unencoded still parse (userinfo ends at the last ``@``)."""
+    """An unencoded ``@`` is refused before any I/O (parsers disagree where the userinfo
+    ends); encoded, and with a raw ``:``, it opens and shows nothing."""
     index = NASTY.index("Secr@tX9q")
-    url = f"redis://nasty{index}:Secr@tX9q@127.0.0.1:{nasty_users.port}/0"
+    raw = f"redis://nasty{index}:Secr@tX9q@127.0.0.1:{nasty_users.port}/0"
+    with pytest.raises(LedgerError, match="percent-encode the password") as refused:
+        Flavored(flavor, raw, namespace=namespace)
+    assert "Secr" not in _all_text(refused.value)
+    url = f"redis://nasty{index}:Secr%40tX9q@127.0.0.1:{nasty_users.port}/0"
     with Flavored(flavor, url, namespace=namespace) as ledger:
         assert ledger.spend("raw-at") is True
         shown = f"{ledger.ledger!r} {ledger.describe()!r}"
         assert "Secr" not in shown
         assert "tX9q" not in shown
-    wrong = f"redis://nasty{index}:Secr@tX9qW@127.0.0.1:{nasty_users.port}/0"
+    wrong = f"redis://nasty{index}:Secr%40tX9qW@127.0.0.1:{nasty_users.port}/0"
     with pytest.raises(LedgerError) as caught:
         Flavored(flavor, wrong, namespace=namespace)
     text = _all_text(caught.value)

@@ -7,6 +7,7 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -356,3 +357,72 @@ def test_fork_children_spend_through_the_parents_ledger(redis_url: str, namespac
     assert ledger.spend("parent") is False  # the parent's ledger still works
     assert ledger.is_spent("fork-7") is True
     ledger.close()
+
+
+# ---------------------------------------------------------------- one namespace forgets
+
+
+def _forget_namespace(url: str, namespace: str, ids: list[str], *, cluster: bool) -> None:
+    """DEL one namespace's genesis and records, nothing else (the store forgets it)."""
+    keys = commands.Keys(namespace, cluster)
+    doomed = [keys.genesis, *(keys.record(i.encode()) for i in ids)]
+    if cluster:
+        client: Any = redis.cluster.RedisCluster.from_url("redis://" + url.split("://", 1)[1])
+    else:
+        client = redis.Redis.from_url(url)
+    try:
+        assert client.delete(*doomed) == len(doomed)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_one_namespace_forgotten_fails_its_instances_closed(
+    flavor: str, redis_url: str, namespace: str
+) -> None:
+    gone = Flavored(flavor, redis_url, namespace=namespace + "-gone")
+    kept = Flavored(flavor, redis_url, namespace=namespace + "-kept")
+    try:
+        assert gone.spend("a") is True
+        assert kept.spend("a") is True
+        _forget_namespace(redis_url, namespace + "-gone", ["a"], cluster=False)
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            gone.is_spent("a")  # immediately: the read proves the genesis itself
+        with pytest.raises(UnsafeStoreConfig):
+            gone.spend("a")
+        assert kept.is_spent("a") is True  # another namespace is another store
+        assert kept.spend("a") is False
+    finally:
+        gone.dispose()
+        kept.dispose()
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_listing_page_proves_the_identity_after_its_scan(
+    flavor: str, private_cluster_url: str, namespace: str
+) -> None:
+    """The namespace forgets between a page's identity proof and its SCAN (on a Cluster
+    they are two commands): proved before, the empty page read as the end of the ids."""
+    ledger = Flavored(flavor, private_cluster_url, namespace=namespace)
+    try:
+        ids = [f"listed-{i}" for i in range(20)]
+        assert all(ledger.spend(i) for i in ids)
+        inner = ledger.ledger._perform
+
+        def forgets(op: Any) -> None:
+            if op[0] == "exec" and op[2][0] == "SCAN":
+                _forget_namespace(private_cluster_url, namespace, ids, cluster=True)
+
+        def ops(op: Any) -> Any:
+            forgets(op)
+            return inner(op)
+
+        async def aops(op: Any) -> Any:
+            forgets(op)
+            return await inner(op)
+
+        ledger.ledger._perform = ops if ledger.loop is None else aops
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            ledger.spent_ids()
+    finally:
+        ledger.dispose()

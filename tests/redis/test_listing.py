@@ -104,8 +104,8 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
     plan = commands.Plan(keys=keys, genesis=b"0" * 32)
     listing = decisions.Listing(plan, 10)
     pages = [
-        (b"0" * 32, 7, [keys.record(b"a"), keys.record(b"\xffm\x00x")]),
-        (b"0" * 32, 0, [keys.record(b"a"), keys.record(b"b")]),
+        (1, 7, [keys.record(b"a"), keys.record(b"\xffm\x00x")]),
+        (1, 0, [keys.record(b"a"), keys.record(b"b")]),
     ]
     asked: list[tuple[Any, int]] = []
 
@@ -114,14 +114,14 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
         if kind == "nodes":
             return [None]
         asked.append((page.node, page.cursor))
-        assert page.genesis_key == keys.genesis  # proved in the same trip
+        assert page.proof == plan.proof_command  # proved in the same trip
         return pages.pop(0)
 
     got = [run_steps(listing.page_steps(), answer) for _ in range(3)]
     assert got == [["a"], ["b"], None]
     assert asked == [(None, 0), (None, 7)]
     with pytest.raises(LedgerUnavailable, match="foreign"):
-        listing.take(b"0" * 32, 0, [commands.Keys("other").record(b"a")])
+        listing.take(1, 0, [commands.Keys("other").record(b"a")])
 
 
 def test_spend_many_answers_per_id(url: str, flavor: str, namespace: str) -> None:

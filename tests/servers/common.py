@@ -4,19 +4,64 @@ A backend's server is found in this order: a URL from the environment, a local b
 started on a free port in a temporary directory, testcontainers when a Docker engine
 answers; otherwise the backend is skipped with the reason. Under ``CI=true`` (or
 ``LEDGER_STRICT=1``) any skip fails the run (see ``tests/conftest.py``).
+
+Every server the harness starts is stopped when the run ends, however it ends: SIGTERM
+(and SIGHUP) become a ``KeyboardInterrupt`` like SIGINT, so pytest unwinds and every
+fixture's ``finally`` runs; what is still registered with :func:`stop_at_exit` (a server
+interrupted while it started, before its fixture held it) is stopped at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import threading
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from typing import TypeVar
+from contextlib import AbstractContextManager, suppress
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+_stops: dict[int, Callable[[], None]] = {}
+_guard = threading.Lock()
+_installed: list[bool] = []
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop_all() -> None:
+    while _stops:
+        _, stop = _stops.popitem()
+        with suppress(Exception):  # at exit: stop the rest whatever one of them does
+            stop()
+
+
+def _install() -> None:
+    """Once, in the main thread of the process that starts servers."""
+    with _guard:
+        if _installed or threading.current_thread() is not threading.main_thread():
+            return
+        _installed.append(True)
+        atexit.register(_stop_all)
+        for name in ("SIGTERM", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) in (signal.SIG_DFL, None):
+                signal.signal(number, _interrupt)
+
+
+def stop_at_exit(stop: Callable[[], None]) -> Callable[[], None]:
+    """Register ``stop`` (idempotent) to run at exit unless the returned ``forget`` is
+    called first (the fixture stopped the server itself)."""
+    _install()
+    key = id(stop)
+    _stops[key] = stop
+    return lambda: _stops.pop(key, None) and None
 
 
 class ServerUnavailable(Exception):
@@ -80,6 +125,15 @@ def docker_available() -> bool:
     return done.returncode == 0
 
 
+def _killer(ref: weakref.ref[LocalProcess]) -> Callable[[], None]:
+    def kill() -> None:
+        live = ref()
+        if live is not None:
+            live.kill9()
+
+    return kill
+
+
 class LocalProcess:
     """A server process the harness started itself: crash it, restart it, stop it.
 
@@ -88,6 +142,12 @@ class LocalProcess:
     """
 
     proc: subprocess.Popen[bytes] | None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Every instance is killed at exit if its process still runs (see above)."""
+        instance = super().__new__(cls)
+        stop_at_exit(_killer(weakref.ref(instance)))
+        return instance
 
     def start(self) -> None:
         raise NotImplementedError

@@ -151,10 +151,12 @@ def _local(root: str, as_user: list[str]) -> Iterator[PostgresServer]:
         _as_user=as_user,
         _start_args=["-o", settings, "-l", os.path.join(root, "server.log")],
     )
-    server.start()
+    forget = common.stop_at_exit(lambda: server.stop("immediate"))
     try:
+        server.start()  # inside: an interrupt while it starts still stops it
         yield server
     finally:
+        forget()
         # Already stopped if a test crashed it on purpose and could not restart it.
         with contextlib.suppress(subprocess.SubprocessError):
             server.stop("immediate")
@@ -222,8 +224,11 @@ def standby_of(primary: PostgresServer) -> Iterator[PostgresServer]:
             _as_user=as_user,
             _start_args=["-o", settings, "-l", os.path.join(root, "server.log")],
         )
-        standby.start()
+        forget = common.stop_at_exit(lambda: standby.stop("immediate"))
         try:
+            standby.start()
             yield standby
         finally:
-            standby.stop("immediate")
+            forget()
+            with contextlib.suppress(subprocess.SubprocessError):
+                standby.stop("immediate")

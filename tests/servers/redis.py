@@ -9,15 +9,20 @@ that says what to install. Configurations that need to kill or reconfigure the s
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+
+from ledger_conformance.faults import FaultProxy, Toxic
 
 from . import common
 from .common import LocalProcess, binary, docker_available, free_port
@@ -28,6 +33,31 @@ ServerUnavailable = common.ServerUnavailable
 PLAIN_ENV = "LEDGER_TEST_REDIS_URL"
 INSTALL_HINT = "install redis-server (apt-get install -y redis-server) or set LEDGER_TEST_REDIS_URL"
 START_TIMEOUT = 10.0
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the thread that started it ends (the test
+    process's main thread: however it dies, SIGKILL included)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _spawn(args: Sequence[str], directory: str) -> subprocess.Popen[bytes]:
+    """A server process: it dies with the main thread when that started it, even when
+    the test process is killed -9 (``common`` stops the rest on SIGTERM/SIGINT and at
+    exit); a restart from another thread (the torture campaign's) outlives that thread."""
+    main = threading.current_thread() is threading.main_thread()
+    log = open(os.path.join(directory, "redis.log"), "ab")  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            list(args),
+            cwd=directory,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if main else None,
+        )
+    finally:
+        log.close()
 
 
 def _ping(port: int) -> bool:
@@ -66,14 +96,7 @@ class RedisServer(LocalProcess):
         exe = binary("redis-server")
         if exe is None:
             raise ServerUnavailable(INSTALL_HINT)
-        log = open(os.path.join(self.directory, "redis.log"), "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), *self.args],
-            cwd=self.directory,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        self.proc = _spawn([exe, "--port", str(self.port), *self.args], self.directory)
         _wait(lambda: _ping(self.port), f"redis-server on port {self.port}")
 
     def graceful_restart(self) -> None:
@@ -163,35 +186,28 @@ def _cluster_ok(port: int) -> bool:
         return False
 
 
+CLUSTER_NODE = (
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "2000",
+    *PLAIN,
+)
+
+
 @contextmanager
-def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
-    """``masters`` cluster nodes on free ports, joined by ``redis-cli --cluster create``."""
+def local_cluster(masters: int = 3, replicas: int = 0) -> Iterator[list[RedisServer]]:
+    """``masters`` cluster nodes (and ``replicas`` replicas of each) on free ports, joined
+    by ``redis-cli --cluster create``: the masters first, in that order."""
     cli = binary("redis-cli")
     if binary("redis-server") is None or cli is None:
         raise ServerUnavailable(INSTALL_HINT)
     servers: list[RedisServer] = []
     try:
-        for _ in range(masters):
-            servers.append(
-                start_local(
-                    (
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-port",
-                        str(free_port()),
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "yes",
-                        "--appendfsync",
-                        "always",
-                    )
-                )
-            )
+        for _ in range(masters * (1 + replicas)):
+            servers.append(start_local((*CLUSTER_NODE, "--cluster-port", str(free_port()))))
         done = subprocess.run(
             [
                 cli,
@@ -199,7 +215,7 @@ def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
                 "create",
                 *(f"127.0.0.1:{s.port}" for s in servers),
                 "--cluster-replicas",
-                "0",
+                str(replicas),
                 "--cluster-yes",
             ],
             capture_output=True,
@@ -209,11 +225,30 @@ def local_cluster(masters: int = 3) -> Iterator[list[RedisServer]]:
         if done.returncode != 0:
             raise ServerUnavailable(f"redis-cli --cluster create failed: {done.stdout[-500:]!r}")
         _wait_cluster(servers)
+        if replicas:
+            for server in servers:
+                _wait(lambda s=server: _synced(s.port), f"cluster replica {server.port}", 20)
         yield servers
     finally:
         for server in servers:
             server.stop()
             shutil.rmtree(server.directory, ignore_errors=True)
+
+
+def _info(port: int, section: str = "replication") -> dict[str, str]:
+    import redis  # the harness's own client, only where it needs one
+
+    with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as client:
+        return {k: str(v) for k, v in client.info(section).items()}
+
+
+def _synced(port: int) -> bool:
+    """A master, or a replica whose link is up (it has the master's data set)."""
+    try:
+        info = _info(port)
+    except Exception:  # redis-py's ConnectionError is no OSError
+        return False
+    return info.get("role") == "master" or info.get("master_link_status") == "up"
 
 
 def _wait_cluster(servers: Sequence[RedisServer]) -> None:
@@ -316,3 +351,134 @@ def local_tls_redis() -> Iterator[TLSRedis]:
             yield TLSRedis(server, tls_port, cert)
     finally:
         shutil.rmtree(certs, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- replication
+
+
+@dataclass
+class Replicated:
+    """A primary, a replica of it whose replication link runs through ``relay`` (a
+    :class:`FaultProxy`: ``partition()`` stops it forwarding while both ends keep their
+    connection, so the primary still counts a connected replica), and, when asked,
+    three Sentinels watching the primary as ``MASTER_NAME``."""
+
+    primary: RedisServer
+    replica: RedisServer
+    relay: FaultProxy
+    sentinels: Sequence[RedisServer] = ()
+
+    def partition(self) -> None:
+        self.relay.set(Toxic.BLACKHOLE)
+
+    def promote(self) -> RedisServer:
+        """kill -9 the primary, then make the replica a master: by Sentinel when there
+        are Sentinels (it must see the primary down), else ``REPLICAOF NO ONE``."""
+        self.primary.kill9()
+        if not self.sentinels:
+            _command(self.replica.port, "REPLICAOF", "NO", "ONE")
+        _wait(lambda: _info(self.replica.port).get("role") == "master", "the promotion", 30)
+        if self.sentinels:
+            _wait(self._sentinels_follow, "the Sentinels' new master", 30)
+        return self.replica
+
+    def _sentinels_follow(self) -> bool:
+        want = str(self.replica.port)
+        for sentinel in self.sentinels:
+            reply = _command(sentinel.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
+            if not isinstance(reply, list | tuple) or str(reply[1]) != want:
+                return False
+        return True
+
+    @property
+    def sentinel_url(self) -> str:
+        first, *more = (f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{first}/{MASTER_NAME}?sentinels={','.join(more)}"
+
+
+MASTER_NAME = "ledger-primary"
+
+
+def _command(port: int, *words: str) -> object:
+    import redis
+
+    with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as client:
+        return client.execute_command(*words)
+
+
+def _sentinel_conf(directory: str, port: int, primary: int) -> str:
+    path = os.path.join(directory, "sentinel.conf")
+    with open(path, "w") as conf:
+        conf.write(
+            f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {directory}\n"
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 2\n"
+            f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
+            f"sentinel failover-timeout {MASTER_NAME} 5000\n"
+            f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+        )
+    return path
+
+
+def start_sentinel(primary: int) -> RedisServer:
+    """A ``redis-sentinel`` watching the primary on ``primary`` (its own free port)."""
+    exe = binary("redis-sentinel")
+    if exe is None:
+        raise ServerUnavailable("install redis-sentinel (apt-get install -y redis-sentinel)")
+    directory = tempfile.mkdtemp(prefix="ledger-sentinel-")
+    port = free_port()
+    server = SentinelProcess(port, directory, (_sentinel_conf(directory, port, primary),))
+    server.exe = exe
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return server
+
+
+@dataclass
+class SentinelProcess(RedisServer):
+    exe: str = ""
+
+    def start(self) -> None:
+        self.proc = _spawn([self.exe, *self.args], self.directory)
+        _wait(lambda: _ping(self.port), f"redis-sentinel on port {self.port}")
+
+
+@contextmanager
+def local_replicated(*, sentinels: int = 0) -> Iterator[Replicated]:
+    """A primary and a synced replica linked through a relay (and ``sentinels``
+    Sentinels that know both), all on free ports, all stopped at the end."""
+    with ExitStack() as stack:
+        primary = stack.enter_context(local_redis(PLAIN))
+        relay = stack.enter_context(FaultProxy("127.0.0.1", primary.port))
+        _, relay_port = relay.address
+        replica = stack.enter_context(
+            local_redis((*PLAIN, "--replicaof", "127.0.0.1", str(relay_port)))
+        )
+        # The primary learns the replica's own port (REPLCONF listening-port), so the
+        # Sentinels reach it directly, not through the relay.
+        _wait(lambda: _synced(replica.port), "the replica's first sync", 20)
+        watching: list[RedisServer] = []
+        for _ in range(sentinels):
+            sentinel = start_sentinel(primary.port)
+            stack.callback(shutil.rmtree, sentinel.directory, True)
+            stack.callback(sentinel.stop)
+            watching.append(sentinel)
+        pair = Replicated(primary, replica, relay, watching)
+        if watching:
+            _wait(lambda: all(_knows_replica(s.port) for s in watching), "the Sentinels", 30)
+        yield pair
+
+
+def _knows_replica(port: int) -> bool:
+    """This Sentinel knows the replica and the two other Sentinels."""
+    try:
+        master = _command(port, "SENTINEL", "MASTER", MASTER_NAME)
+    except Exception:
+        return False
+    if isinstance(master, list):
+        master = dict(zip(master[::2], master[1::2], strict=False))
+    assert isinstance(master, dict)
+    return str(master.get("num-slaves")) == "1" and str(master.get("num-other-sentinels")) == "2"

@@ -34,14 +34,17 @@ def test_every_namespace_once_in_pages(tmp_path: Path, page: int) -> None:
     assert listed == sorted(NAMES)
 
 
-def test_the_own_namespace_is_listed_even_when_empty(tmp_path: Path) -> None:
+def test_an_opened_namespace_is_listed_even_when_empty(tmp_path: Path) -> None:
+    """Its genesis is its first row: every namespace a ledger opened is listed."""
     path = tmp_path / "l.db"
     _fill(path)
+    opened = list(NAMES)
     for own in ("0-first", "m-middle", "\uffff-last"):
+        opened.append(own)
         for page in (1, 4, 100):
             with SQLiteLedger(path, namespace=own) as ledger:
                 listed = list(ledger.namespaces(page=page))
-            assert listed == sorted([*NAMES, own]), (own, page)
+            assert listed == sorted(opened), (own, page)
     with SQLiteLedger(tmp_path / "empty.db", namespace="solo") as alone:
         assert list(alone.namespaces()) == ["solo"]
 
@@ -75,7 +78,7 @@ def test_a_store_that_forgot_lists_nothing(tmp_path: Path) -> None:
     _fill(path)
     ledger = SQLiteLedger(path)
     other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DELETE FROM decision_ledger_meta")
+    other.execute("DELETE FROM decision_ledger WHERE namespace = 'default'")
     other.close()
     with pytest.raises(UnsafeStoreConfig, match="forgot"):
         list(ledger.namespaces())

@@ -17,6 +17,7 @@ from ledger_core import InvalidRequestId, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import can_reenter
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.sqlite.racing import in_processes
+from tests.sqlite.test_identity import OLD_UUID, old_file
 
 KEY_A = "attempt-key-A-0123456789"
 KEY_B = "attempt-key-B-0123456789"
@@ -122,9 +123,9 @@ def test_processes_with_distinct_keys_one_winner(tmp_path: Path) -> None:
 
 
 def _forget_identity(path: Path) -> None:
-    """The identity row goes, the records stay: the statement must still fail closed."""
+    """The genesis row goes, the records stay: the statement must still fail closed."""
     other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DELETE FROM decision_ledger_meta")
+    other.execute("DELETE FROM decision_ledger WHERE request_id = x''")
     other.close()
 
 
@@ -167,49 +168,16 @@ def test_a_failed_write_is_settled_by_the_stored_digest(tmp_path: Path) -> None:
     ledger.close()
 
 
-OLD_SCHEMA = (
-    "CREATE TABLE decision_ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE decision_ledger (namespace TEXT NOT NULL, request_id BLOB NOT NULL, "
-    "token BLOB NOT NULL, spent_at REAL NOT NULL, PRIMARY KEY (namespace, request_id)) "
-    "WITHOUT ROWID",
-    "INSERT INTO decision_ledger_meta VALUES "
-    "('store_uuid', '6a1c1b1e-0000-4000-8000-000000000000')",
-    "INSERT INTO decision_ledger VALUES ('default', CAST('old' AS BLOB), x'00', 0)",
-)
-
-
-def _old_file(path: Path) -> None:
-    """A ledger file as versions before re-entry made it (no ``holder`` column)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    for statement in OLD_SCHEMA:
-        conn.execute(statement)
-    conn.close()
-
-
-def test_an_older_file_without_create_reads_and_refuses_re_entry(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    _old_file(path)
-    with SQLiteLedger(path, create=False) as ledger:  # never altered by a reader
-        assert ledger.is_spent("old") is True
-        assert ledger.spend("old") is False
-        assert ledger.spend("new") is True
-        with pytest.raises(LedgerUnavailable, match=r"older version.*create=true"):
-            ledger.spend_as("fresh", KEY_A)
-        assert ledger.is_spent("fresh") is False
-    columns = sqlite3.connect(path).execute("PRAGMA table_info(decision_ledger)").fetchall()
-    assert "holder" not in {c[1] for c in columns}
-
-
 def test_an_older_file_gains_the_column_when_create_is_allowed(tmp_path: Path) -> None:
+    """A file of versions before re-entry (no ``holder`` column; without create it is
+    refused, ``test_identity``) is upgraded in place by an open with create allowed."""
     path = tmp_path / "old.db"
-    _old_file(path)
-    before = SQLiteLedger(path, create=False)
+    old_file(path)
     with SQLiteLedger(path) as ledger:  # create=true: the column is added
-        assert ledger.store_id == before.store_id  # the same store, upgraded
+        assert ledger.store_id == f"sqlite:{OLD_UUID}:default"  # the same store, upgraded
         assert ledger.spend_as("old", KEY_A) is False  # an old record has no holder
         assert ledger.spend_as("fresh", KEY_A) is True
         assert ledger.spend_as("fresh", KEY_A) is True
-    assert before.spend_as("fresh", KEY_A) is True  # an instance opened before sees it too
-    assert before.spend_as("fresh", KEY_B) is False
-    before.close()
+    with SQLiteLedger(path, create=False) as reader:  # upgraded: readers open it now
+        assert reader.spend_as("fresh", KEY_A) is True
+        assert reader.spend_as("fresh", KEY_B) is False

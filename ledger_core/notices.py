@@ -1,0 +1,48 @@
+"""The library's warnings, through the ``decision_ledger`` logger, once per process for
+each store: a host's log shows a store that can never prove, or a store an open just
+created (a mistyped path reads as "not spent" for every id), without being flooded."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .protocol import LedgerInfo
+
+LOGGER = logging.getLogger("decision_ledger")
+_said: set[tuple[str, str]] = set()
+_lock = threading.Lock()
+
+
+def _once(kind: str, where: str, message: str) -> None:
+    with _lock:
+        if (kind, where) in _said:
+            return
+        _said.add((kind, where))
+    LOGGER.warning(message)
+
+
+def never_proves_line(info: LedgerInfo) -> str | None:
+    """The doctor's identity line for a ledger without a ``store_id`` (reason and fix)."""
+    from .doctor import identity_check  # the doctor's own words, written once
+
+    check = identity_check(info)
+    return None if info.store_id is not None else f"{check.detail}; fix: {check.fix}"
+
+
+def never_proves(info: LedgerInfo) -> None:
+    """Warn once per process and store that a ledger opened here can never prove."""
+    line = never_proves_line(info)
+    if line is not None:
+        where = info.location or info.backend
+        _once("never-proves", f"{where}|{info.namespace}", f"ledger at {where}: {line}")
+
+
+def created(location: str) -> None:
+    """A backend calls this when its open created the store (``create``, the default)."""
+    _once(
+        "created",
+        location,
+        f"created a new, empty ledger at {location} (every id reads 'not spent'); if you"
+        " meant an existing one, check the URL; create=False refuses a missing store",
+    )
