@@ -1,11 +1,11 @@
 """The whole conformance suite against DynamoDB, on dynalite and on DynamoDB Local (each
 with an on-disk store), sync and async, through the fault proxy (the ``endpoint_url`` goes through
-``ctx.route``), with a kill -9 restart hook (C2) and a forget hook (the table deleted and
-created again: an old ledger must fail closed, a new one gets a new store_id)."""
+``ctx.route``), with a kill -9 restart hook (C2) and a forget hook (every item deleted in
+place: an old ledger must fail closed, a new one gets a new store_id)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,5 +26,10 @@ class TestDynamoDB(LedgerConformance):
         return server.restart if server is not None else None
 
     @pytest.fixture
-    def ledger_forget(self, dynamodb_url: str) -> Callable[[], object]:
-        return lambda: tools.forget(dynamodb_url)
+    def ledger_forget(self, dynamodb_url: str) -> Iterator[Callable[[], object]]:
+        """The stronger forget, in place: every item deleted (the genesis items with the
+        records), the table kept, so only the genesis proof can tell (a deleted table
+        also changes TableId and creation time); test_forgetting.py re-creates it too."""
+        admin = tools.admin_client(dynamodb_url)
+        yield lambda: tools.delete_every_item(dynamodb_url, admin)
+        admin.close()
