@@ -155,19 +155,18 @@ def send(session: Session, call: commands.Call, deadline: float) -> Steps[Reques
     earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
     share = per_attempt(session.settings.timeout)
     attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
+    if time.monotonic() >= deadline:
+        raise LedgerUnavailable(
+            f"DynamoDB {call.op} on {session.location}: the call's timeout "
+            f"({session.settings.timeout:g} s) ran out before it could be sent"
+        )
     while True:
-        now = time.monotonic()
-        if now >= deadline:
-            raise LedgerUnavailable(
-                f"DynamoDB {call.op} on {session.location}: the call's timeout "
-                f"({session.settings.timeout:g} s) ran out before it could be sent"
-            )
         attempt += 1
         try:
             return (yield dataclasses.replace(call, due=deadline, share=share))
         except Exception as exc:
             pause = random.uniform(0.0, min(0.05 * 2**attempt, 1.0))
-            late = time.monotonic() + pause >= deadline
+            late = time.monotonic() + pause >= deadline - 0.01
             if attempt >= MAX_ATTEMPTS or late or not transient(exc):
                 raise (mark_attempts(exc, attempt) if uncertain else exc) from None
             uncertain = uncertain or write_fate(exc) is Fate.UNKNOWN

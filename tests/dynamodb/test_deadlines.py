@@ -168,3 +168,29 @@ def test_a_child_forked_while_a_parent_thread_is_in_a_call_spends(
             pytest.fail("the forked child's spend hung")
         assert os.WEXITSTATUS(done[1]) == 0
         assert ledger.is_spent("child") is True
+
+
+def test_a_resend_cut_by_the_deadline_raises_its_own_failure() -> None:
+    """Out of time between attempts: the last attempt's failure is raised, marked as
+    retried when an earlier attempt may have landed (C5: a settle, never a refusal)."""
+    import botocore.exceptions
+
+    from ledger_core.steps import run_steps
+    from ledger_dynamodb import commands
+    from ledger_dynamodb.decisions import Session, send
+    from ledger_dynamodb.errors import retried
+    from ledger_dynamodb.options import Settings
+
+    session = Session("table", Settings(timeout=0.2), "somewhere", None)
+    response: Any = {"Error": {"Code": "InternalServerError"}, "ResponseMetadata": {}}
+
+    def perform(request: Any) -> Any:
+        if isinstance(request, commands.Sleep):
+            time.sleep(0.15)  # a pause that overran: the deadline passes in it
+            return None
+        raise botocore.exceptions.ClientError(response, "PutItem")
+
+    put = commands.put_new("table", b"k", b"t")
+    with pytest.raises(botocore.exceptions.ClientError) as caught:
+        run_steps(send(session, put, time.monotonic() + 0.2), perform)
+    assert retried(caught.value)

@@ -20,7 +20,7 @@ from ledger_dynamodb.options import is_aws_endpoint
 from tests.servers import dynamodb as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: a server may be shared
-TIMEOUT = "3"  # seconds per whole call: black holes end quickly
+TIMEOUT = "5"  # seconds per whole call: black holes end quickly, a loaded JVM answers
 
 
 def on_emulators(*emulators: str) -> Any:
