@@ -186,7 +186,7 @@ def test_a_resend_cut_by_the_deadline_raises_its_own_failure() -> None:
 
     def perform(request: Any) -> Any:
         if isinstance(request, commands.Sleep):
-            time.sleep(0.15)  # a pause that overran: the deadline passes in it
+            time.sleep(0.25)  # a pause that overran: the deadline passes in it
             return None
         raise botocore.exceptions.ClientError(response, "PutItem")
 
