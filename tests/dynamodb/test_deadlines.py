@@ -182,7 +182,8 @@ def test_a_resend_cut_by_the_deadline_raises_its_own_failure() -> None:
     from ledger_dynamodb.options import Settings
 
     session = Session("table", Settings(timeout=0.2), "somewhere", None)
-    response: Any = {"Error": {"Code": "InternalServerError"}, "ResponseMetadata": {}}
+    meta = {"HTTPStatusCode": 500, "RetryAttempts": 0}
+    response: Any = {"Error": {"Code": "InternalServerError"}, "ResponseMetadata": meta}
 
     def perform(request: Any) -> Any:
         if isinstance(request, commands.Sleep):
