@@ -346,6 +346,7 @@ def test_all_namespaces_shows_the_overall_progress(
 ) -> None:
     from ledger_core import cli
 
+    SQLiteLedger(tmp_path / "old.db").close()  # the URL's own namespace: listing opens it
     for name in ("a", "b"):
         SQLiteLedger(tmp_path / "old.db", namespace=name).spend_many(
             [f"{name}{n}" for n in range(5)]

@@ -109,7 +109,9 @@ def _setup(target: Target) -> LedgerInfo:
 
 def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
     """Create the ledger's schema and table if missing (idempotent), add the C10
-    ``attempt_digest`` column to a table made by an older version, and describe it.
+    ``attempt_digest`` column to a table made by an older version, write the
+    namespace's genesis row (upgrading a namespace of an older table, its store_id
+    kept), and describe it.
 
     ``url_or_conninfo`` is a ``postgresql://`` URL (its query may carry ``schema``,
     ``table``, ``namespace``, ``timeout``) or a libpq ``key=value`` string; keyword

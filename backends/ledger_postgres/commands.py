@@ -17,6 +17,7 @@ from psycopg import pq, sql
 from psycopg.adapt import PyFormat
 
 from .options import DEFAULT_SCHEMA, PgConfig
+from .replication import NEW, TIMELINE_NOW, TOPOLOGY, timeline_condition
 
 # One timeout bounds a whole call, pool wait and reconnects included. A first attempt
 # waits for its answer at most half of it (the server is told to give up sooner, with
@@ -24,10 +25,17 @@ from .options import DEFAULT_SCHEMA, PgConfig
 FIRST_SHARE = 0.5
 SERVER_SHARE = 0.4  # of the timeout, for the server's statement and lock timeouts
 
-# The genesis row: the store's identity, written once (random token, durable commit)
-# by the first opener, in the ledger's own table under a namespace that is not valid
-# UTF-8, so no ledger namespace, id or marker can reach it (C7). Its token is part of
-# store_id, and every operation proves it is still there in the same statement.
+# A namespace's genesis row: its identity, written once (random token, durable commit)
+# by its first opener, among that namespace's records under the empty request_id, which
+# no id or marker can be (ids are 1-1024 bytes; markers start with 0xFF), and which
+# sorts before every id (keyset pages start after it). Its token is part of store_id,
+# and every operation proves it is still there in the same statement: whatever empties
+# the namespace (its rows deleted, TRUNCATE, DROP) takes the genesis with the records.
+GENESIS_ID = b""
+# Tables made by older versions had one genesis for the whole table, under a namespace
+# that is not valid UTF-8 (no ledger's). It is read only to upgrade such a table: a
+# namespace that has records but no genesis of its own takes that token, so its
+# store_id does not change.
 IDENTITY_NAMESPACE = b"\xff"
 IDENTITY_ID = b"store-identity"
 
@@ -165,19 +173,27 @@ class Guard(NamedTuple):
     loses its genesis row with them.
     """
 
+    namespace: bytes
     genesis: bytes
     table_oid: int
     durable: bool
+    # failover=keep-store-id on a proving ledger: what each spend proves about the
+    # standbys (replication.spend_condition); failing it refuses that spend only.
+    topology: str | None = None
+    # failover=new-store-id: the timeline every statement proves (a promotion changes it).
+    timeline: int | None = None
 
     def condition(self, spend: bool) -> str:
-        """The guard as a condition on the genesis row, aliased ``g``: true only when
-        the store is still the one this ledger opened (and, for a spend, still keeps
-        what it acknowledges)."""
-        ns, rid = bytea_literal(IDENTITY_NAMESPACE), bytea_literal(IDENTITY_ID)
+        """The guard as a condition on the namespace's genesis row, aliased ``g``: true
+        only when the store is still the one this ledger opened (and, for a spend, still
+        keeps what it acknowledges)."""
+        ns, rid = bytea_literal(self.namespace), bytea_literal(GENESIS_ID)
         text = (
             f"g.namespace = {ns.decode()} AND g.request_id = {rid.decode()} "
             f"AND g.token = {bytea_literal(self.genesis).decode()}"
         )
+        if self.timeline is not None:
+            text += f" AND {timeline_condition(self.timeline)}"
         if spend:
             # The spend's own commit is durable whatever the session's settings are now
             # (a pooler's RESET ALL or DISCARD ALL, a transaction-mode pooler's other
@@ -193,6 +209,15 @@ class Guard(NamedTuple):
                 "AND c.relpersistence = 'p')"
             )
         return text
+
+    def namespace_value(self, value: sql.Composable, spend: bool) -> sql.Composable:
+        """The namespace a statement writes: NULL when the standbys no longer keep what
+        the spend would acknowledge, which the NOT NULL column refuses before anything
+        is written, as a refusal of its own (``errors.topology_refusal``): the store
+        has not forgotten, so the ledger does not fail for good."""
+        if not spend or self.topology is None:
+            return value
+        return sql.Composed([sql.SQL(f"CASE WHEN {self.topology} THEN "), value, sql.SQL(" END")])
 
 
 # A spend's token comes out of the guard: no genesis row (or a changed store) makes it
@@ -219,6 +244,13 @@ _SPEND_AS = (
 # statement's row count answers (no row to describe, send and decode).
 _RETURNING = " RETURNING true"
 _READ_TOKEN = "SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
+# What opening reads about the identity, in one row: the namespace's genesis token;
+# the table's old (per-table) genesis token; whether the namespace holds any row.
+_READ_GENESIS = (
+    "SELECT (SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}), "
+    "(SELECT token FROM {table} WHERE namespace = {old_ns} AND request_id = {old_rid}), "
+    "EXISTS (SELECT FROM {table} WHERE namespace = {ns})"
+)
 _READ_TOKEN_AND_DIGEST = (
     "SELECT token, attempt_digest FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
 )
@@ -330,7 +362,6 @@ class Statements:
     # Framed scripts answer with one result set per statement; these are the ones read.
     FRAMED_RESULT = 2
     SETTLE_RESULT = 3
-    IDENTITY_RESULT = SETTLE_RESULT
 
     def __init__(
         self, config: PgConfig, guard: Guard | None = None, reentrant: bool = True
@@ -366,12 +397,16 @@ class Statements:
         lock = uuid.uuid5(uuid.NAMESPACE_URL, f"decision-ledger:{config.qualified}").int >> 64
         self.ddl_lock_key = lock - (1 << 64) if lock >= 1 << 63 else lock
         self.read_genesis = self._render(
-            sql.SQL(_READ_TOKEN).format(
+            sql.SQL(_READ_GENESIS).format(
                 table=self.table,
-                ns=sql.Literal(IDENTITY_NAMESPACE),
-                rid=sql.Literal(IDENTITY_ID),
+                ns=sql.SQL(self._ns.decode()),
+                rid=sql.SQL(bytea_literal(GENESIS_ID).decode()),
+                old_ns=sql.SQL(bytea_literal(IDENTITY_NAMESPACE).decode()),
+                old_rid=sql.SQL(bytea_literal(IDENTITY_ID).decode()),
             )
         )
+        timeline = TIMELINE_NOW if config.failover == NEW else "NULL"
+        self.topology = self._render(sql.SQL(TOPOLOGY.format(timeline=timeline)))
         if guard is not None:
             self._build(guard)
 
@@ -416,8 +451,11 @@ class Statements:
         """The hot statement ``template`` (bytea parameters ``$1``..) as a
         :class:`Prepared` whose ``setup`` (the session's settings, then its ``PREPARE``)
         a shell sends on each session's first use of it."""
+        numbered: dict[str, sql.Composable]
         numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
-        condition = guard.condition(spend=template.startswith("INSERT"))
+        spend = template.startswith("INSERT")
+        numbered["ns"] = guard.namespace_value(numbered["ns"], spend)
+        condition = guard.condition(spend=spend)
         body = self._render(
             sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **numbered)
         )
@@ -435,11 +473,14 @@ class Statements:
 
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         """``template`` with the guard and a placeholder for each value, in text order."""
-        condition = guard.condition(spend=template.startswith("INSERT") if spend is None else spend)
-        values = dict.fromkeys(_NAMES, _P)
+        spend = template.startswith("INSERT") if spend is None else spend
+        values: dict[str, sql.Composable] = dict.fromkeys(_NAMES, _P)
+        values["ns"] = guard.namespace_value(_P, spend)
         if "{rid}::bytea[]" in template:
             values["rid"] = _BINARY
-        return sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **values)
+        return sql.SQL(template).format(
+            table=self.table, guard=sql.SQL(guard.condition(spend=spend)), **values
+        )
 
     @staticmethod
     def _render(statement: sql.Composable) -> bytes:
@@ -494,26 +535,46 @@ class Statements:
         ]
         return _script(*statements)
 
-    def genesis_row(self, token: bytes) -> bytes:
-        """Create the genesis row (the first opener wins; a durable commit, or a crash
-        could change the store's identity), then read the one that won."""
-        ns, rid, tok = (
-            bytea_literal(IDENTITY_NAMESPACE).decode(),
-            bytea_literal(IDENTITY_ID).decode(),
-            bytea_literal(token).decode(),
-        )
+    def genesis_row(self, token: bytes, upgrade: bool = False) -> tuple[bytes, int]:
+        """Create the namespace's genesis row (the first opener wins; a durable commit,
+        or a crash could change the store's identity), then read the one that won.
+
+        ``upgrade`` (a table made by an older version, whose namespace has records and
+        no genesis): the namespace takes the table's old genesis token, so its store_id
+        stays, but only if it still has records once no one can write to the table
+        (``SHARE`` mode waits out and blocks every writer until this commits): a
+        namespace emptied meanwhile gets ``token``, a new store_id. Only the table's
+        owner (or a role that may UPDATE or DELETE it) may take that lock. Returns the
+        script and the index of the result set that answers.
+        """
+        ns, rid = self._ns.decode(), bytea_literal(GENESIS_ID).decode()
+        value: sql.Composable = sql.SQL(bytea_literal(token).decode())
+        statements: list[sql.Composable] = [_BEGIN, self._settings]
+        if upgrade:
+            statements.append(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(self.table))
+            value = sql.SQL(
+                "COALESCE((SELECT o.token FROM {table} AS o WHERE o.namespace = {old_ns} "
+                "AND o.request_id = {old_rid} AND EXISTS (SELECT FROM {table} "
+                "WHERE namespace = {ns})), {tok})"
+            ).format(
+                table=self.table,
+                old_ns=sql.SQL(bytea_literal(IDENTITY_NAMESPACE).decode()),
+                old_rid=sql.SQL(bytea_literal(IDENTITY_ID).decode()),
+                ns=sql.SQL(ns),
+                tok=value,
+            )
         insert = sql.SQL(
             "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, {tok}) "
             "ON CONFLICT (namespace, request_id) DO NOTHING"
-        ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=sql.SQL(tok))
+        ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=value)
         read = sql.SQL(_READ_TOKEN).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
-        return self._render(_script(_BEGIN, self._settings, insert, read, _COMMIT))
+        return self._render(_script(*statements, insert, read, _COMMIT)), len(statements) + 1
 
 
 # ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): one
 # DELETE of the namespaces in a ``bytea`` range [low, high) (byte order: no collation and
-# no LIKE pattern to escape), answering how many distinct namespaces it took. The
-# genesis row (namespace 0xFF) is the table's identity, never a namespace's: it stays.
+# no LIKE pattern to escape), answering how many distinct namespaces it took. Each
+# namespace's genesis goes with it; the old per-table genesis (namespace 0xFF) stays.
 _REMOVE_SCRATCH = (
     "WITH gone AS (DELETE FROM {table} WHERE namespace >= {low} AND namespace < {high} "
     "RETURNING namespace) SELECT count(DISTINCT namespace) FROM gone"

@@ -10,6 +10,7 @@ call's one deadline (``due``); the shells only run ops before it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Generator
@@ -19,7 +20,7 @@ from ledger_core.errors import LedgerClosed, LedgerError
 from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.tokens import attempt_outcome, new_token
 
-from . import errors, identity
+from . import errors, identity, replication
 from .commands import (
     BATCH_SIZE,
     DOCTOR_SETTINGS,
@@ -47,6 +48,7 @@ def open_ledger(
     allowed, read (or write, first opener wins) the genesis row, derive ``store_id``
     and the guard. One deadline (``due``) for the whole open."""
     config: PgConfig = st.config
+    qualified = config.qualified
     try:
         probe_op = Op(PROBE, (st.regclass_text,) * 3, due=due)
         row = yield probe_op
@@ -61,16 +63,33 @@ def open_ledger(
             row = yield probe_op
             assert row is not None
             probe = identity.probe_from_row(row)
+        row = yield Op(st.topology, due=due)
+        assert row is not None
+        probe = dataclasses.replace(probe, topology=replication.topology_from_row(row))
         system_identifier = None
         if probe.may_read_control:
             row = yield Op(SYSTEM_IDENTIFIER, due=due)
             assert row is not None
             system_identifier = str(row[0])
-        # Read first: a role that may only SELECT can open a table that has its genesis.
+        # Read first: a role that may only SELECT opens a namespace that has its genesis.
         row = yield Op(st.read_genesis, due=due)
-        if row is None:
-            write = st.genesis_row(new_identity_token())
-            row = yield Op(write, result=st.IDENTITY_RESULT, due=due)
+        assert row is not None
+        if row[0] is None:
+            # An older table's namespace with records: upgraded (its store_id kept) only
+            # where the table may be set up; otherwise refused with the fix.
+            upgrade = row[1] is not None and bool(row[2])
+            if upgrade and not (config.create or setup):
+                raise errors.missing_genesis(
+                    qualified, config.namespace, "made by an older version"
+                )
+            write, answer = st.genesis_row(new_identity_token(), upgrade)
+            try:
+                row = yield Op(write, result=answer, due=due)
+            except Exception as exc:
+                if errors.classify(exc) is not errors.Failure.REJECTED:
+                    raise
+                why = errors.detail(exc, password)
+                raise errors.missing_genesis(qualified, config.namespace, why) from exc
             assert row is not None
         genesis = bytes(row[0])
     except LedgerError:

@@ -75,23 +75,30 @@ def classify(exc: BaseException) -> Failure:
     return Failure.UNKNOWN
 
 
-def _detail(exc: BaseException, password: str | None) -> str:
+def detail(exc: BaseException, password: str | None) -> str:
     return scrub(str(exc).strip() or type(exc).__name__, password)
 
 
 def unavailable(what: str, exc: BaseException, password: str | None) -> LedgerError:
     """The one mapping of a failure that proves nothing was recorded."""
+    if is_topology_refusal(exc):
+        return UnsafeStoreConfig(
+            f"{what} refused, nothing recorded: the primary's standbys no longer keep every "
+            "acknowledged spend (a standby that is not synchronous, an idle physical slot, "
+            "or synchronous_standby_names changed since open); it spends again once they "
+            "do (see `decision-ledger doctor`)"
+        )
     if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
         return UnsafeStoreConfig(
             f"{what} refused: the server is read-only (a standby, or "
-            f"default_transaction_read_only): {_detail(exc, password)}"
+            f"default_transaction_read_only): {detail(exc, password)}"
         )
-    return LedgerUnavailable(f"{what} failed: {_detail(exc, password)}")
+    return LedgerUnavailable(f"{what} failed: {detail(exc, password)}")
 
 
 def ambiguous(first: BaseException, second: BaseException | None, pw: str | None) -> AmbiguousSpend:
-    tail = "" if second is None else f"; re-reading its token failed: {_detail(second, pw)}"
-    return AmbiguousSpend(f"spend outcome unknown: {_detail(first, pw)}{tail}")
+    tail = "" if second is None else f"; re-reading its token failed: {detail(second, pw)}"
+    return AmbiguousSpend(f"spend outcome unknown: {detail(first, pw)}{tail}")
 
 
 def standby_error(what: str) -> UnsafeStoreConfig:
@@ -105,6 +112,15 @@ def missing_table(qualified: str) -> LedgerUnavailable:
     return LedgerUnavailable(
         f"ledger table {qualified} does not exist and create=false: run "
         "`decision-ledger setup URL` (or ledger_postgres.setup) as a role that may create it"
+    )
+
+
+def missing_genesis(qualified: str, namespace: str, why: str) -> LedgerUnavailable:
+    """A namespace with no genesis row of its own that this open may not write."""
+    return LedgerUnavailable(
+        f"namespace {namespace!r} of ledger table {qualified} has no genesis row ({why}): "
+        f"run `decision-ledger setup URL` with namespace={namespace!r} "
+        "(or ledger_postgres.setup) once as the table's owner, then reopen"
     )
 
 
@@ -125,8 +141,10 @@ class StoreChanged(UnsafeStoreConfig):
 def store_changed(qualified: str) -> StoreChanged:
     return StoreChanged(
         f"ledger {qualified}: the store forgot, or can now forget, since this ledger "
-        "opened (its genesis row is gone or different: TRUNCATE, DROP and re-create; or "
-        "the table is no longer logged and permanent, or fsync was turned off); this ledger "
+        "opened (its namespace's genesis row is gone or different: the namespace's rows "
+        "deleted, TRUNCATE, DROP and re-create; or "
+        "the table is no longer logged and permanent, or fsync was turned off; or a failover "
+        "changed the timeline, under failover=new-store-id); this ledger "
         "stays failed: reopen it (a store that forgot gets a new store_id)"
     )
 
@@ -134,6 +152,12 @@ def store_changed(qualified: str) -> StoreChanged:
 def is_guard_failure(exc: BaseException) -> bool:
     """A spend's INSERT got a NULL token: the guard found no genesis row to prove."""
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "token"
+
+
+def is_topology_refusal(exc: BaseException) -> bool:
+    """A spend's namespace came out NULL: its statement found the standbys no longer
+    keep what it would acknowledge (``Guard.namespace_value``)."""
+    return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "namespace"
 
 
 def statement_gone(exc: BaseException) -> bool:

@@ -10,9 +10,11 @@ from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, ve
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
+from . import replication
 from .commands import Guard
 from .errors import standby_error
 from .options import PgConfig
+from .replication import Topology
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Probe:
     may_read_control: bool
     persistence: str | None = None  # pg_class.relpersistence: p(ermanent), u(nlogged), t(emp)
     has_attempt_column: bool = False  # C10's attempt_digest (tables made before lack it)
+    topology: Topology | None = None  # the standbys the primary reports (replication.py)
 
 
 def probe_from_row(row: tuple[Any, ...]) -> Probe:
@@ -70,9 +73,14 @@ def _persistence_refusal(probe: Probe) -> str | None:
     return None
 
 
-def _cannot_prove(probe: Probe) -> str | None:
-    """Why acknowledged spends could be lost in a crash of the server process, if so."""
-    return _fsync_refusal(probe) or _persistence_refusal(probe)
+def _cannot_prove(probe: Probe, config: PgConfig) -> str | None:
+    """Why acknowledged spends could be lost in a crash of the server process or a
+    failover, if so."""
+    return (
+        _fsync_refusal(probe)
+        or _persistence_refusal(probe)
+        or replication.reason(probe.topology, config.failover)
+    )
 
 
 class Opened(NamedTuple):
@@ -93,35 +101,47 @@ def ledger_info(
     system_identifier: str | None,
     genesis: bytes,
 ) -> Opened:
-    """The store identity (C6): the cluster, the database, the table and its genesis
-    row, plus the namespace.
+    """The store identity (C6): the cluster, the database, the table, and the
+    namespace's genesis row, plus the namespace.
 
     ``system_identifier`` is fixed by initdb, so another cluster (a dump restored
     elsewhere) differs; the table's OID changes when it is dropped and re-created; the
-    genesis token changes when the table forgets (TRUNCATE) and is opened again. The
-    fields before the namespace have fixed forms, so the namespace cannot collide.
+    genesis token changes when the namespace forgets (its rows deleted, TRUNCATE) and is
+    opened again. The fields before the namespace have fixed forms, so the namespace
+    cannot collide.
     """
     if probe.table_oid is None:
         raise LedgerUnavailable(f"ledger table {config.qualified} is missing")
     genesis_id = uuid.UUID(bytes=genesis) if len(genesis) == 16 else None
     if genesis_id is None:
-        raise UnsafeStoreConfig(f"ledger table {config.qualified}: its genesis row is malformed")
+        raise UnsafeStoreConfig(
+            f"ledger table {config.qualified}: the genesis row of namespace "
+            f"{config.namespace!r} is malformed"
+        )
     where = f"{probe.database_oid}:{probe.table_oid}"
     if system_identifier is not None:
-        store_id: str | None = f"postgres:{int(system_identifier)}:{where}:{genesis_id}"
+        kind, rest = "postgres", f"{int(system_identifier)}:{where}:{genesis_id}"
         identity = (
             "pg_control_system().system_identifier, the database OID, the table OID and "
-            "the table's genesis row"
+            "the namespace's genesis row"
         )
     else:
-        store_id = f"postgres-row:{genesis_id}:{where}"
+        kind, rest = "postgres-row", f"{genesis_id}:{where}"
         identity = (
-            "fallback: this role may not read pg_control_system(), so the table's genesis "
-            "row, the database OID and the table OID (a dump restored into another cluster "
-            "could carry the row and meet an equal OID)"
+            "fallback: this role may not read pg_control_system(), so the namespace's "
+            "genesis row, the database OID and the table OID (a dump restored into another "
+            "cluster could carry the row and meet an equal OID)"
         )
-    store_id = f"{store_id}:{config.namespace}"
-    reason = _cannot_prove(probe)
+    timeline = None
+    if config.failover == replication.NEW:
+        # Another prefix: no keep-store-id store_id can equal one of these (C7).
+        timeline = probe.topology.timeline if probe.topology else None
+        if timeline is None:
+            raise UnsafeStoreConfig(f"failover={replication.NEW}: no timeline was read")
+        kind = f"{kind}-tl{timeline}"
+        identity += f", and the timeline ({timeline}: failover={replication.NEW})"
+    store_id: str | None = f"{kind}:{rest}:{config.namespace}"
+    reason = _cannot_prove(probe, config)
     if reason is not None:
         store_id = None
     info = LedgerInfo(
@@ -133,7 +153,12 @@ def ledger_info(
         identity=identity,
         durability=Durability.NONE if reason else Durability.MACHINE,
     )
-    guard = Guard(genesis, probe.table_oid, durable=reason is None)
+    topology = None
+    if reason is None and config.failover == replication.KEEP and probe.topology is not None:
+        topology = replication.spend_condition(probe.topology)
+    guard = Guard(
+        config.namespace_bytes, genesis, probe.table_oid, reason is None, topology, timeline
+    )
     return Opened(info, guard, probe.has_attempt_column, probe)
 
 
@@ -200,6 +225,7 @@ def doctor_checks(
             )
         )
         lines.append(Check("configuration", PASS, "a primary (not in recovery)"))
+        lines += replication.doctor_lines(probe.topology, config.failover)
     lines.append(
         Check(
             "configuration",

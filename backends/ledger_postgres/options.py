@@ -23,6 +23,7 @@ from ledger_core.opening import OpenRequest
 from ledger_core.urls import LedgerURL
 
 from .errors import scrub
+from .replication import FAILOVER_MODES, KEEP
 
 DEFAULT_SCHEMA = "public"
 DEFAULT_TABLE = "decision_ledger"
@@ -31,7 +32,9 @@ DEFAULT_POOL_MAX = 10
 MAX_POOL = 1000
 
 # Options that are ours; every other key of a URL's query string belongs to libpq.
-OPTIONS = frozenset({"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max"})
+OPTIONS = frozenset(
+    {"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max", "failover"}
+)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -61,9 +64,12 @@ class PgConfig:
     table: str = DEFAULT_TABLE
     create: bool = True
     timeout: float = DEFAULT_TIMEOUT
+    failover: str = KEEP  # replication.FAILOVER_MODES: what a promotion does to store_id
 
     def __post_init__(self) -> None:
         validate_namespace(self.namespace)
+        if self.failover not in FAILOVER_MODES:
+            raise InvalidLedgerURL(f"option 'failover' must be one of {', '.join(FAILOVER_MODES)}")
         check_identifier("schema", self.schema)
         check_identifier("table", self.table)
         if not 0 < self.timeout <= 3600:
@@ -197,6 +203,7 @@ def config_from(request: OpenRequest) -> PgConfig:
         table=request.text("table", DEFAULT_TABLE),
         create=request.create(),
         timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
+        failover=request.choice("failover", KEEP, FAILOVER_MODES),
     )
 
 
@@ -241,3 +248,4 @@ class PoolOptions(TypedDict, total=False):
     table: str
     create: bool
     timeout: float
+    failover: str

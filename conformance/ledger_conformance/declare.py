@@ -74,6 +74,12 @@ FORGET = Need(
     fixture="ledger_forget",
     why="no ledger_forget hook was given (--ledger-forget or --ledger-forget-cmd)",
 )
+FAILOVER = Need(
+    "failover hook",
+    HOOK,
+    fixture="ledger_failover",
+    why="no ledger_failover hook was given (--ledger-failover or --ledger-failover-cmd)",
+)
 ROUTABLE = Need(
     "a network address",
     ROUTE,
@@ -152,6 +158,7 @@ def clause_of_mark(
 
 __all__ = [
     "CAPABILITIES",
+    "FAILOVER",
     "FORGET",
     "MARKERS",
     "NAMESPACES",

@@ -21,7 +21,7 @@ import math
 import socket
 import struct
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
@@ -55,6 +55,13 @@ class Toxic(enum.Enum):
     """Forward requests, discard replies: the request landed, the answer is lost."""
     RESET_AFTER_REQUEST = "reset_after_request"
     """Forward requests; when a reply arrives, discard it and RST the client."""
+    TRICKLE = "trickle"
+    """Forward requests; send each reply a byte at a time, one every ``latency`` seconds
+    (a server that never goes quiet long enough to trip a per-read timeout)."""
+    HOLD = "hold"
+    """Hold every request chunk, in order, until :meth:`FaultProxy.let_through` lets one
+    on or the toxic changes (then each goes on under the new toxic); replies pass. A
+    request in flight, stopped where the suite chooses (C6: a forget lands meanwhile)."""
     PARTIAL_WRITE = "partial_write"
     """Forward only the first half of a request chunk, then RST the client and close the
     upstream: the server gets a truncated command it must discard (a sender dying mid-send)."""
@@ -106,9 +113,20 @@ class FaultProxy:
     """A TCP proxy from ``address`` to one upstream, with a switchable :class:`Toxic`."""
 
     def __init__(
-        self, upstream_host: str, upstream_port: int, *, listen_host: str = "127.0.0.1"
+        self,
+        upstream_host: str,
+        upstream_port: int,
+        *,
+        listen_host: str = "127.0.0.1",
+        held_signal: threading.Condition | None = None,
     ) -> None:
         self._upstream = (upstream_host, upstream_port)
+        # HOLD: chunks waiting (counted under held_signal, notified on every change) and
+        # how many more may pass; the gate lives on the loop.
+        self.held_signal = held_signal or threading.Condition()
+        self._held = 0
+        self._allowance = 0
+        self._gate: asyncio.Condition | None = None
         self._listen_host = listen_host
         self._toxic = Toxic.PASS
         self._latency = 0.0
@@ -217,6 +235,18 @@ class FaultProxy:
             if self._running():
                 self._call(self._reset_all())
 
+    @property
+    def held(self) -> int:
+        """Request chunks waiting under HOLD now (not counting those let through)."""
+        with self.held_signal:
+            return self._waiting()
+
+    def let_through(self, count: int = 1) -> None:
+        """Under HOLD: let the next ``count`` request chunks on, in order."""
+        with self._control:
+            if self._running():
+                self._call(self._open_gate(count))
+
     def wait_reply_dropped(self, timeout: float) -> bool:
         """True once a server reply was dropped under the toxic of the last ``set()``."""
         return self._drop_events[0].wait(timeout)
@@ -287,6 +317,9 @@ class FaultProxy:
         previous = self._toxic
         self._toxic, self._latency, self._extra_events = toxic, latency, extra
         self._drop_events = (threading.Event(), *extra)
+        with self.held_signal:
+            self._allowance = 0
+        await self._open_gate(0)  # held chunks go on under the new toxic
         if toxic is Toxic.REFUSE:
             await self._unlisten()
             await self._reset_all()
@@ -428,8 +461,45 @@ class FaultProxy:
                 await asyncio.sleep(self._latency)  # chunks stay in order, each held back
             await self._deliver(link, dst, data, upward=upward)
 
+    async def _open_gate(self, count: int) -> None:
+        with self.held_signal:
+            self._allowance += count
+        if self._gate is None:
+            self._gate = asyncio.Condition()
+        async with self._gate:
+            self._gate.notify_all()
+
+    def _waiting(self) -> int:
+        """Chunks held and not yet let through (call under ``held_signal``)."""
+        return max(0, self._held - self._allowance)
+
+    async def _pass_gate(self) -> None:
+        """Under HOLD, wait until this chunk may go on (let through, or the toxic changed)."""
+        if self._toxic is not Toxic.HOLD:
+            return
+        if self._gate is None:
+            self._gate = asyncio.Condition()
+        with self.held_signal:
+            self._held += 1
+            self.held_signal.notify_all()
+        allowed = False
+        try:
+            async with self._gate:
+                await self._gate.wait_for(
+                    lambda: self._toxic is not Toxic.HOLD or self._allowance > 0
+                )
+                allowed = self._toxic is Toxic.HOLD
+        finally:
+            with self.held_signal:
+                self._held -= 1
+                if allowed:
+                    self._allowance -= 1
+                self.held_signal.notify_all()
+
     async def _deliver(self, link: _Link, dst: socket.socket, data: bytes, *, upward: bool) -> None:
         """Apply the toxic in force now (it may have changed while the chunk waited)."""
+        if upward:
+            await self._pass_gate()
         toxic = self._toxic
         if toxic in (Toxic.RESET, Toxic.REFUSE):
             raise _Abort
@@ -448,12 +518,27 @@ class FaultProxy:
                 return
             link.dropped_reply = True  # signalled once the client has been reset
             raise _Abort
+        if not upward and toxic is Toxic.TRICKLE:
+            await self._trickle(link, dst, data)
+            return
         # Counted before sending, so a peer that has the bytes also sees them counted.
         if upward:
             self._bytes_up += len(data)
         else:
             self._bytes_down += len(data)
         await asyncio.get_running_loop().sock_sendall(dst, data)
+
+    async def _trickle(self, link: _Link, dst: socket.socket, data: bytes) -> None:
+        """One byte every ``latency`` seconds while TRICKLE lasts; the rest of the chunk
+        under whatever toxic replaced it."""
+        loop = asyncio.get_running_loop()
+        for n in range(len(data)):
+            if self._toxic is not Toxic.TRICKLE:
+                await self._deliver(link, dst, data[n:], upward=False)
+                return
+            self._bytes_down += 1
+            await loop.sock_sendall(dst, data[n : n + 1])
+            await asyncio.sleep(self._latency)
 
     def _signal_drop(self) -> None:
         for event in self._drop_events:
@@ -474,6 +559,7 @@ class ProxyRouter:
         self._toxic = Toxic.PASS
         self._latency = 0.0
         self._dropped = threading.Event()
+        self.held_signal = threading.Condition()  # shared by every proxy (HOLD)
         self._used = False
         self._closed = False
 
@@ -484,7 +570,9 @@ class ProxyRouter:
             self._used = True
             proxy = self._proxies.get((host, port))
             if proxy is None:
-                proxy = FaultProxy(host, port, listen_host=self._listen_host)
+                proxy = FaultProxy(
+                    host, port, listen_host=self._listen_host, held_signal=self.held_signal
+                )
                 proxy._set(self._toxic, self._latency, (self._dropped,))
                 proxy.start()
                 self._proxies[(host, port)] = proxy
@@ -538,6 +626,28 @@ class ProxyRouter:
     def wait_reply_dropped(self, timeout: float) -> bool:
         """True once any proxy dropped a reply under the toxic of the last ``set()``."""
         return self._dropped.wait(timeout)
+
+    @property
+    def held(self) -> int:
+        """Request chunks waiting under HOLD, on every proxy."""
+        return sum(proxy.held for proxy in self.proxies)
+
+    def let_through(self, count: int = 1) -> None:
+        """Under HOLD: let ``count`` more request chunks on, on each proxy holding one."""
+        for proxy in self.proxies:
+            if proxy.held:
+                proxy.let_through(count)
+
+    def wait_held(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until a request chunk is held or ``done()``; False on timeout. Notify
+        :attr:`held_signal` when ``done`` may have changed."""
+        with self.held_signal:
+            return self.held_signal.wait_for(lambda: done() or self._held_now(), timeout)
+
+    def _held_now(self) -> bool:
+        with self._lock:
+            proxies = list(self._proxies.values())
+        return any(proxy._waiting() for proxy in proxies)
 
     async def wait_reply_dropped_async(self, timeout: float) -> bool:
         return await asyncio.to_thread(self.wait_reply_dropped, timeout)

@@ -1,24 +1,30 @@
-"""The optional hooks beside the factory: restart the store's server, make the store forget.
+"""The optional hooks beside the factory: restart the store's server, make the store forget
+(all of it, or one namespace), fail it over to a replica.
 
-A hook is a callable without arguments, given as ``module:callable`` (pytest's
-``--ledger-restart`` / ``--ledger-forget``, or a backend's own fixture), as an attribute of
-the factory (``factory.ledger_restart`` / ``factory.ledger_forget``), or as a shell command
-(``--ledger-restart-cmd`` / ``--ledger-forget-cmd``, and ``decision-ledger check --restart
-CMD --forget CMD``). A shell command is bounded and its output captured; a command that
-fails or hangs fails the clause that called it, with its output, so a broken hook never
-reads as a ledger that passed.
+A hook is a callable, given as ``module:callable`` (pytest's ``--ledger-restart`` /
+``--ledger-forget`` / ``--ledger-failover``, or a backend's own fixture), as an attribute
+of the factory (``factory.ledger_restart`` / ``ledger_forget`` / ``ledger_failover``), or
+as a shell command (``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` /
+``--ledger-failover-cmd``, and ``decision-ledger check --restart CMD --forget CMD``). It
+takes no argument, except a forget of one namespace: a callable gets the namespace, a
+shell command reads it from ``LEDGER_FORGET_NAMESPACE``. A shell command is bounded and
+its output captured; a command that fails or hangs fails the clause that called it, with
+its output, so a broken hook never reads as a ledger that passed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 Hook = Callable[[], object]
+# A forget of one namespace: a shell hook reads it here, a callable takes it as its argument.
+FORGET_NAMESPACE_ENV = "LEDGER_FORGET_NAMESPACE"
 
 HOOK_BOUND = 120.0  # seconds a shell hook may run (a server restart included)
 OUTPUT_TAIL = 20  # lines of a failed command's output shown in the failure
@@ -40,10 +46,11 @@ class ShellHook:
         self.command = command
         self.timeout = timeout
 
-    def __call__(self) -> str:
+    def __call__(self, env: Mapping[str, str] | None = None) -> str:
         proc = subprocess.Popen(
             self.command,
             shell=True,
+            env=None if env is None else {**os.environ, **env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -81,10 +88,38 @@ def _tail(output: bytes | None) -> str:
     return "; output: " + " | ".join(lines)
 
 
+def takes_namespace(hook: Callable[..., object]) -> bool:
+    """Whether ``hook`` can be told one namespace to forget: a shell command (through
+    :data:`FORGET_NAMESPACE_ENV`) or a callable that accepts one positional argument."""
+    if isinstance(hook, ShellHook):
+        return True
+    try:
+        inspect.signature(hook).bind("namespace")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def forget_namespace(hook: Callable[..., object], namespace: str) -> object:
+    """Run the forget hook for ``namespace`` alone (see :func:`takes_namespace`)."""
+    if isinstance(hook, ShellHook):
+        return hook({FORGET_NAMESPACE_ENV: namespace})
+    return hook(namespace)
+
+
 def factory_hook(factory: Any, name: str) -> Hook | None:
     """A hook the factory carries as an attribute (``ledger_restart``/``ledger_forget``)."""
     hook = getattr(factory, name, None)
     return hook if callable(hook) else None
 
 
-__all__ = ["HOOK_BOUND", "Hook", "HookFailed", "ShellHook", "factory_hook"]
+__all__ = [
+    "FORGET_NAMESPACE_ENV",
+    "HOOK_BOUND",
+    "Hook",
+    "HookFailed",
+    "ShellHook",
+    "factory_hook",
+    "forget_namespace",
+    "takes_namespace",
+]

@@ -36,6 +36,11 @@ HOOKS = {
         "--ledger-forget-cmd",
         "makes the whole store under test forget everything (C6 after forget; runs last)",
     ),
+    "failover": (
+        "--ledger-failover",
+        "--ledger-failover-cmd",
+        "fails the store over to a replica, at once (C6 after failover; runs last)",
+    ),
 }
 _COLLECTOR = pytest.StashKey[Collector]()
 _RUNTIME = pytest.StashKey["Runtime"]()
@@ -232,6 +237,12 @@ def ledger_option_restart(pytestconfig: pytest.Config) -> Any:
 def ledger_option_forget(pytestconfig: pytest.Config) -> Any:
     """The forget hook named by --ledger-forget (or --ledger-forget-cmd), or ``None``."""
     return _option_hook(pytestconfig, "forget")
+
+
+@pytest.fixture(scope="session")
+def ledger_option_failover(pytestconfig: pytest.Config) -> Any:
+    """The failover hook named by --ledger-failover (or --ledger-failover-cmd), or ``None``."""
+    return _option_hook(pytestconfig, "failover")
 
 
 @pytest.fixture

@@ -9,10 +9,12 @@
         def ledger_factory(self):
             return my_factory          # LedgerContext -> ledger (see context.py)
 
-Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2) and
-``ledger_forget`` (a callable that makes the whole store under test forget everything, for
-C6 after forget). By default each comes from its command-line option, else from an
-attribute of the same name on the factory.
+Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2),
+``ledger_forget`` (a callable that makes the whole store under test forget everything, or
+told a namespace that namespace alone, for C6 after forget) and ``ledger_failover`` (a
+callable that fails the store over to a replica, for C6 after failover). By default
+each comes from its command-line option, else from an attribute of the same name on the
+factory.
 """
 
 from __future__ import annotations
@@ -26,13 +28,17 @@ from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
+from .clauses.c3_processes import C3Processes
 from .clauses.c3_reads import C3Reads
+from .clauses.c4_bounded import C4Bounded
+from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
+from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
-from .clauses.c10_reentry import C10Reentry
+from .clauses.c10_reentry import C10Reentry, C10SharedPrefix
 from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .clauses.l1_listing import L1Listing
@@ -41,7 +47,10 @@ from .hooks import factory_hook
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
+    C6Failover,
+    C6Held,
     C6Forget,
+    C10SharedPrefix,
     C10Reentry,
     L1Listing,
     HostRules,
@@ -50,7 +59,9 @@ class LedgerConformance(
     C7Isolation,
     C6Identity,
     C4LocalFaults,
+    C4Bounded,
     C45Faults,
+    C3Processes,
     C3Reads,
     C2Volume,
     C2Permanent,
@@ -78,3 +89,10 @@ class LedgerConformance(
     ) -> Callable[[], object] | None:
         hook: Callable[[], object] | None = ledger_option_forget
         return hook or factory_hook(ledger_factory, "ledger_forget")
+
+    @pytest.fixture
+    def ledger_failover(
+        self, ledger_option_failover: Any, ledger_factory: Any
+    ) -> Callable[[], object] | None:
+        hook: Callable[[], object] | None = ledger_option_failover
+        return hook or factory_hook(ledger_factory, "ledger_failover")

@@ -80,13 +80,17 @@ class URLFactory:
 
     def __call__(self, ctx: LedgerContext) -> Any:
         url = rewrite(self.url, ctx)
-        namespace = namespace_for(self.run_id, ctx.store)
+        namespace = self.namespace_of(ctx.store)
         if ctx.flavor == "async":
             return ledger_core.open_async_ledger(url, namespace=namespace)
         return ledger_core.open_ledger(url, namespace=namespace)
 
     def __repr__(self) -> str:
         return f"URLFactory({ledger_core.redact_url(self.url)!r})"
+
+    def namespace_of(self, label: str) -> str:
+        """The namespace the store ``label`` lives in (a hook forgets it by this name)."""
+        return namespace_for(self.run_id, label)
 
     @property
     def routable(self) -> bool:

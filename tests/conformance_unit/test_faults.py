@@ -195,6 +195,36 @@ def test_blackhole_swallows_and_never_closes(proxy: FaultProxy, echo: EchoServer
     assert bytes(echo.received) == b"ping"
 
 
+def test_trickle_sends_the_reply_a_byte_at_a_time(proxy: FaultProxy, echo: EchoServer) -> None:
+    """Each recv gets one byte (the next one comes ``latency`` later), so a per-read
+    timeout longer than the gap never trips while the whole reply takes longer."""
+    with connect(proxy.address) as sock:
+        proxy.set(Toxic.TRICKLE, latency=0.1)
+        sock.sendall(b"ping")
+        sizes = [len(sock.recv(65536)) for _ in range(4)]
+        proxy.heal()
+    assert sizes == [1, 1, 1, 1]
+    assert bytes(echo.received) == b"ping"  # the request went on whole
+
+
+def test_hold_stops_requests_until_let_through(proxy: FaultProxy, echo: EchoServer) -> None:
+    with connect(proxy.address) as sock:
+        proxy.set(Toxic.HOLD)
+        sock.sendall(b"one")
+        with proxy.held_signal:
+            assert proxy.held_signal.wait_for(lambda: proxy.held == 1, WAIT)
+        assert bytes(echo.received) == b""  # held: nothing reached the server
+        proxy.let_through(1)
+        assert sock.recv(3) == b"one"  # the reply passes
+        sock.sendall(b"two")
+        with proxy.held_signal:
+            assert proxy.held_signal.wait_for(lambda: proxy.held == 1, WAIT)
+        assert bytes(echo.received) == b"one"
+        proxy.heal()  # a new toxic lets every held chunk go on
+        assert sock.recv(3) == b"two"
+    assert bytes(echo.received) == b"onetwo"
+
+
 def test_drop_replies_delivers_the_request_but_not_the_reply(
     proxy: FaultProxy, echo: EchoServer
 ) -> None:

@@ -2,7 +2,7 @@
 with an on-disk store; one per session), sync and async, through the fault proxy (the
 ``endpoint_url`` goes through ``ctx.route``), with a kill -9 restart hook (C2) and a
 forget hook (every item deleted in place: an old ledger must fail closed, a new one gets
-a new store_id)."""
+a new store_id; told a store label, that namespace's items deleted)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ledger_conformance import LedgerConformance
+from ledger_dynamodb import commands
 from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
 
@@ -21,6 +22,21 @@ from tests.servers import dynamodb as servers
 # LEDGER_TEST_DYNAMODB_SUITE=dynamodb-local (.ci/run).
 SUITE_ENV = "LEDGER_TEST_DYNAMODB_SUITE"
 dynamodb_target = tools.on_emulators(os.environ.get(SUITE_ENV, servers.DYNALITE))
+
+
+def forget_namespace(url: str, namespace: str, admin: Any) -> None:
+    """One namespace forgets: every item of it deleted (its records and its genesis), as
+    a user's scan-and-delete would; the table and the other namespaces stay."""
+    table, _query = tools.url_parts(url)
+    pages = admin.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression=f"begins_with({commands.KEY}, :p)",
+        ExpressionAttributeValues={":p": {"B": commands.record_prefix(namespace)}},
+        ProjectionExpression=commands.KEY,
+    )
+    keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
+    for key in [commands.genesis_key(namespace), *keys]:
+        admin.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
 
 
 class TestDynamoDB(LedgerConformance):
@@ -34,10 +50,17 @@ class TestDynamoDB(LedgerConformance):
         return server.restart if server is not None else None
 
     @pytest.fixture
-    def ledger_forget(self, dynamodb_url: str) -> Iterator[Callable[[], object]]:
-        """The stronger forget, in place: every item deleted (the genesis items with the
+    def ledger_forget(self, dynamodb_url: str) -> Iterator[Callable[..., object]]:
+        """In place, the stronger form: every item deleted (the genesis items with the
         records), the table kept, so only the genesis proof can tell (a deleted table
-        also changes TableId and creation time); test_forgetting.py re-creates it too."""
+        also changes its identity); test_forgetting.py re-creates it too."""
         admin = tools.admin_client(dynamodb_url)
-        yield lambda: tools.delete_every_item(dynamodb_url, admin)
+
+        def forget(label: str | None = None) -> None:
+            if label is None:
+                tools.delete_every_item(dynamodb_url, admin)
+            else:
+                forget_namespace(dynamodb_url, f"conf-{tools.RUN}-{label}"[:256], admin)
+
+        yield forget
         admin.close()

@@ -35,8 +35,12 @@ RUN = os.urandom(4).hex()  # fresh namespaces each session: the server may be sh
 TIMEOUT = 5.0
 
 
+def namespace_of(label: str) -> str:
+    return f"conf-{RUN}-{label}"[:256]
+
+
 def _namespace(ctx: LedgerContext) -> str:
-    return f"conf-{RUN}-{ctx.store}"[:256]
+    return namespace_of(ctx.store)
 
 
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
@@ -84,15 +88,17 @@ def motor_factory(
     return factory
 
 
-def forget(url: str, collection: str) -> Callable[[], None]:
+def forget(url: str, collection: str) -> Callable[..., None]:
     """The store forgets everything: every document of the ledger's collection is deleted,
     genesis documents included. The harder form than a drop: the collection and its UUID
-    stay, so ``collectionUUID`` (MongoDB >= 6.0) cannot see it; only the genesis can."""
+    stay, so ``collectionUUID`` (MongoDB >= 6.0) cannot see it; only the genesis can. Told
+    a store label, only that namespace's documents (records and genesis) are deleted."""
 
-    def delete_all() -> None:
+    def delete_all(label: str | None = None) -> None:
         client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=5000)
         try:
-            client.get_default_database(DEFAULT_DATABASE)[collection].delete_many({})
+            found = {} if label is None else {"ns": namespace_of(label)}
+            client.get_default_database(DEFAULT_DATABASE)[collection].delete_many(found)
         finally:
             client.close()
 
@@ -107,8 +113,13 @@ class _MongoSuite(LedgerConformance):
         return mongo.server.restart if mongo.server is not None else None  # kill -9
 
     @pytest.fixture
-    def ledger_forget(self, mongo_url: str) -> Callable[[], object] | None:
+    def ledger_forget(self, mongo_url: str) -> Callable[..., object] | None:
         return forget(mongo_url, self.COLLECTION)
+
+    @pytest.fixture
+    def ledger_call_bound(self) -> float:
+        """A spend under a fault: its write and its read-back, each ``timeoutMS``."""
+        return 2 * TIMEOUT + 2.0
 
     @pytest.fixture
     def ledger_volume(self) -> int | None:

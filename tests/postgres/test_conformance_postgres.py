@@ -38,14 +38,19 @@ def _restart(server: PostgresServer) -> Callable[[], None]:
     return lambda: server.restart("immediate")
 
 
-def forget(server: PostgresServer, table: str = TABLE) -> Callable[[], None]:
+def forget(server: PostgresServer, table: str = TABLE) -> Callable[..., None]:
     """Make the store under test forget everything: TRUNCATE its table. Ledgers opened
-    before must fail closed from then on; ones opened after get a new store_id."""
+    before must fail closed from then on; ones opened after get a new store_id. Told a
+    namespace (the store label: our factories' namespace), delete that namespace's rows."""
 
-    def truncate() -> None:
+    def truncate(namespace: str | None = None) -> None:
         with psycopg.connect(server.url, autocommit=True) as admin:
             admin.execute("SET lock_timeout = '10s'")
-            admin.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(table)))
+            if namespace is None:
+                admin.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(table)))
+            else:
+                delete = sql.SQL("DELETE FROM {} WHERE namespace = %s")
+                admin.execute(delete.format(sql.Identifier(table)), (namespace.encode(),))
 
     return truncate
 
@@ -69,7 +74,7 @@ class TestPostgresURL(LedgerConformance):
         return _restart(pg_server)
 
     @pytest.fixture
-    def ledger_forget(self, pg_server: PostgresServer) -> Callable[[], None]:
+    def ledger_forget(self, pg_server: PostgresServer) -> Callable[..., None]:
         return forget(pg_server)
 
 
@@ -118,5 +123,5 @@ class TestPostgresHostPool(LedgerConformance):
         return _restart(pg_server)
 
     @pytest.fixture
-    def ledger_forget(self, pg_server: PostgresServer) -> Callable[[], None]:
+    def ledger_forget(self, pg_server: PostgresServer) -> Callable[..., None]:
         return forget(pg_server)

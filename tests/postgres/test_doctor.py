@@ -48,7 +48,7 @@ def test_a_logged_table_passes_and_an_unlogged_one_fails_its_line(
 
 def _opened(probe: Probe, store_id: str | None) -> Opened:
     info = LedgerInfo(backend="postgres", store_id=store_id, reason=None if store_id else "x")
-    return Opened(info, Guard(b"g" * 16, 1, True), True, probe)
+    return Opened(info, Guard(b"default", b"g" * 16, 1, True), True, probe)
 
 
 @pytest.mark.parametrize(("number", "status"), [(90524, FAIL), (90600, PASS), (150004, PASS)])

@@ -189,7 +189,7 @@ def _config() -> options.PgConfig:
 
 
 def _statements() -> commands.Statements:
-    guard = commands.Guard(b"g" * 16, 1, True)
+    guard = commands.Guard(b"default", b"g" * 16, 1, True)
     return commands.Statements(_config()).guarded(guard, True)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -82,6 +83,21 @@ class PostgresServer:
     def restart(self, mode: str = "fast") -> None:
         self.stop(mode)
         self.start()
+
+    def kill(self) -> None:
+        """``kill -9`` of the postmaster and of every process it started (a machine that
+        dies): no shutdown, nothing more sent to any standby."""
+        assert self.datadir is not None
+        with open(os.path.join(self.datadir, "postmaster.pid")) as pidfile:
+            pid = int(pidfile.readline())
+        children = [p for p in _processes() if _parent(p) == pid]
+        for victim in [pid, *children]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+
+    def promote(self) -> None:
+        """A standby becomes the primary (a new timeline); returns once it accepts writes."""
+        self._ctl("promote", "-w", "-t", str(_START_TIMEOUT))
 
 
 def _tls(root: str, as_user: list[str]) -> str | None:
@@ -198,24 +214,59 @@ def postgres_server() -> Iterator[PostgresServer]:
     raise ServerUnavailable(INSTALL_HINT)
 
 
+def _processes() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @contextmanager
-def standby_of(primary: PostgresServer) -> Iterator[PostgresServer]:
-    """A hot standby streaming from ``primary`` (one this module started), stopped after."""
+def local_server() -> Iterator[PostgresServer]:
+    """A server of its own, always started here (a test may kill it or make it a
+    primary with standbys); raises :class:`ServerUnavailable` without the binaries."""
+    if not (binary("initdb") and binary("pg_ctl")):
+        raise ServerUnavailable(INSTALL_HINT)
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    with tempfile.TemporaryDirectory(prefix="ledger-pg-") as root:
+        yield from _local(root, as_user)
+
+
+@contextmanager
+def standby_of(
+    primary: PostgresServer, *, name: str = "standby", via: tuple[str, int] | None = None
+) -> Iterator[PostgresServer]:
+    """A hot standby streaming from ``primary`` (one this module started), stopped after.
+
+    ``name``: its ``cluster_name``, which is the ``application_name`` the primary sees
+    (what ``synchronous_standby_names`` names). ``via``: the address it streams through
+    (a relay in front of the primary, to partition the link), else the primary's own.
+    """
     basebackup = binary("pg_basebackup")
     if basebackup is None or primary._pg_ctl is None:
         raise ServerUnavailable("a standby needs pg_basebackup and a primary started here")
     as_user = primary._as_user
+    host, upstream = via or (primary.host, primary.port)
     with tempfile.TemporaryDirectory(prefix="ledger-pg-standby-") as root:
         if as_user:
             shutil.chown(root, "postgres")
         datadir, port = os.path.join(root, "data"), free_port()
+        # -R writes primary_conninfo for the address it copied from: the relay, if any.
         subprocess.run(
             [*as_user, basebackup, "-D", datadir, "-R", "-X", "stream", "-c", "fast",
-             "-h", primary.host, "-p", str(primary.port), "-U", primary.user],
+             "-h", host, "-p", str(upstream), "-U", primary.user],
             check=True, capture_output=True, timeout=_START_TIMEOUT,
         )  # fmt: skip
         # A standby refuses to start with fewer connections than its primary allows.
-        settings = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200"
+        settings = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200 "
+            f"-c cluster_name={name} -c log_min_messages=fatal"
+        )
         standby = PostgresServer(
             host="127.0.0.1",
             port=port,

@@ -22,13 +22,18 @@ def sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sqlite-conformance")
 
 
-def forget_everything(path: Path) -> None:
+def forget_everything(path: Path, namespace: str | None = None) -> None:
     """The store forgets, as a user emptying the records table would (like TRUNCATE):
     every id, marker and genesis of every namespace, while ledgers hold it open. The meta
-    table stays: the harder form, since it held the whole file's identity before."""
+    table stays: the harder form, since it held the whole file's identity before. Told a
+    namespace (the store label: the factory's namespace), only that namespace's rows go,
+    as a user's ``DELETE ... WHERE namespace = ?`` would."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     try:
-        conn.execute("DELETE FROM decision_ledger")
+        if namespace is None:
+            conn.execute("DELETE FROM decision_ledger")
+        else:
+            conn.execute("DELETE FROM decision_ledger WHERE namespace = ?", (namespace,))
     finally:
         conn.close()
 

@@ -79,3 +79,29 @@ def test_a_dropped_reply_read_as_false_fails(tmp_path: Path) -> None:
     assert result.code == 1, text
     assert result.verdict.false_refusals > 0, text
     assert "spend returned False" in report.read_text()
+
+
+def test_a_failover_that_loses_spends_under_one_store_id_fails(tmp_path: Path) -> None:
+    """``loses_spends_on_failover`` (tests/zoo/replicated.py): two failovers promote a
+    replica 8 writes behind and keep the store_id: acknowledged spends read unspent (or
+    win again). No faults: the failovers alone lose them."""
+    result, text = campaign(
+        factory="tests.zoo.replicated:loses_spends_on_failover",
+        faults=False,
+        report=tmp_path / "violations.txt",
+    )
+    assert result.code == 1, text
+    assert result.totals.failovers == 2, text
+    assert result.verdict.lost_spends + result.verdict.double_wins > 0, text
+
+
+@pytest.mark.parametrize("factory", ["renames_on_lossy_failover", "synchronous"])
+def test_a_failover_that_renames_or_keeps_every_spend_passes(factory: str) -> None:
+    """The same failovers, with faults: a lossy one gives the store another store_id (the
+    final read is then not judged: another store), a lossless one keeps every spend."""
+    result, text = campaign(factory=f"tests.zoo.replicated:{factory}")
+    assert result.code == 0, text
+    assert result.totals.failovers == 2, text
+    assert result.verdict.acknowledged > 0, text
+    renamed = result.totals.renamed is not None
+    assert renamed == (factory == "renames_on_lossy_failover"), text

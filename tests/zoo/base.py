@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +30,7 @@ from ledger_core.ids import validate_request_id
 
 ENV = "LEDGER_ZOO_REDIS"
 TIMEOUT = 1.0
+CALL_DEADLINE = 3 * TIMEOUT  # a script's whole round trip, however its reply trickles
 FORGOT = -1  # what a guarded script answers when the genesis is gone or another one
 # Each script first proves the store is the one this ledger opened (KEYS[1] = genesis key).
 GUARD = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end\n"
@@ -80,7 +83,7 @@ class ZooLedger:
         return result
 
     def run_script(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        return self.client.eval(script, len(keys), *keys, *args)
+        return bounded(lambda: self.client.eval(script, len(keys), *keys, *args))
 
     def key(self, request_id: str) -> str:
         return f"zoo:{self.label.encode().hex()}:{validate_request_id(request_id).hex()}"
@@ -133,6 +136,30 @@ class ZooLedger:
 
     def close(self) -> None:
         self.client.close()
+
+
+def bounded(call: Callable[[], Any], seconds: float = CALL_DEADLINE) -> Any:
+    """``call()`` on a thread of its own, given ``seconds`` in all: redis-py's socket
+    timeout bounds each read, not a call, and a reply sent a byte at a time never trips
+    it. Past the deadline the call is abandoned (its connection with it) and this raises
+    ``redis.TimeoutError``, which a spend resolves like any other failure (C5)."""
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller below
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="zoo-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not box:
+        raise redis.TimeoutError(f"no reply within {seconds:g} s")
+    done, value = box[0]
+    if done:
+        return value
+    raise value
 
 
 class AsyncZooLedger:
@@ -202,6 +229,17 @@ def flush(address: tuple[str, int]) -> None:
         client.close()
 
 
+def flush_namespace(address: tuple[str, int], label: str) -> None:
+    """One store forgets: every key of the store ``label`` (records and genesis), no other."""
+    client = redis.Redis(host=address[0], port=address[1], socket_timeout=10.0)
+    hexed = label.encode().hex()
+    try:
+        keys = [*client.scan_iter(match=f"zoo:{hexed}:*", count=1000), f"zoo-id:{hexed}"]
+        client.delete(*keys)
+    finally:
+        client.close()
+
+
 def forget() -> None:
     """The forget hook for ledgers on ``LEDGER_ZOO_REDIS`` (by hand only: it flushes every
     run sharing that server; the meta-test gives forget runs a server of their own)."""
@@ -213,9 +251,11 @@ __all__ = [
     "AsyncZooLedger",
     "LedgerError",
     "ZooLedger",
+    "bounded",
     "build",
     "correct",
     "factory_of",
     "flush",
+    "flush_namespace",
     "forget",
 ]

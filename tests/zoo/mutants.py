@@ -27,10 +27,13 @@ from .base import (
     TIMEOUT,
     AsyncZooLedger,
     ZooLedger,
+    bounded,
     build,
     factory_of,
     redis_address,
 )
+from .bounded import locked_across_fork, per_read_timeout, waits_in_turn
+from .forgetting import checks_then_writes, store_wide_genesis, trusts_on_timer
 from .local import (
     removed_reads_unspent,
     stays_broken,
@@ -44,6 +47,7 @@ from .reentry import (
     reentry_check_then_set,
     reentry_true_after_ambiguous,
 )
+from .replicated import loses_spends_on_failover
 
 # -- C1 ------------------------------------------------------------------------------
 
@@ -304,11 +308,11 @@ class ReadsIdentityOnce(ZooLedger):
     keeps its store_id and spends already-spent ids again."""
 
     def write(self, key: str, token: str) -> bool:
-        return bool(self.client.set(key, token, nx=True))
+        return bool(bounded(lambda: self.client.set(key, token, nx=True)))
 
     def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
         try:
-            stored = self.client.get(key)
+            stored = bounded(lambda: self.client.get(key))
         except redis.RedisError as exc:
             raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
         if stored is None:
@@ -317,7 +321,7 @@ class ReadsIdentityOnce(ZooLedger):
 
     def read(self, key: str) -> bool:
         try:
-            return bool(self.client.exists(key))
+            return bool(bounded(lambda: self.client.exists(key)))
         except redis.RedisError as exc:
             raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
 
@@ -476,8 +480,18 @@ _LOCAL_ONLY = "not C4_local and not C2_volume"  # see the local-fault entries be
 # meta-test also runs the whole suite without that clause and requires a pass, so the
 # clause stays the one that catches them. factory name -> -k selection without it.
 ONLY_CAUGHT_BY: dict[str, str] = {
-    "shared_connection": "not C1_fork",
-    "reads_identity_once": "not C6_forgotten",
+    # One connection for every call serializes them: the bounded-calls clause sees its
+    # callers wait in turn as well (what a shared connection does under a fault).
+    "shared_connection": "not C1_fork and not C4_bounded_calls",
+    "reads_identity_once": "not C6_forg",  # every forget form catches it
+    # Each caught by one forget form only (tests/zoo/forgetting.py):
+    "trusts_on_timer": "not C6_forget_immediate",
+    "store_wide_genesis": "not C6_forget_one_namespace and not namespace]",
+    "checks_then_writes": "not C6_forget_during_request",
+    # The bounded-calls clause: callers that wait in turn, and a timeout per read only.
+    "waits_in_turn": "not C4_bounded_calls",
+    "per_read_timeout": "not C4_bounded_calls",
+    "locked_across_fork": "not busy",  # C1 after fork with a parent thread busy
     # L1 catches it too: its listing shows the markers as ids.
     "markers_in_id_space": "not H3_ids_that_look_like_markers and not L1",
     # C8_generated (hypothesis) may stumble on it by chance, unshrunk: issue 12's point.
@@ -523,6 +537,13 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "store_id_shared": ("C6", "C6", "quick"),
     "none_without_reason": ("C6", "C6", "quick"),
     "reads_identity_once": ("C6", "C6_forgotten", "quick"),
+    "trusts_on_timer": ("C6", "C6_forget_immediate", "quick"),
+    "store_wide_genesis": ("C6", "C6_forget_one_namespace", "quick"),
+    "checks_then_writes": ("C6", "C6_forget_during_request", "quick"),
+    "loses_spends_on_failover": ("C6", "C6_failover", "quick"),
+    "waits_in_turn": ("C4", "C4_bounded_calls and blackhole", "quick"),
+    "per_read_timeout": ("C4", "C4_bounded_calls and trickle", "quick"),
+    "locked_across_fork": ("C1", "C1_fork and busy", "quick"),
     "naive_concatenation": ("C7", "C7", "quick"),
     "case_folding": ("C8", "C8_edge", "quick"),
     "truncating": ("C8", "C8_edge", "quick"),
@@ -540,13 +561,20 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
 }
 
 __all__ = [  # re-exported: the meta-test names factories here
+    "checks_then_writes",
+    "locked_across_fork",
+    "loses_spends_on_failover",
+    "per_read_timeout",
     "reenters_any_key",
     "reenters_plain_spend",
     "reentry_check_then_set",
     "reentry_true_after_ambiguous",
     "removed_reads_unspent",
     "stays_broken",
+    "store_wide_genesis",
     "swallows_full",
     "swallows_locked",
     "swallows_read_only",
+    "trusts_on_timer",
+    "waits_in_turn",
 ]

@@ -5,7 +5,8 @@ restart keeps every spent id; ``volatile`` keeps nothing on disk, so a restart f
 (the suite must fail it on C2). ``restart`` stops the server and starts it again on the
 same port and directory. Use with ``--ledger-restart tests.zoo.restartable:restart``;
 ``forget`` makes the server forget everything (``FLUSHALL``), for the C6 forget clauses
-(``--ledger-forget tests.zoo.restartable:forget``). The server belongs to this process
+(``--ledger-forget tests.zoo.restartable:forget``; told a namespace, it deletes that
+store's keys alone). The server belongs to this process
 alone, so a flush never touches another run's data.
 """
 
@@ -24,7 +25,7 @@ import redis
 from ledger_conformance import LedgerContext
 from tests.servers.common import binary, free_port
 
-from .base import ZooLedger, build, flush
+from .base import ZooLedger, build, flush, flush_namespace
 
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 VOLATILE = ["--appendonly", "no", "--save", ""]
@@ -121,7 +122,12 @@ def restart() -> None:
     _server.restart()
 
 
-def forget() -> None:
+def forget(namespace: str | None = None) -> None:
+    """FLUSHALL, or, told a store (its label), delete that store's keys alone."""
     if _server is None:
         raise RuntimeError("no server to flush: open a ledger first")
-    flush(("127.0.0.1", _server.port))
+    address = ("127.0.0.1", _server.port)
+    if namespace is None:
+        flush(address)
+    else:
+        flush_namespace(address, namespace)

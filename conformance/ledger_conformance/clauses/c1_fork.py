@@ -26,6 +26,8 @@ import signal
 import time
 import traceback
 import warnings
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -33,7 +35,8 @@ import pytest
 
 from ledger_core.errors import LedgerError
 
-from ..harness import KEY_SEPARATOR, Acked, Ledgers, error_text
+from ..faults import ProxyRouter, Toxic
+from ..harness import KEY_SEPARATOR, Acked, Handle, Ledgers, error_text
 from ..history import History, Op
 from ..profile import Profile
 from .c1_once import C1
@@ -108,10 +111,19 @@ def _fork(target: Any, *args: Any) -> int:
     return pid
 
 
+def _nothing() -> None:
+    return None
+
+
 def _fork_children(
-    ledger: Any, label: str, ids: list[str], profile: Profile
+    ledger: Any,
+    label: str,
+    ids: list[str],
+    profile: Profile,
+    forked: Callable[[], None] = _nothing,
 ) -> tuple[list[_Child], list[str]]:
-    """Fork the children, release them at once, collect their reports (bounded).
+    """Fork the children, call ``forked()``, release them at once, collect their reports
+    (bounded).
 
     Returns the children (reaped; the hung ones killed) and the problems seen.
     """
@@ -133,6 +145,7 @@ def _fork_children(
             pid = _fork(child)
             os.close(out_w)
             children.append(_Child(pid, out_r))
+        forked()
         os.close(ready_w)
         ready_w = -1
         waiting = len(children)
@@ -202,11 +215,38 @@ def _reap(children: list[_Child], deadline: float) -> None:
         _, c.status = os.waitpid(c.pid, 0)
 
 
+def _routed_parent(ledgers: Ledgers, stack: ExitStack, label: str) -> tuple[Handle, ProxyRouter]:
+    router = stack.enter_context(ProxyRouter())
+    parent = ledgers.open(label, "sync", route=router)
+    if not router.used:
+        not_exercised("the factory never called ctx.route, so no parent call could be held")
+    return parent, router
+
+
+def _hold_a_spend(ledgers: Ledgers, router: ProxyRouter, parent: Handle) -> Callable[[], None]:
+    """Another thread of the parent inside a spend while the children fork: the proxy
+    holds that spend's request; the children's traffic passes once they forked."""
+    router.set(Toxic.HOLD)
+    busy = ledgers.executor.submit(parent.call, "spend", ledgers.ids(1, "busy")[0])
+    if not router.wait_held(busy.done, ledgers.profile.settle) or busy.done():
+        pytest.fail("the parent's busy spend sent no request to hold", pytrace=False)
+    return router.heal
+
+
 class C1Fork:
     @C1()
+    @pytest.mark.parametrize("parent_thread", ["idle", "busy"])
     @pytest.mark.parametrize("flavor", ["sync", "async"])
-    def test_C1_fork_inherited_ledger(self, ledgers: Ledgers, flavor: str) -> None:
-        """Open and use a sync ledger here, fork, and spend the same ids in every child."""
+    def test_C1_fork_inherited_ledger(
+        self, ledgers: Ledgers, flavor: str, parent_thread: str
+    ) -> None:
+        """Open and use a sync ledger here, fork, and spend the same ids in every child
+        (``busy``: while another thread of the parent is inside a spend, its request
+        held by the fault proxy: a lock it holds is held in every child)."""
+        with ExitStack() as stack:
+            self._fork_test(ledgers, flavor, parent_thread == "busy", stack)
+
+    def _fork_test(self, ledgers: Ledgers, flavor: str, busy: bool, stack: ExitStack) -> None:
         if flavor == "async":
             not_exercised(
                 "an event loop does not survive fork(), so an async ledger is never shared "
@@ -216,7 +256,11 @@ class C1Fork:
             not_exercised("this platform has no os.fork")
         profile = ledgers.profile
         label = ledgers.label()
-        parent = ledgers.open(label, "sync")
+        router: ProxyRouter | None = None
+        if busy:
+            parent, router = _routed_parent(ledgers, stack, label)
+        else:
+            parent = ledgers.open(label, "sync")
         if parent.is_async:
             not_exercised(
                 "the factory gave only an async ledger: an event loop does not survive "
@@ -228,7 +272,8 @@ class C1Fork:
         if parent.has_is_spent:
             assert parent.is_spent(warm, "parent") is True, "the parent's spend reads unspent"
         ids = ledgers.ids(profile.fork_ids)
-        children, problems = _fork_children(parent.ledger, label, ids, profile)
+        forked = _hold_a_spend(ledgers, router, parent) if router is not None else _nothing
+        children, problems = _fork_children(parent.ledger, label, ids, profile, forked)
 
         results: dict[str, list[object]] = {request_id: [] for request_id in ids}
         raised: dict[str, int] = {request_id: 0 for request_id in ids}

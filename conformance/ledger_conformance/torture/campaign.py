@@ -1,4 +1,5 @@
-"""The conductor: proxies, worker processes, the fault schedule, restarts, the verdict.
+"""The conductor: proxies, worker processes, the fault schedule, restarts and failovers,
+the verdict.
 
 It runs in the calling process and never spends itself. It opens the ledger once through
 a :class:`~ledger_conformance.faults.ProxyRouter` (so every address the ledger connects to
@@ -6,7 +7,10 @@ gets a proxy, whose addresses the workers are given), starts the worker processe
 (``spawn``: nothing inherited but the spec), releases them together, drives the schedule,
 shows progress, and stops them: at the deadline, at the operation budget, or on Ctrl-C.
 Then it reads every id that was spent with a fresh ledger opened around the proxy, runs
-the forget check when it has a hook, and judges the whole history.
+the forget check when it has a hook, and judges the whole history. After a failover the
+final read is judged only when the store still answers with the ``store_id`` it had at
+the start: a failover that gave the store another one made it a new store (hosts ask
+again), so the old identity's acknowledged spends are not asked of it.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Campaign:
     restart: Hook | None = None
     restarts: int = 2
     forget: Hook | None = None
+    failover: Hook | None = None
+    failovers: int = 2
     hot: int = 4  # ids every worker contends for, per generation
     cold: int = 32  # ids per small group of workers, per generation
     generation: float = 1.0  # seconds before a fresh set of ids
@@ -91,8 +97,8 @@ class Campaign:
                 raise ValueError(f"{name} must be at least 1")
         if self.threads < 0 or self.tasks < 0 or self.threads + self.tasks < 1:
             raise ValueError("each process needs at least one thread or task")
-        if self.restarts < 0:
-            raise ValueError("restarts must be >= 0")
+        if self.restarts < 0 or self.failovers < 0:
+            raise ValueError("restarts and failovers must be >= 0")
         if self.hot < 1 or self.cold < 1 or not self.generation > 0:
             raise ValueError("hot and cold must be >= 1 and generation > 0")
 
@@ -234,10 +240,12 @@ async def _forget_check(
 
 
 class _Restarts:
-    """Runs restart hooks one at a time on a thread; records each as a window."""
+    """Runs restart (or failover) hooks one at a time on a thread; records each as a
+    window."""
 
-    def __init__(self, hook: Hook | None) -> None:
+    def __init__(self, hook: Hook | None, what: str = "server restart") -> None:
         self.hook = hook
+        self.what = what
         self.done = 0  # restarts that completed
         self.tried = 0
         self.windows: list[Window] = []
@@ -258,12 +266,12 @@ class _Restarts:
             try:
                 hook()
             except Exception as exc:
-                self.failures.append(f"restart {self.tried} failed: {error_line(exc)}")
+                self.failures.append(f"{self.what} {self.tried} failed: {error_line(exc)}")
             else:
                 self.done += 1
-            self.windows.append(Window(began, time.monotonic_ns(), "server restart"))
+            self.windows.append(Window(began, time.monotonic_ns(), self.what))
 
-        self.thread = threading.Thread(target=run, name="torture-restart", daemon=True)
+        self.thread = threading.Thread(target=run, name="torture-hook", daemon=True)
         self.thread.start()
         return True
 
@@ -271,7 +279,7 @@ class _Restarts:
         if self.thread is not None:
             self.thread.join(bound)
             if self.thread.is_alive():
-                self.failures.append(f"the restart hook was still running after {bound:g} s")
+                self.failures.append(f"the {self.what} hook was still running after {bound:g} s")
 
 
 def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
@@ -283,6 +291,7 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
             campaign,
             restart=campaign.restart or factory_hook(made, "ledger_restart"),
             forget=campaign.forget or factory_hook(made, "ledger_forget"),
+            failover=campaign.failover or factory_hook(made, "ledger_failover"),
         )
     run_id = f"ledger-torture-{secrets.token_hex(4)}"
     seed = campaign.seed if campaign.seed is not None else secrets.randbits(32)
@@ -304,19 +313,21 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> None:
-    """Open once through the router (creating its proxies) and make one spend."""
+def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> object:
+    """Open once through the router (creating its proxies) and make one spend; the
+    store_id the store had at the start."""
 
-    async def open_and_spend() -> None:
+    async def open_and_spend() -> object:
         ledger, close = await enter_factory(factory, LedgerContext(STORE, route, "sync"))
         try:
             value = await _threaded(ledger, "spend", probe)
             if type(value) is not bool:
                 raise CampaignError(f"the preflight spend returned {value!r}, not a bool")
+            return _store_id(ledger)
         finally:
             await close()
 
-    loop.run(open_and_spend())
+    return loop.run(open_and_spend())
 
 
 def _run(
@@ -332,7 +343,7 @@ def _run(
     err: TextIO,
     out: TextIO,
 ) -> Result:
-    _preflight(loop, factory, router or identity_route, f"{workload.tag}-preflight")
+    first = _preflight(loop, factory, router or identity_route, f"{workload.tag}-preflight")
     routes = {p.upstream: p.address for p in router.proxies} if router is not None else {}
     routed = bool(routes)
     events = schedule.build(
@@ -340,6 +351,7 @@ def _run(
         seed=seed,
         faults=routed,
         restarts=campaign.restarts if campaign.restart is not None else 0,
+        failovers=campaign.failovers if campaign.failover is not None else 0,
     )
     workers = campaign.processes * (campaign.threads + campaign.tasks)
     per_worker = max(1, math.ceil(campaign.max_ops / workers))
@@ -376,6 +388,7 @@ def _run(
     problems: list[str] = []
     progress = Progress(err, every=campaign.progress_every)
     restarts = _Restarts(campaign.restart)
+    failovers = _Restarts(campaign.failover, "failover")
     windows: list[Window] = []
     stats: dict[int, dict[str, Any]] = {}
     interrupted = False
@@ -387,8 +400,8 @@ def _run(
         start_ns = time.monotonic_ns()
         start.value = start_ns
         interrupted = _conduct(
-            campaign, events, router, restarts, windows, children, messages, stats, problems,
-            progress, start_ns, stop,
+            campaign, events, router, (restarts, failovers), windows, children, messages,
+            stats, problems, progress, start_ns, stop,
         )  # fmt: skip
     except CampaignError as exc:
         problems.append(str(exc))
@@ -405,17 +418,23 @@ def _run(
                 child.kill()
                 child.join(10)
         restarts.join(campaign.grace)
+        failovers.join(campaign.grace)
     if campaign.restart is not None and not interrupted:
         # A last crash and restart before the final read: every acknowledged spend must
         # survive it too, and a server that a fault left down is up for the read.
         restarts.start()
         restarts.join(campaign.grace)
-    problems += restarts.failures
+    problems += restarts.failures + failovers.failures
     end_ns = time.monotonic_ns()
     loaded = load([j for j in journals if j.exists()], end_ns)
     ops = loaded.ops
     spent_ids = sorted({op.key for op in ops if op.kind == "spend"})
-    final_ops, unread = loop.run(_final_read(factory, spent_ids, problems))
+    final_ops, unread, last = loop.run(_final_read(factory, spent_ids, problems))
+    renamed = None
+    if failovers.tried and last != first:
+        # Another store now: its reads say nothing of the old identity's spends (H5).
+        renamed = f"the store_id changed from {first!r} to {last!r}: final read not judged"
+        final_ops, unread = [], 0
     ops.extend(final_ops)
     verdict = judge(ops)
     verdict.final_unverified = unread
@@ -436,16 +455,18 @@ def _run(
         problems += forget_problems
     seconds = (end_ns - start_ns) / 1e9
     replies = router.stats.replies_dropped if router is not None else 0
-    windows = sorted([*windows, *restarts.windows], key=lambda w: w.start_ns)
+    windows = sorted([*windows, *restarts.windows, *failovers.windows], key=lambda w: w.start_ns)
     totals = Totals(
         seconds=seconds,
         processes=campaign.processes,
         workers=workers,
-        faults=sum(1 for w in windows if w.what != "server restart"),
+        faults=sum(1 for w in windows if w.what not in ("server restart", "failover")),
         restarts=restarts.done,
         replies_dropped=replies,
         routed=routed,
         forget=forget_text,
+        failovers=failovers.done,
+        renamed=renamed,
     )
     lines = summary(verdict, totals)
     hidden = secret_fragments(campaign.url) if campaign.url else []
@@ -479,9 +500,12 @@ def _run(
     return Result(code, verdict, totals, report_path, problems)
 
 
-async def _final_read(factory: Any, ids: list[str], problems: list[str]) -> tuple[list[Op], int]:
+async def _final_read(
+    factory: Any, ids: list[str], problems: list[str]
+) -> tuple[list[Op], int, object]:
     """A fresh ledger, opened around the proxy, reads every id that saw a spend (a store
-    that cannot be opened leaves every id unread: said, never guessed)."""
+    that cannot be opened leaves every id unread: said, never guessed); with the
+    store_id it reports."""
     ledger, failure = None, ""
     for n in range(FINAL_ROUNDS):
         if n:
@@ -495,9 +519,9 @@ async def _final_read(factory: Any, ids: list[str], problems: list[str]) -> tupl
             failure = error_line(exc)
     if ledger is None:
         problems.append(f"the final read could not open the ledger: {failure}")
-        return [], len(ids)
+        return [], len(ids), None
     try:
-        return await _final_reads(ledger, ids)
+        return (*await _final_reads(ledger, ids), _store_id(ledger))
     finally:
         await close()
 
@@ -546,7 +570,7 @@ def _conduct(
     campaign: Campaign,
     events: list[schedule.Event],
     router: ProxyRouter | None,
-    restarts: _Restarts,
+    hooks: tuple[_Restarts, _Restarts],
     windows: list[Window],
     children: list[Any],
     messages: Any,
@@ -557,6 +581,7 @@ def _conduct(
     stop: Any,
 ) -> bool:
     """Drive the schedule until every worker is done; True when stopped by Ctrl-C."""
+    restarts, failovers = hooks
     pending = list(events)
     finished: set[int] = set()
     current: tuple[int, str] | None = None  # (start_ns, what) of the fault now on
@@ -579,8 +604,8 @@ def _conduct(
             elapsed = (now - start_ns) / 1e9
             while pending and pending[0].at <= elapsed and not stop.value:
                 event = pending.pop(0)
-                if event.restart:
-                    restarts.start()
+                if event.restart or event.failover:
+                    (restarts if event.restart else failovers).start()
                     continue
                 assert router is not None
                 assert event.toxic is not None
@@ -616,7 +641,11 @@ def _conduct(
                 injected,
                 restarts.done,
                 errors,
-                "restarting" if restarts.busy() else (current[1] if current else "calm"),
+                "restarting"
+                if restarts.busy()
+                else "failing over"
+                if failovers.busy()
+                else (current[1] if current else "calm"),
             )
     if current is not None:
         windows.append(Window(current[0], time.monotonic_ns(), current[1]))

@@ -43,6 +43,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     cmd.add_argument("--restarts", type=int, default=2, help="restarts in the run (2)")
     cmd.add_argument(
+        "--failover",
+        metavar="CMD",
+        help="shell command that fails the store over to a replica (see docs/conformance.md)",
+    )
+    cmd.add_argument("--failovers", type=int, default=2, help="failovers in the run (2)")
+    cmd.add_argument(
         "--forget",
         metavar="CMD",
         help="shell command that makes the store forget everything (checked at the end)",
@@ -70,6 +76,8 @@ def main(args: argparse.Namespace) -> int:
             restart=ShellHook("restart", args.restart) if args.restart else None,
             restarts=args.restarts,
             forget=ShellHook("forget", args.forget) if args.forget else None,
+            failover=ShellHook("failover", args.failover) if args.failover else None,
+            failovers=args.failovers,
             hot=args.hot,
             cold=args.cold,
             generation=args.generation,

@@ -80,6 +80,8 @@ class Totals:
     replies_dropped: int
     routed: bool
     forget: str | None  # the forget check's one-line outcome, when it ran
+    failovers: int = 0
+    renamed: str | None = None  # a failover gave the store another store_id
 
 
 def summary(verdict: Verdict, totals: Totals) -> list[str]:
@@ -97,7 +99,7 @@ def summary(verdict: Verdict, totals: Totals) -> list[str]:
         f"{verdict.refused:,} already spent (False), {verdict.raised_spends:,} raised",
         f"reads             {verdict.reads:,}; final reads {verdict.final_reads:,}",
         f"faults injected   {faults}",
-        f"restarts          {totals.restarts}",
+        f"restarts          {totals.restarts}; failovers {totals.failovers}",
         f"errors            {errors}",
         f"ambiguous         {verdict.raised_spends:,} spends raised or never returned "
         f"({verdict.ambiguous_spends:,} AmbiguousSpend, {verdict.never_returned:,} never "
@@ -106,6 +108,8 @@ def summary(verdict: Verdict, totals: Totals) -> list[str]:
     ]
     if totals.forget is not None:
         lines.append(f"forget            {totals.forget}")
+    if totals.renamed is not None:
+        lines.append(f"failover          {totals.renamed}")
     if verdict.final_unverified:
         lines.append(f"final read        {verdict.final_unverified:,} ids could not be read")
     lines += [

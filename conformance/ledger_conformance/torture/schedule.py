@@ -1,10 +1,12 @@
-"""The fault schedule: when the proxy turns which toxic on, and when the server restarts.
+"""The fault schedule: when the proxy turns which toxic on, and when the server restarts
+or the store fails over.
 
 Deterministic for a seed, so a failing campaign can be re-run with the same faults in the
 same order. Fault phases alternate with calm ones (``PASS``) and take every toxic in turn,
 so even a short campaign injects each kind at least once when it has room; the last part
 of the run is always calm, so every call can finish and the final read sees a healed
-network. Restarts are spread evenly through the middle of the run.
+network. Restarts are spread evenly through the middle of the run, and failovers between
+them.
 """
 
 from __future__ import annotations
@@ -33,23 +35,28 @@ SHORTEST_PHASE = 0.05
 @dataclass(frozen=True)
 class Event:
     """At ``at`` seconds from the start: switch the proxy to ``toxic`` (``latency`` for
-    LATENCY), or restart the server (``restart``)."""
+    LATENCY), restart the server (``restart``) or fail the store over (``failover``)."""
 
     at: float
     toxic: Toxic | None = None
     latency: float = 0.0
     restart: bool = False
+    failover: bool = False
 
     def describe(self) -> str:
         if self.restart:
             return "restart"
+        if self.failover:
+            return "failover"
         assert self.toxic is not None
         if self.toxic is Toxic.LATENCY:
             return f"latency {self.latency * 1000:.0f} ms"
         return str(self.toxic.value).replace("_", " ")
 
 
-def build(duration: float, *, seed: int, faults: bool, restarts: int) -> list[Event]:
+def build(
+    duration: float, *, seed: int, faults: bool, restarts: int, failovers: int = 0
+) -> list[Event]:
     """The events of one campaign, in time order (the last toxic event is always PASS)."""
     rng = random.Random(seed)
     active = max(0.0, duration - max(MIN_TAIL, duration * CALM_TAIL))
@@ -68,5 +75,7 @@ def build(duration: float, *, seed: int, faults: bool, restarts: int) -> list[Ev
             turn += 1
     for n in range(restarts):
         events.append(Event(active * (n + 1) / (restarts + 1), restart=True))
+    for n in range(failovers):  # halfway between restarts when both are scheduled
+        events.append(Event(active * (n + 0.5) / (failovers + 0.5), failover=True))
     events.sort(key=lambda e: e.at)
     return events
