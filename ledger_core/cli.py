@@ -182,6 +182,7 @@ def _check(args: argparse.Namespace) -> int:
         profile=args.profile,
         restart=args.restart,
         forget=args.forget,
+        failover=args.failover,
         keep_scratch=args.keep_scratch,
         verbose=args.verbose,
         report=args.report,
@@ -568,6 +569,11 @@ def _parser() -> argparse.ArgumentParser:
         "--forget",
         metavar="CMD",
         help="shell command that makes the whole store forget everything (C6; runs last)",
+    )
+    check.add_argument(
+        "--failover",
+        metavar="CMD",
+        help="shell command that fails the store over to a replica (C6; runs last)",
     )
     check.add_argument(
         "--keep-scratch",

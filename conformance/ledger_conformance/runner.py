@@ -138,6 +138,7 @@ def run_check(
     profile: str,
     restart: str | None = None,
     forget: str | None = None,
+    failover: str | None = None,
     select: str | None = None,
     keep_scratch: bool = False,
     verbose: bool = False,
@@ -146,8 +147,9 @@ def run_check(
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
-    ``restart`` and ``forget`` are shell commands (the hooks pytest takes as
-    ``--ledger-restart-cmd`` / ``--ledger-forget-cmd``); ``select`` is pytest's ``-k``.
+    ``restart``, ``forget`` and ``failover`` are shell commands (the hooks pytest takes
+    as ``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` / ``--ledger-failover-cmd``);
+    ``select`` is pytest's ``-k``.
     With a URL, the namespaces the run wrote are removed afterwards where the backend can
     (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
     pytest runs in forked children (a crash fails the clause that crashed); its own
@@ -157,9 +159,10 @@ def run_check(
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
         return USAGE
-    for name, command in (("--restart", restart), ("--forget", forget)):
+    hooks = {"restart": restart, "forget": forget, "failover": failover}
+    for name, command in hooks.items():
         if command is not None and not command.strip():
-            _fail(f"{name} needs a shell command")
+            _fail(f"--{name} needs a shell command")
             return USAGE
     # One clearly named scratch prefix per check: every namespace the run writes starts
     # with it, so what is left in the user's store can be counted, named and removed.
@@ -173,10 +176,9 @@ def run_check(
     args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
     args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
-    if restart:
-        args += ["--ledger-restart-cmd", restart]
-    if forget:
-        args += ["--ledger-forget-cmd", forget]
+    for name, command in hooks.items():
+        if command:
+            args += [f"--ledger-{name}-cmd", command]
     if select:
         args += ["-k", select]
     args += [
