@@ -5,7 +5,7 @@
 Starts the server (``tests/servers``), runs ``ledger_conformance.torture`` through the
 fault proxy with kill -9 restarts where the harness owns the server (and the forget check
 where there is a forget hook), prints progress on stderr and the summary on stdout. The
-figures in the README's "Reliability" table come from this script.
+figures in docs/reliability.md's torture table come from this script.
 """
 
 from __future__ import annotations

@@ -182,7 +182,11 @@ def _check(args: argparse.Namespace) -> int:
         profile=args.profile,
         restart=args.restart,
         forget=args.forget,
+        failover=args.failover,
         keep_scratch=args.keep_scratch,
+        verbose=args.verbose,
+        report=args.report,
+        junit=args.junit,
     )
 
 
@@ -567,10 +571,22 @@ def _parser() -> argparse.ArgumentParser:
         help="shell command that makes the whole store forget everything (C6; runs last)",
     )
     check.add_argument(
+        "--failover",
+        metavar="CMD",
+        help="shell command that fails the store over to a replica (C6; runs last)",
+    )
+    check.add_argument(
         "--keep-scratch",
         action="store_true",
         help="keep the namespaces the run wrote (removed by default where the backend can)",
     )
+    check.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show pytest's own output (by default it goes to a log file the last line names)",
+    )
+    check.add_argument("--report", metavar="FILE", help="write the result as JSON to FILE")
+    check.add_argument("--junit", metavar="FILE", help="write the result as JUnit XML to FILE")
     profile = check.add_mutually_exclusive_group()
     profile.add_argument("--quick", dest="profile", action="store_const", const="quick")
     profile.add_argument("--thorough", dest="profile", action="store_const", const="thorough")

@@ -93,12 +93,14 @@ def test_check_passes_its_hook_commands(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(runner, "run_check", fake_run_check)
     argv = ["check", "redis://h/0", "--restart", "systemctl restart redis", "--forget", "flush"]
-    assert main(argv) == 0
+    assert main([*argv, "--failover", "promote"]) == 0
     assert seen["restart"] == "systemctl restart redis"
     assert seen["forget"] == "flush"
+    assert seen["failover"] == "promote"
     assert main(["check", "redis://h/0"]) == 0
     assert seen["restart"] is None
     assert seen["forget"] is None
+    assert seen["failover"] is None
     assert seen["keep_scratch"] is False
     assert main(["check", "redis://h/0", "--keep-scratch"]) == 0
     assert seen["keep_scratch"] is True

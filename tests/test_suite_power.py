@@ -24,9 +24,15 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
+from tests.zoo import blind_spots, mutants
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
-from tests.zoo.mutants import EXPECTED, ONLY_CAUGHT_BY
+
+# factory path -> (clause, -k selection, profile), and -> the suite without its clause
+EXPECTED = {f"tests.zoo.mutants:{k}": v for k, v in mutants.EXPECTED.items()}
+EXPECTED |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.EXPECTED.items()}
+ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs ~45 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -147,7 +153,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     """Every mutant and every control, run once, in parallel."""
     db = tmp_path_factory.mktemp("power") / "ledger.db"
     jobs: dict[str, tuple[list[str], str, str]] = {
-        name: (["--ledger-factory", f"tests.zoo.mutants:{name}"], select, profile)
+        name: (["--ledger-factory", name], select, profile)
         for name, (_, select, profile) in EXPECTED.items()
     }
     jobs["control:memory"] = (["--ledger-url", "memory://power"], "", "quick")
@@ -175,7 +181,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "quick",
     )
     for name, select in ONLY_CAUGHT_BY.items():
-        jobs[f"only:{name}"] = (["--ledger-factory", f"tests.zoo.mutants:{name}"], select, "quick")
+        jobs[f"only:{name}"] = (["--ledger-factory", name], select, "quick")
     local = tmp_path_factory.mktemp("local")
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
@@ -299,3 +305,23 @@ def test_reentry_control_was_exercised(runs: dict[str, Run]) -> None:
     output = runs["control:reentry"].output
     assert re.search(r"^C10 .* passed$", output, re.MULTILINE), output  # not "partly"
     assert "the ledger has no spend_as" not in output, output
+
+
+def test_a_crash_fails_the_clause_that_crashed(
+    zoo_redis: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store that segfaults the interpreter (as a C extension would) in C8's tests fails
+    C8, naming the signal; the clauses before and after it still run and pass."""
+    monkeypatch.setenv(ENV, zoo_redis)
+    code = run_check(
+        url=None,
+        factory="tests.zoo.blind_spots:crashes_on_nul",
+        profile="quick",
+        select="C7 or C8_edge or C9",
+    )
+    table = capsys.readouterr().out
+    assert code == 1, table
+    assert re.search(r"^C8 .* failed$", table, re.MULTILINE), table
+    assert "killed by signal 11 (SIGSEGV)" in table, table
+    assert re.search(r"^C7 .* passed$", table, re.MULTILINE), table
+    assert re.search(r"^C9 .* passed$", table, re.MULTILINE), table  # ran after the crash

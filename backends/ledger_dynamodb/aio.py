@@ -1,9 +1,13 @@
 """The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
-aiobotocore client (native asyncio, no thread pool)."""
+aiobotocore client (native asyncio, no thread pool); aiobotocore's read timeout bounds an attempt's
+wait on the network, ``asyncio.wait_for`` the whole call (a reply trickled byte by
+byte, a wait for a pooled connection)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -13,7 +17,7 @@ from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
-from .commands import Call, Request, Verify
+from .commands import Call, Request
 from .decisions import Handle, Session
 from .options import Target
 
@@ -26,7 +30,6 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
-        self._verify_lock = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -73,14 +76,16 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
 
     async def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
-            return await getattr(await self._current(), request.op)(**request.params)
-        if isinstance(request, Verify):
-            async with self._verify_lock:  # one check at a time; the others wait for it
-                return await self._run(decisions.verify_steps(self._session))
+            client = await self._current()
+            answer = getattr(client, request.op)(**request.params)
+            if request.due == math.inf:
+                return await answer
+            return await asyncio.wait_for(answer, max(request.due - time.monotonic(), 0.0))
         await asyncio.sleep(request.seconds)
         return None
 
     async def _run(self, steps: Steps[Request, Any]) -> Any:
+        await self._current()  # a forked child's client is built before the deadline starts
         return await run_steps_async(steps, self._perform)
 
     async def _spend(self, request_id: bytes) -> bool:

@@ -17,6 +17,7 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
+from .deadlines import install
 from .errors import unavailable
 from .options import LEDGER_OPTIONS, Settings, Target, client_config, parse
 
@@ -51,7 +52,7 @@ def sync_factory(target: Target) -> Any:
     def make() -> Any:
         try:
             session = boto3.session.Session(profile_name=target.profile)
-            return session.client("dynamodb", **target.client_kwargs())
+            return install(session.client("dynamodb", **target.client_kwargs()))
         except Exception as exc:
             raise unavailable(exc, "client setup", target.location) from exc
 

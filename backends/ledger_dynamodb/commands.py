@@ -9,6 +9,7 @@ id or a 1056-byte marker plus a 256-byte namespace stays under the 2048-byte key
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,14 @@ SCAN_SEGMENTS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: the client method's name and its keyword arguments."""
+    """One API call: the client method's name and its keyword arguments; when
+    (``time.monotonic()``) the call must have ended, and how long one attempt may wait
+    on the network once sent. The shell enforces both."""
 
     op: str
     params: dict[str, Any] = field(default_factory=dict)
+    due: float = math.inf
+    share: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,7 @@ class Sleep:
     seconds: float
 
 
-@dataclass(frozen=True)
-class Verify:
-    """Run the identity check (``decisions.verify_steps``) now, once for all callers:
-    the shell runs it under a lock, so concurrent callers wait for one check instead of
-    each sending their own."""
-
-
-Request = Call | Sleep | Verify
+Request = Call | Sleep
 
 
 def record_key(namespace: str, request_id: bytes) -> bytes:

@@ -5,18 +5,25 @@ receives botocore's answer or has its exception thrown in, and returns the resul
 sync shell (``ledger.py``) and the async one (``aio.py``) only perform the requests, so
 the two can never decide differently (C9).
 
-Identity after open (COMMON rule 4): a plain ``PutItem`` cannot also check another item,
-so the genesis is re-read (consistent ``GetItem``) before an operation when the last
-successful check *started* ``identity_interval`` seconds ago or more, and the table's
-identity and configuration (``DescribeTable``, TTL) every ``config_interval`` seconds and
-after any ``ResourceNotFoundException``. Deleting and re-creating a table takes longer
-than the interval (DynamoDB: seconds; dynalite: 500 ms + 500 ms), so an operation on a
-re-created table always re-checks first; docs/dynamodb.md has the argument and the window.
+Identity after open (C6): an answer that could let a call run (``spend`` True,
+``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
+``GetItem`` of the namespace's genesis, which must hold the value this ledger opened.
+A genesis is random, written once under ``attribute_not_exists`` and never rewritten, so
+present now means present since open: the answer came from this store. ``DescribeTable``
+(the table's own identity, TTL, replicas) is re-read every ``config_interval`` seconds
+and after any ``ResourceNotFoundException``, by one caller at a time, never waited for.
+
+Every call has one deadline (``timeout`` seconds from its start): each attempt of a
+request ends by its share of it, a transient failure is sent again after a short pause
+while time is left, and no request starts after it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,12 +42,34 @@ from ledger_core.steps import Steps
 
 from . import commands, identity
 from .commands import DIGEST, SCAN_SEGMENTS, TOKEN, Request, binary
-from .errors import Fate, fail, is_conditional, is_not_found, old_item, retried, write_fate
+from .errors import (
+    Fate,
+    code_of,
+    fail,
+    is_conditional,
+    is_not_found,
+    mark_attempts,
+    old_item,
+    retried,
+    transient,
+    write_fate,
+)
 from .identity import TableFacts
-from .options import Settings
+from .options import MAX_ATTEMPTS, Settings, per_attempt
 
 CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
 POLL = 0.1  # seconds between DescribeTable polls while it is created
+
+
+class ProcessLock:
+    """A lock per process: a forked child gets its own, never one a parent thread held
+    at the moment of the fork."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, threading.Lock] = {}
+
+    def get(self) -> threading.Lock:
+        return self._locks.setdefault(os.getpid(), threading.Lock())
 
 
 @dataclass
@@ -53,6 +82,7 @@ class Handle:
     owned: bool
     pid: int = field(default_factory=os.getpid)
     closed: bool = False
+    adopting: ProcessLock = field(default_factory=ProcessLock)
 
     def inherited(self) -> bool:
         return os.getpid() != self.pid
@@ -80,22 +110,17 @@ class Session:
     facts: TableFacts | None = None
     genesis: bytes = b""
     info: LedgerInfo | None = None
-    genesis_checked: float = float("-inf")  # when the last good genesis check started
     config_checked: float = float("-inf")
-    suspect: bool = False  # a ResourceNotFound was seen: re-check everything first
+    suspect: bool = False  # a ResourceNotFound was seen: re-check the table first
     failed: LedgerError | None = field(default=None, repr=False)
+    checking: ProcessLock = field(default_factory=ProcessLock, repr=False)
 
     @property
     def namespace(self) -> str:
         return self.settings.namespace
 
-    def due(self, now: float) -> bool:
-        """Whether the identity must be checked before an operation starting ``now``."""
-        return (
-            self.suspect
-            or now - self.genesis_checked >= self.settings.identity_interval
-            or now - self.config_checked >= self.settings.config_interval
-        )
+    def config_due(self, now: float) -> bool:
+        return self.suspect or now - self.config_checked >= self.settings.config_interval
 
     def fail(self, error: LedgerError) -> LedgerError:
         """Fail closed for good: every later operation raises ``error``."""
@@ -123,11 +148,42 @@ def server_header(answer: Any) -> str:
     return ""
 
 
+def send(session: Session, call: commands.Call, deadline: float) -> Steps[Request, Any]:
+    """``call`` within the call's ``deadline``: each attempt waits on the network at
+    most its share of the timeout, a transient failure is sent again after a short
+    pause while time is left; the last failure is raised, marked as retried when an
+    earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
+    share = per_attempt(session.settings.timeout)
+    attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
+    if time.monotonic() >= deadline:
+        raise LedgerUnavailable(
+            f"DynamoDB {call.op} on {session.location}: the call's timeout "
+            f"({session.settings.timeout:g} s) ran out before it could be sent"
+        )
+    while True:
+        attempt += 1
+        try:
+            return (yield dataclasses.replace(call, due=deadline, share=share))
+        except Exception as exc:
+            pause = random.uniform(0.0, min(0.05 * 2**attempt, 1.0))
+            late = time.monotonic() + pause >= deadline - 0.01
+            if attempt >= MAX_ATTEMPTS or late or not transient(exc):
+                raise (mark_attempts(exc, attempt) if uncertain else exc) from None
+            uncertain = uncertain or write_fate(exc) is Fate.UNKNOWN
+        yield commands.Sleep(pause)
+
+
+def _deadline(session: Session) -> float:
+    return time.monotonic() + session.settings.timeout
+
+
 def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
     deadline = time.monotonic() + CREATE_WAIT
     while True:
         try:
-            answer = yield commands.describe_table(session.table)
+            answer = yield from send(
+                session, commands.describe_table(session.table), _deadline(session)
+            )
         except Exception as exc:
             if not is_not_found(exc):  # just created: it may not be visible yet
                 fail(exc, "DescribeTable", session.location)
@@ -139,11 +195,13 @@ def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
         yield commands.Sleep(POLL)
 
 
-def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Request, TableFacts]:
+def read_facts(
+    session: Session, deadline: float, *, create: bool, wait: bool = True
+) -> Steps[Request, TableFacts]:
     """Describe the table (creating it when asked and missing, waiting while it is being
     created unless ``wait`` is false), with its TTL setting."""
     try:
-        answer = yield commands.describe_table(session.table)
+        answer = yield from send(session, commands.describe_table(session.table), deadline)
         table = _table(answer)
     except Exception as exc:
         if not is_not_found(exc):
@@ -154,12 +212,10 @@ def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Re
                 "(decision-ledger setup creates it)"
             ) from exc
         try:
-            yield commands.create_table(session.table)
+            yield from send(session, commands.create_table(session.table), deadline)
         except Exception as exc2:
             # Another opener created it first: fine, wait for it like for ours.
-            if getattr(exc2, "response", {}).get("Error", {}).get("Code") != (
-                "ResourceInUseException"
-            ):
+            if code_of(exc2) != "ResourceInUseException":
                 fail(exc2, "CreateTable", session.location)
         answer = yield from _wait_active(session)
         table = _table(answer)
@@ -167,16 +223,18 @@ def read_facts(session: Session, *, create: bool, wait: bool = True) -> Steps[Re
         answer = yield from _wait_active(session)
         table = _table(answer)
     try:
-        ttl = yield commands.describe_ttl(session.table)
+        ttl = yield from send(session, commands.describe_ttl(session.table), _deadline(session))
     except Exception as exc:
         fail(exc, "DescribeTimeToLive", session.location)
     return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, server_header(answer))
 
 
-def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, dict[str, Any]]:
-    """One read; a vanished table makes the next operation re-check the identity first."""
+def _read(
+    session: Session, call: commands.Call, what: str, deadline: float
+) -> Steps[Request, dict[str, Any]]:
+    """One read; a vanished table makes the next operation re-check the table first."""
     try:
-        answer = yield call
+        answer = yield from send(session, call, deadline)
     except Exception as exc:
         if is_not_found(exc):
             session.suspect = True
@@ -184,15 +242,15 @@ def _read(session: Session, call: commands.Call, what: str) -> Steps[Request, di
     return answer if isinstance(answer, dict) else {}
 
 
-def _read_genesis(session: Session) -> Steps[Request, bytes | None]:
+def _read_genesis(session: Session, deadline: float) -> Steps[Request, bytes | None]:
     key = commands.genesis_key(session.namespace)
-    answer = yield from _read(session, commands.get(session.table, key), "genesis read")
+    answer = yield from _read(session, commands.get(session.table, key), "genesis read", deadline)
     return identity.check_genesis(answer.get("Item"))
 
 
 def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
     """The namespace's genesis value; the first opener writes a random one, once."""
-    found = yield from _read_genesis(session)
+    found = yield from _read_genesis(session, _deadline(session))
     if found is not None:
         return found
     if not create:
@@ -201,8 +259,11 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
             "create=false: nothing to read"
         )
     value = identity.new_genesis()
+    deadline = _deadline(session)
     try:
-        yield commands.put_genesis(session.table, session.namespace, value)
+        yield from send(
+            session, commands.put_genesis(session.table, session.namespace, value), deadline
+        )
         return value
     except Exception as exc:
         if is_conditional(exc):
@@ -213,7 +274,7 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
             fail(exc, "genesis write", session.location)
         failure = exc
     # Another opener won, or our write's reply was lost: whatever is stored is THE genesis.
-    stored = yield from _read_genesis(session)
+    stored = yield from _read_genesis(session, _deadline(session))
     if stored is None:
         fail(failure, "genesis write", session.location)
     return stored
@@ -222,7 +283,7 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
 def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
     """Read the table's identity and configuration and the namespace's genesis (C6)."""
     started = time.monotonic()
-    facts = yield from read_facts(session, create=session.settings.create)
+    facts = yield from read_facts(session, _deadline(session), create=session.settings.create)
     identity.check_usable(facts, session.location)
     genesis = yield from _ensure_genesis(session, create=session.settings.create)
     info = identity.ledger_info(
@@ -233,76 +294,81 @@ def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
         endpoint_url=session.endpoint_url,
     )
     session.facts, session.genesis, session.info = facts, genesis, info
-    session.genesis_checked = session.config_checked = started
+    session.config_checked = started
     return info
 
 
-def verify_steps(session: Session) -> Steps[Request, None]:
-    """Before an operation: prove the store is still the one this ledger opened, when due."""
-    if session.failed is not None:
-        raise session.failed
+def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
+    """The table's identity and configuration, again: same ``TableId``, ARN and creation
+    time (a table restored under the same name carries our genesis item), no TTL on our
+    attributes, not turned into an eventually consistent global table."""
     started = time.monotonic()
-    settings = session.settings
-    if not session.due(started):
-        return  # another caller's check finished while this one waited for it
-    config_due = session.suspect or started - session.config_checked >= settings.config_interval
-    if config_due:
-        try:
-            # Never waits: a table being created under our name is not ours anyway.
-            facts = yield from read_facts(session, create=False, wait=False)
-        except LedgerUnavailable:
-            session.suspect = True
-            raise
-        old = session.facts
-        assert old is not None
-        assert session.info is not None
-        if facts.identity != old.identity:
-            raise session.fail(
-                identity.forgot(
-                    session.location,
-                    f"the table was re-created or restored: TableId {old.table_id} is now "
-                    f"{facts.table_id}",
-                )
+    try:
+        # Never waits: a table being created under our name is not ours anyway.
+        facts = yield from read_facts(session, deadline, create=False, wait=False)
+        identity.check_usable(facts, session.location)
+    except LedgerUnavailable:
+        session.suspect = True
+        raise
+    old, info = session.facts, session.info
+    assert old is not None
+    assert info is not None
+    if facts.identity != old.identity:
+        raise session.fail(
+            identity.forgot(
+                session.location,
+                f"the table was re-created or restored: TableId {old.table_id or '?'} "
+                f"(created {old.created}) is now {facts.table_id or '?'} (created "
+                f"{facts.created})",
             )
-        try:
-            identity.check_usable(facts, session.location)
-        except LedgerUnavailable:
-            session.suspect = True
-            raise
-        reasons = identity.refusals(facts, settings, session.endpoint_url)
-        if reasons and session.info.store_id is not None:
-            raise session.fail(
-                UnsafeStoreConfig(
-                    f"table {session.location} changed since this ledger opened and can no "
-                    f"longer back a proof: {'; '.join(reasons)}"
-                )
-            )
-    found = yield from _read_genesis(session)
-    if found != session.genesis:
-        detail = (
-            "the namespace's genesis item is gone"
-            if found is None
-            else ("the namespace's genesis value changed")
         )
-        raise session.fail(identity.forgot(session.location, detail))
-    session.genesis_checked = started
-    if config_due:
-        session.config_checked = started
-        session.suspect = False
+    reasons = identity.refusals(facts, session.settings, session.endpoint_url)
+    if reasons and info.store_id is not None:
+        raise session.fail(
+            UnsafeStoreConfig(
+                f"table {session.location} changed since this ledger opened and can no "
+                f"longer back a proof: {'; '.join(reasons)}"
+            )
+        )
+    session.config_checked, session.suspect = started, False
 
 
-def checked(session: Session) -> Steps[Request, None]:
+def checked(session: Session) -> Steps[Request, float]:
     """The guard every operation starts with: fail closed for good once the store was
-    found changed, and ask for an identity check when one is due."""
+    found changed; re-read the table when due, unless another caller is doing it (no
+    caller ever waits on another's check). Returns the operation's deadline."""
     if session.failed is not None:
         raise session.failed
-    if session.due(time.monotonic()):
-        try:
-            yield commands.Verify()
-        except Exception as exc:
-            fail(exc, "identity check", session.location)
-        if session.failed is not None:
-            raise session.failed
+    deadline = _deadline(session)
+    if session.config_due(time.monotonic()):
+        lock = session.checking.get()
+        if lock.acquire(blocking=False):
+            try:
+                yield from _recheck_table(session, deadline)
+            except Exception as exc:
+                fail(exc, "table check", session.location)
+            finally:
+                lock.release()
+    return deadline
+
+
+def proven(session: Session, deadline: float, *, wrote: bool) -> Steps[Request, None]:
+    """After an answer that could let a call run: the namespace's genesis still holds
+    the value this ledger opened (a consistent read, after the answer). Otherwise fail
+    closed for good. A read that fails after our write landed is an ambiguity: the id
+    is recorded, in a store we could not name (treat as spent)."""
+    try:
+        found = yield from _read_genesis(session, deadline)
+    except LedgerError as exc:
+        if not wrote or isinstance(exc, (LedgerClosed, UnsafeStoreConfig)):
+            raise
+        raise AmbiguousSpend(
+            f"DynamoDB spend on {session.location}: recorded, but the namespace's genesis "
+            "could not be read after it to prove the store; treat as spent"
+        ) from exc
+    if found != session.genesis:
+        gone = "gone" if found is None else "another value"
+        raise session.fail(identity.forgot(session.location, f"the namespace's genesis is {gone}"))
 
 
 def _owner(item: dict[str, Any], token: bytes) -> bool:
@@ -311,13 +377,23 @@ def _owner(item: dict[str, Any], token: bytes) -> bool:
 
 
 def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Request, bool]:
+    """The conditional put, then (on True) the genesis proof."""
+    deadline = yield from checked(session)
+    won = yield from _put_new(session, request_id, token, deadline)
+    if won:
+        yield from proven(session, deadline, wrote=True)
+    return won
+
+
+def _put_new(
+    session: Session, request_id: bytes, token: bytes, deadline: float
+) -> Steps[Request, bool]:
     """One conditional ``PutItem`` of our token; a conditional failure is settled by the
-    stored token (ours: a botocore retry met our own earlier write, so True), a lost reply
-    by a consistent read of it, else :class:`AmbiguousSpend` (C5)."""
-    yield from checked(session)
+    stored token (ours: an earlier attempt of ours landed and the resend met it, so
+    True), a lost reply by a consistent read of it, else :class:`AmbiguousSpend` (C5)."""
     key = commands.record_key(session.namespace, request_id)
     try:
-        yield commands.put_new(session.table, key, token)
+        yield from send(session, commands.put_new(session.table, key, token), deadline)
         return True
     except Exception as exc:
         if is_conditional(exc):
@@ -335,7 +411,7 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
                 fail(exc, "spend", session.location)
         failure = exc
     try:
-        answer = yield commands.get(session.table, key)
+        answer = yield from send(session, commands.get(session.table, key), deadline)
     except Exception as exc:
         if is_conditional(failure) or isinstance(exc, LedgerClosed):
             fail(exc, "spend (reading the record)", session.location)
@@ -359,56 +435,62 @@ def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Requ
 
 
 def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
-    """A strongly consistent ``GetItem`` of the record's key (C3)."""
-    yield from checked(session)
+    """A strongly consistent ``GetItem`` of the record's key (C3); absent, then proven."""
+    deadline = yield from checked(session)
     key = commands.record_key(session.namespace, request_id)
-    answer = yield from _read(session, commands.exists(session.table, key), "is_spent")
-    return bool(answer.get("Item"))
+    answer = yield from _read(session, commands.exists(session.table, key), "is_spent", deadline)
+    if answer.get("Item"):
+        return True
+    yield from proven(session, deadline, wrote=False)
+    return False
 
 
 def spend_as_steps(
     session: Session, request_id: bytes, token: bytes, digest: bytes
 ) -> Steps[Request, bool]:
+    """The re-entrant put, then (on True) the genesis proof."""
+    deadline = yield from checked(session)
+    won = yield from _put_as(session, request_id, token, digest, deadline)
+    if won:
+        yield from proven(session, deadline, wrote=True)
+    return won
+
+
+def _put_as(
+    session: Session, request_id: bytes, token: bytes, digest: bytes, deadline: float
+) -> Steps[Request, bool]:
     """C10 in one conditional ``PutItem`` (:func:`commands.put_as`): it succeeds when
     no record exists or ours (same digest) does, so success is ``True``. A conditional
     failure is ``False``: the stored record holds another digest or none, and a digest
     never changes once written, so no earlier attempt of ours can have landed. A lost
-    reply is settled by the same put again (idempotent for this key), else
-    :class:`AmbiguousSpend` (C5)."""
-    yield from checked(session)
+    reply is settled by the same put again (idempotent for this key, within the call's
+    deadline), else :class:`AmbiguousSpend` (C5)."""
     key = commands.record_key(session.namespace, request_id)
-    put = commands.put_as(session.table, key, token, digest)
-    failure: Exception | None = None
-    while True:  # at most twice: the put, then the same put once to settle it
-        try:
-            yield put
-            return True
-        except Exception as exc:
-            if is_conditional(exc):
-                return binary(old_item(exc), DIGEST) == digest
-            if failure is not None:
-                if isinstance(exc, LedgerClosed):
-                    fail(exc, "spend_as (resolving)", session.location)
-                raise AmbiguousSpend(
-                    f"DynamoDB spend_as on {session.location}: the write's outcome is "
-                    "unknown and sending it again failed; it may or may not be recorded "
-                    "(treat as spent)"
-                ) from failure
-            if is_not_found(exc):
-                session.suspect = True
-            if write_fate(exc) is Fate.REJECTED:
-                fail(exc, "spend_as", session.location)
-            failure = exc
+    try:
+        yield from send(session, commands.put_as(session.table, key, token, digest), deadline)
+        return True
+    except Exception as exc:
+        if is_conditional(exc):
+            return binary(old_item(exc), DIGEST) == digest
+        if is_not_found(exc):
+            session.suspect = True
+        if write_fate(exc) is Fate.REJECTED:
+            fail(exc, "spend_as", session.location)
+        raise AmbiguousSpend(
+            f"DynamoDB spend_as on {session.location}: the write's outcome is unknown and "
+            "sending it again within the call's timeout failed; it may or may not be "
+            "recorded (treat as spent)"
+        ) from exc
 
 
 def scan_page_steps(
     session: Session, segment: int, start: dict[str, Any] | None
 ) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
     """One page of one consistent Scan segment: the namespace's ids (never markers, the
-    genesis or another namespace's records) and where the next page starts."""
-    yield from checked(session)
+    genesis or another namespace's records) and where the next page starts; proven."""
+    deadline = yield from checked(session)
     prefix = commands.record_prefix(session.namespace)
-    keys, following = yield from _scan_steps(session, prefix, segment, start)
+    keys, following = yield from _scan_steps(session, prefix, segment, start, deadline)
     ids = [raw.decode("utf-8") for raw in keys if raw and not is_marker(raw)]
     return ids, following
 
@@ -418,8 +500,10 @@ def namespace_page_steps(
 ) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
     """One page of one consistent Scan segment of the table's genesis items: the
     namespaces (a record is only ever written under its namespace's genesis)."""
-    yield from checked(session)
-    keys, following = yield from _scan_steps(session, commands.GENESIS_PREFIX, segment, start)
+    deadline = yield from checked(session)
+    keys, following = yield from _scan_steps(
+        session, commands.GENESIS_PREFIX, segment, start, deadline
+    )
     return [raw.decode("utf-8") for raw in keys if raw], following
 
 
@@ -457,13 +541,17 @@ class ParallelScan:
 
 
 def _scan_steps(
-    session: Session, prefix: bytes, segment: int, start: dict[str, Any] | None
+    session: Session,
+    prefix: bytes,
+    segment: int,
+    start: dict[str, Any] | None,
+    deadline: float,
 ) -> Steps[Request, tuple[list[bytes], dict[str, Any] | None]]:
-    """The keys under ``prefix`` on one page, with the prefix cut off."""
-    try:
-        answer = yield commands.scan(session.table, prefix, segment, start)
-    except Exception as exc:
-        fail(exc, "Scan", session.location)
+    """The keys under ``prefix`` on one page, with the prefix cut off, then the genesis
+    proof (a page read from a store that forgot would list too little)."""
+    call = commands.scan(session.table, prefix, segment, start)
+    answer = yield from _read(session, call, "Scan", deadline)
+    yield from proven(session, deadline, wrote=False)
     keys: list[bytes] = []
     for item in answer.get("Items") or []:
         key = binary(item, commands.KEY)

@@ -128,6 +128,28 @@ def write_fate(exc: BaseException) -> Fate:
     return Fate.UNKNOWN
 
 
+def transient(exc: BaseException) -> bool:
+    """Whether sending the same request again may succeed: throttled, a 5xx, a lost or
+    timed-out connection (botocore's standard retry conditions)."""
+    if isinstance(exc, LedgerError):
+        return False
+    code = code_of(exc)
+    if code is not None:
+        return code in THROTTLED or _status(exc) >= 500
+    bc = _botocore()
+    return isinstance(exc, (bc.HTTPClientError, bc.ConnectionError, TimeoutError))
+
+
+def mark_attempts(exc: BaseException, attempts: int) -> BaseException:
+    """Record on a ``ClientError`` how many times its request was sent, as botocore's
+    retries did (:func:`retried` reads it): an earlier attempt may have landed."""
+    response = getattr(exc, "response", None)
+    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
+    if isinstance(meta, dict):
+        meta["RetryAttempts"] = max(attempts - 1, meta.get("RetryAttempts") or 0)
+    return exc
+
+
 def describe_failure(exc: BaseException) -> str:
     """A short, secret-free account of a driver exception."""
     if isinstance(exc, LedgerError):
@@ -161,7 +183,9 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, (bc.ConnectTimeoutError, bc.ReadTimeoutError)):
         return f"{type(exc).__name__}: no answer in time"
     if isinstance(exc, bc.ConnectionClosedError):
-        return "ConnectionClosedError: the connection closed before the answer"
+        return "ConnectionClosedError: the connection closed before the answer (or its time)"
+    if isinstance(exc, TimeoutError):
+        return "TimeoutError: no answer within the attempt's share of the call's timeout"
     return type(exc).__name__
 
 

@@ -1,9 +1,9 @@
 """The sync DynamoDB ledger: a thin shell that performs :mod:`.decisions`' requests
-on a boto3 client (one per process: a forked child builds its own)."""
+on a boto3 client (one per process: a forked child builds its own), each attempt
+bounded by its due time (:mod:`.deadlines`)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +16,8 @@ from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
 from . import decisions, identity
-from .commands import SCAN_SEGMENTS, Call, Request, Verify
+from .commands import SCAN_SEGMENTS, Call, Request
+from .deadlines import bounded
 from .decisions import Handle, Session
 from .options import Settings, Target
 
@@ -25,7 +26,7 @@ ClientFactory = Callable[[], Any]
 
 class DynamoDBLedger(ReentrantLedgerBase):
     """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend (and per
-    ``spend_as``, C10).
+    ``spend_as``, C10), then a consistent read of the namespace's genesis (C6).
 
     Open one with ``open_ledger("dynamodb://TABLE?region=...")`` or :meth:`from_client`.
     """
@@ -33,8 +34,6 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
-        self._fork_lock = threading.Lock()
-        self._verify_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -76,21 +75,21 @@ class DynamoDBLedger(ReentrantLedgerBase):
         if handle.closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
         if handle.inherited():  # a forked child: never share the parent's sockets
-            with self._fork_lock:
+            with handle.adopting.get():
                 if handle.inherited():
                     handle.adopt(handle.make_client())
         return handle.client
 
     def _perform(self, request: Request) -> Any:
         if isinstance(request, Call):
-            return getattr(self._current(), request.op)(**request.params)
-        if isinstance(request, Verify):
-            with self._verify_lock:  # one check at a time; the others wait for its verdict
-                return self._run(decisions.verify_steps(self._session))
+            client = self._current()
+            with bounded(request.due, request.share):
+                return getattr(client, request.op)(**request.params)
         time.sleep(request.seconds)
         return None
 
     def _run(self, steps: Steps[Request, Any]) -> Any:
+        self._current()  # a forked child's client is built before the call's deadline starts
         return run_steps(steps, self._perform)
 
     def _spend(self, request_id: bytes) -> bool:

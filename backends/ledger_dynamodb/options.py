@@ -16,16 +16,13 @@ from ledger_core.ids import DEFAULT_NAMESPACE
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
 
-DEFAULT_TIMEOUT = 10.0  # seconds for one whole call, botocore's retries included
-DEFAULT_IDENTITY_INTERVAL = 0.25  # seconds between genesis re-reads (see docs/dynamodb.md)
+DEFAULT_TIMEOUT = 10.0  # seconds for one whole call: every attempt, pause and read in it
 DEFAULT_CONFIG_INTERVAL = 60.0  # seconds between DescribeTable/TTL re-checks
-MAX_ATTEMPTS = 3  # botocore attempts per request (its retries; ours resolve by token)
+MAX_ATTEMPTS = 3  # attempts per request (the decisions send again; botocore does not)
 
 # botocore's own names for where to connect; everything else in the query is ours.
 DRIVER_OPTIONS = frozenset({"region", "endpoint_url", "profile"})
-LEDGER_OPTIONS = frozenset(
-    {"create", "timeout", "durability", "identity_interval", "config_interval"}
-)
+LEDGER_OPTIONS = frozenset({"create", "timeout", "durability", "config_interval"})
 DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 OPTIONS = DRIVER_OPTIONS | LEDGER_OPTIONS
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
@@ -40,7 +37,6 @@ class Settings:
     create: bool = True
     timeout: float = DEFAULT_TIMEOUT
     durability: str = Durability.MACHINE
-    identity_interval: float = DEFAULT_IDENTITY_INTERVAL
     config_interval: float = DEFAULT_CONFIG_INTERVAL
 
     @classmethod
@@ -53,7 +49,6 @@ class Settings:
             create=request.create(),
             timeout=timeout,
             durability=DURABILITY[request.choice("durability", "machine", DURABILITY)],
-            identity_interval=request.seconds("identity_interval", DEFAULT_IDENTITY_INTERVAL),
             config_interval=request.seconds("config_interval", DEFAULT_CONFIG_INTERVAL),
         )
 
@@ -84,15 +79,19 @@ class Target:
         }
 
 
+def per_attempt(timeout: float) -> float:
+    return max(timeout / MAX_ATTEMPTS, 0.05)
+
+
 def client_config(timeout: float) -> Any:
-    """botocore's Config: each attempt bounded so the whole call stays near ``timeout``."""
+    """botocore's Config: one attempt per request (the decisions send again, within the
+    call's deadline), each connect and read bounded by an attempt's share."""
     from botocore.config import Config
 
-    per_attempt = max(timeout / MAX_ATTEMPTS, 0.05)
     return Config(
-        connect_timeout=per_attempt,
-        read_timeout=per_attempt,
-        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        connect_timeout=per_attempt(timeout),
+        read_timeout=per_attempt(timeout),
+        retries={"total_max_attempts": 1, "mode": "standard"},
         max_pool_connections=64,
         tcp_keepalive=True,
     )

@@ -1,8 +1,9 @@
 """DynamoDB: the ledger against ``put_item`` with ``attribute_not_exists`` (and a strongly
 consistent ``get_item`` for reads), on the same boto3 / aiobotocore client and table.
 
-The server is the harness's dynalite (an on-disk store, so ``durability=process``), or
-the URL given (``dynamodb://TABLE?region=...&endpoint_url=...``; real AWS works). Peers,
+The server is the harness's dynalite (an on-disk store, so ``durability=process``;
+``LEDGER_BENCH_DYNAMODB_EMULATOR=dynamodb-local``: Amazon's DynamoDB Local), or the URL
+given (``dynamodb://TABLE?region=...&endpoint_url=...``; real AWS works). Peers,
 on the same endpoint: cachelib's ``DynamoDbCache.add`` and AWS Lambda Powertools'
 idempotency (its conditional put, then the save of the result), each in its own table
 with a string key, made here (cachelib would ask for a TTL, which dynalite cannot set).
@@ -36,9 +37,13 @@ TABLE = "decision-ledger-bench"
 TOKEN = os.urandom(16)
 
 
+EMULATOR_ENV = "LEDGER_BENCH_DYNAMODB_EMULATOR"  # dynalite (default) or dynamodb-local
+
+
 @contextmanager
 def server() -> Iterator[str]:
-    with servers.dynamodb_target(TABLE) as target:
+    emulator = os.environ.get(EMULATOR_ENV, servers.DYNALITE)
+    with servers.dynamodb_target(TABLE, emulator) as target:
         yield target.url
 
 

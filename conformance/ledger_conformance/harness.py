@@ -89,6 +89,8 @@ class Runtime:
     waiting: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
     # suite -> (label, ids, monotonic time C2 volume ended): re-read at the run's end
     volume: dict[str, tuple[str, list[str], float]] = field(default_factory=dict)
+    # suite -> (when, store_id) seen on C2 volume's store over its life (C6 compares them)
+    store_ids: dict[str, list[tuple[str, object]]] = field(default_factory=dict)
     # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed
@@ -351,4 +353,22 @@ def describe_violations(violations: list[Violation], limit: int = 8) -> str:
             lines.append(f"      {op.process} {op.kind} [{start:.1f}..{end:.1f}] -> {outcome}")
     if len(violations) > limit:
         lines.append(f"  ... and {len(violations) - limit} more")
+    causes = [
+        VIOLATION_CAUSES[c] for c in sorted({v.clause for v in violations}) if c in VIOLATION_CAUSES
+    ]
+    if causes:
+        lines.append("Usual causes: " + "; ".join(causes) + ".")
     return "\n".join(lines)
+
+
+# What usually produces a history checker's violation of each clause, and where to look.
+VIOLATION_CAUSES = {
+    "C1": "C1 (two Trues, or a False no spend explains): a read then a write outside one "
+    "transaction or lock, a write that succeeds over an existing record, one id under two "
+    "keys, or an error turned into False; look at spend's write and its error handling",
+    "C2": "C2 (a record lost): a TTL or an eviction policy on the records, a size cap, a "
+    "write acknowledged before it was durable; look at the store's expiry and durability",
+    "C3": "C3 (a read that disagrees): a cached or stale read (per instance or per process, "
+    "a replica, a snapshot kept open), a read keyed differently from the write, or an error "
+    "read as False; look at is_spent's read path",
+}

@@ -20,6 +20,9 @@ class Profile:
     permanence_wait: (
         float  # seconds between C2's first spends and its re-read (an expiring store fails)
     )
+    # seconds from the LAST of C2's first spends to their re-read at the run's end: a TTL
+    # shorter than this fails every run of the profile; a longer one passes every run
+    expiry_wait: float
     fault_ids: int  # fresh and already-spent ids tried under each fault
     watchdog: float  # seconds an op may hang in a fault before the suite heals the network
     settle: float  # bound on how long an op may take once the network is healed
@@ -42,6 +45,7 @@ PROFILES = {
         fork_bound=60.0,
         mixed_ids=50,
         permanence_wait=5.0,
+        expiry_wait=5.0,
         fault_ids=4,
         watchdog=2.0,
         settle=30.0,
@@ -62,6 +66,7 @@ PROFILES = {
         fork_bound=120.0,
         mixed_ids=200,
         permanence_wait=20.0,
+        expiry_wait=180.0,
         fault_ids=16,
         watchdog=4.0,
         settle=60.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ledger_core.protocol import describe
 
@@ -177,3 +178,119 @@ def render(
     )
     lines.append(summary + (f" ({part} of the passed only partly exercised)" if part else ""))
     return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    from importlib import metadata
+
+    found = {"python": platform.python_version()}
+    for name in ("decision-ledger", "pytest", "hypothesis"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def report_document(
+    rows: Sequence[ClauseResult],
+    outcomes: Iterable[CaseOutcome],
+    ledgers: Sequence[LedgerSummary],
+    *,
+    profile: str,
+    target: str,
+    exit_code: int,
+) -> dict[str, object]:
+    """The machine-readable report (``check --report FILE``): what the table says, with
+    each clause's tests (exercised), the parts left out and every reason."""
+    by_clause: dict[str, list[CaseOutcome]] = {}
+    for outcome in outcomes:
+        by_clause.setdefault(outcome.clause, []).append(outcome)
+    clauses = []
+    for row in rows:
+        tests = by_clause.get(row.clause, [])
+        clauses.append(
+            {
+                "clause": row.clause,
+                "title": row.title,
+                "verdict": row.status,
+                "reason": row.detail,
+                "exercised": [t.name for t in tests if t.outcome == "passed"],
+                "failed": [
+                    {"test": t.name, "reason": t.detail} for t in tests if t.outcome == "failed"
+                ],
+                "left_out": [
+                    *({"test": t.name, "reason": p} for t in tests for p in t.partly),
+                    *(
+                        {"test": t.name, "reason": t.detail}
+                        for t in tests
+                        if t.outcome == "skipped"
+                    ),
+                ],
+                "notes": list(dict.fromkeys(n for t in tests for n in t.notes)),
+            }
+        )
+    counts = {status: sum(r.status == status for r in rows) for status in _STATUSES}
+    return {
+        "format": "decision-ledger-check/1",
+        "target": target,
+        "profile": profile,
+        "versions": _versions(),
+        "exit_code": exit_code,
+        "verdict": "failed" if exit_code else "passed",
+        "counts": counts,
+        "ledgers": [
+            {
+                "flavor": s.flavor,
+                "backend": s.backend,
+                "store_id": s.store_id,
+                "durability": s.durability,
+                "reason": s.reason,
+                "capabilities": list(s.capabilities) if s.capabilities is not None else None,
+            }
+            for s in ledgers
+        ],
+        "clauses": clauses,
+    }
+
+
+_STATUSES = (PASSED, PARTLY, FAILED, NOT_EXERCISED, NOT_APPLICABLE)
+
+
+def junit_xml(document: dict[str, Any]) -> str:
+    """JUnit XML of a report document: one test case per clause (a failed clause is a
+    failure, one not exercised or not applicable is skipped), its tests in system-out."""
+    from xml.etree import ElementTree as ET
+
+    clauses: list[dict[str, Any]] = document["clauses"]
+    suite = ET.Element(
+        "testsuite",
+        name=f"decision-ledger check ({document['profile']})",
+        tests=str(len(clauses)),
+        failures=str(sum(c["verdict"] == FAILED for c in clauses)),
+        skipped=str(sum(c["verdict"] in (NOT_EXERCISED, NOT_APPLICABLE) for c in clauses)),
+        errors="0",
+    )
+    properties = ET.SubElement(suite, "properties")
+    for key in ("target", "profile"):
+        ET.SubElement(properties, "property", name=key, value=str(document[key]))
+    for name, version in document["versions"].items():
+        ET.SubElement(properties, "property", name=f"version.{name}", value=version)
+    for clause in clauses:
+        case = ET.SubElement(
+            suite, "testcase", classname="decision-ledger.conformance", name=clause["clause"]
+        )
+        reason = clause["reason"] or ""
+        if clause["verdict"] == FAILED:
+            ET.SubElement(case, "failure", message=reason[:500], type="ClauseFailed").text = reason
+        elif clause["verdict"] in (NOT_EXERCISED, NOT_APPLICABLE):
+            ET.SubElement(case, "skipped", message=f"{clause['verdict']}: {reason}"[:500])
+        lines = [f"{clause['clause']}: {clause['title']}: {clause['verdict']}"]
+        lines += [f"exercised: {name}" for name in clause["exercised"]]
+        lines += [f"left out: {p['test']}: {p['reason']}" for p in clause["left_out"]]
+        ET.SubElement(case, "system-out").text = "\n".join(lines)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

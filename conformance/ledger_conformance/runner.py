@@ -8,6 +8,8 @@ factory that raised); 3 the store cannot be reached. Bad input is one line on st
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import secrets
 import sys
 import tempfile
@@ -23,13 +25,20 @@ from ledger_core.registry import backend_for
 from ledger_core.scratch import SCRATCH_PREFIX
 from ledger_core.urls import LedgerURL, redact_url
 
-from .collect import Collector
 from .context import LedgerContext, NotALedger, enter_factory
 from .harness import error_text
+from .isolate import run_isolated
 from .loading import FactoryPathError, load_factory
-from .plugin import collector_of
 from .profile import PROFILES
-from .report import LedgerSummary, render, summarize, summarize_ledger
+from .report import (
+    ClauseResult,
+    LedgerSummary,
+    junit_xml,
+    render,
+    report_document,
+    summarize,
+    summarize_ledger,
+)
 from .scratch import scratch_lines
 
 T = TypeVar("T")
@@ -55,16 +64,6 @@ def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
         return run()
     finally:
         hypothesis_config.set_hypothesis_home_dir(str(previous))
-
-
-class _Grab:
-    """A pytest plugin object that keeps the run's collector (the clause outcomes)."""
-
-    collector: Collector | None = None
-
-    @pytest.hookimpl(trylast=True)  # after the suite's plugin made it
-    def pytest_configure(self, config: pytest.Config) -> None:
-        self.collector = collector_of(config)
 
 
 def _fail(message: str) -> None:
@@ -139,39 +138,47 @@ def run_check(
     profile: str,
     restart: str | None = None,
     forget: str | None = None,
+    failover: str | None = None,
     select: str | None = None,
     keep_scratch: bool = False,
+    verbose: bool = False,
+    report: str | None = None,
+    junit: str | None = None,
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
-    ``restart`` and ``forget`` are shell commands (the hooks pytest takes as
-    ``--ledger-restart-cmd`` / ``--ledger-forget-cmd``); ``select`` is pytest's ``-k``.
+    ``restart``, ``forget`` and ``failover`` are shell commands (the hooks pytest takes
+    as ``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` / ``--ledger-failover-cmd``);
+    ``select`` is pytest's ``-k``.
     With a URL, the namespaces the run wrote are removed afterwards where the backend can
     (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
+    pytest runs in forked children (a crash fails the clause that crashed); its own
+    output goes to a log file the last line names, or to the terminal with ``verbose``.
+    ``report`` and ``junit`` are paths for the JSON report and the JUnit XML.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
         return USAGE
-    for name, command in (("--restart", restart), ("--forget", forget)):
+    hooks = {"restart": restart, "forget": forget, "failover": failover}
+    for name, command in hooks.items():
         if command is not None and not command.strip():
-            _fail(f"{name} needs a shell command")
+            _fail(f"--{name} needs a shell command")
             return USAGE
     # One clearly named scratch prefix per check: every namespace the run writes starts
     # with it, so what is left in the user's store can be counted, named and removed.
-    scratch = f"{SCRATCH_PREFIX}-{secrets.token_hex(3)}"
+    scratch_prefix = f"{SCRATCH_PREFIX}-{secrets.token_hex(3)}"
     try:
-        made = _factory_from(url, factory, scratch)
+        made = _factory_from(url, factory, scratch_prefix)
         summaries = _check_reachable(made, redact_url(url) if url else str(factory))
     except _Refused as refused:
         _fail(str(refused))
         return refused.code
     args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
-    args += ["--ledger-report", "none", "--ledger-scratch", scratch]
+    args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
-    if restart:
-        args += ["--ledger-restart-cmd", restart]
-    if forget:
-        args += ["--ledger-forget-cmd", forget]
+    for name, command in hooks.items():
+        if command:
+            args += [f"--ledger-{name}-cmd", command]
     if select:
         args += ["-k", select]
     args += [
@@ -184,7 +191,7 @@ def run_check(
         "-W",
         "ignore::DeprecationWarning",
     ]
-    grab = _Grab()
+    log = None if verbose else _log_file()
     with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
         # An empty configuration of the check's own: no pytest.ini, tox.ini or pyproject.toml
         # near the installed suite (a source checkout's: its per-test timeout, addopts,
@@ -192,16 +199,55 @@ def run_check(
         config = Path(home, "pytest.ini")
         config.write_text("[pytest]\n", encoding="utf-8")
         run = [*args, "--rootdir", home, "-c", str(config)]
-        code = _in_scratch(home, lambda: pytest.main(run, plugins=[grab]))
-    outcomes = grab.collector.outcomes.values() if grab.collector is not None else []
-    rows = summarize(outcomes)
+
+        def scratch() -> list[str]:  # in the child: a memory store's namespaces live there
+            return scratch_lines(url, scratch_prefix, keep=keep_scratch) if url else []
+
+        done = run_isolated(
+            run,
+            [],
+            Path(home),
+            log,
+            after=scratch,
+            inside=lambda child: _in_scratch(home, child),
+        )
+    rows = summarize(done.outcomes.values())
+    code = done.code
+    if not done.tail and url:  # the last child crashed: remove the scratch from here
+        done.tail = scratch()
     print()
     print(render(rows, ledgers=summaries))
-    if url:
-        for line in scratch_lines(url, scratch, keep=keep_scratch):
-            print(line)
+    for line in [*done.crashes, *done.tail]:
+        print(line)
+    verdict = _verdict(code, rows, done.crashes)
+    if report or junit:
+        document = report_document(
+            rows,
+            done.outcomes.values(),
+            summaries,
+            profile=profile,
+            target=redact_url(url) if url else str(factory),
+            exit_code=verdict,
+        )
+        if report:
+            Path(report).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        if junit:
+            Path(junit).write_text(junit_xml(document), encoding="utf-8")
+    if log is not None:
+        print(f"pytest output: {log}")
+    return verdict
+
+
+def _log_file() -> Path:
+    """Where a quiet check puts pytest's own output (dots, warnings, tracebacks)."""
+    fd, name = tempfile.mkstemp(prefix="decision-ledger-check-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def _verdict(code: int, rows: list[ClauseResult], crashes: list[str]) -> int:
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+    if crashes or code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         return FAILED
     return FAILED if any(r.status == "failed" for r in rows) or not rows else OK

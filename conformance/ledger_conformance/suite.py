@@ -28,6 +28,7 @@ from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
+from .clauses.c3_processes import C3Processes
 from .clauses.c3_reads import C3Reads
 from .clauses.c4_bounded import C4Bounded
 from .clauses.c6_failover import C6Failover
@@ -37,7 +38,7 @@ from .clauses.c6_identity import C6Identity
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
-from .clauses.c10_reentry import C10Reentry
+from .clauses.c10_reentry import C10Reentry, C10SharedPrefix
 from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.host_rules import HostRules
 from .clauses.l1_listing import L1Listing
@@ -49,6 +50,7 @@ class LedgerConformance(
     C6Failover,
     C6Held,
     C6Forget,
+    C10SharedPrefix,
     C10Reentry,
     L1Listing,
     HostRules,
@@ -59,6 +61,7 @@ class LedgerConformance(
     C4LocalFaults,
     C4Bounded,
     C45Faults,
+    C3Processes,
     C3Reads,
     C2Volume,
     C2Permanent,

@@ -134,7 +134,8 @@ def test_check_removes_its_scratch_from_a_sqlite_file(
     code = run_check(url=url, factory=None, profile="quick", select="C7")
     out = capsys.readouterr().out
     assert code == 0, out
-    last = out.strip().splitlines()[-1]
+    *_, last, log = out.strip().splitlines()  # the scratch line, then the log's
+    assert log.startswith("pytest output: "), out
     found = re.fullmatch(
         r"scratch: removed the (\d+) namespace\(s\) named (ledger-conformance-\w+-)\* this run "
         r"wrote; nothing else in the store was touched",

@@ -3,9 +3,11 @@ partly exercised says so; reasons whole; check leaves nothing in the working dir
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -98,17 +100,17 @@ def test_check_writes_nothing_into_the_working_directory(
 
 
 def test_check_runs_under_a_configuration_of_its_own(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No ini file near the installed suite applies: a source checkout's pyproject.toml
     (its 300 s per-test timeout) failed a slow store's thorough C1 as a 'Timeout'."""
-    seen: dict[str, Any] = {}
+    seen = tmp_path / "seen.json"  # pytest runs in a forked child: it tells us in a file
     real = pytest.main
 
     class Spy:
         def pytest_configure(self, config: pytest.Config) -> None:
-            seen["ini"] = config.inipath
-            seen["timeout"] = config.getini("timeout")
+            found = {"ini": str(config.inipath), "timeout": str(config.getini("timeout"))}
+            seen.write_text(json.dumps(found), encoding="utf-8")
 
     def main(args: list[str], plugins: list[object]) -> object:
         return real(args, plugins=[*plugins, Spy()])
@@ -116,8 +118,54 @@ def test_check_runs_under_a_configuration_of_its_own(
     monkeypatch.setattr(pytest, "main", main)  # what the runner calls
     code = run_check(url="memory://config", factory=None, profile="quick", select="C8_invalid")
     assert code == 0, capsys.readouterr().out
-    ini = seen["ini"]
-    assert ini is not None
+    found = json.loads(seen.read_text(encoding="utf-8"))
+    ini = Path(found["ini"])
     assert ini.name == "pytest.ini", ini
     assert ini.parent.name.startswith("decision-ledger-check-"), ini
-    assert str(seen["timeout"]) in ("", "0", "0.0", "None"), seen["timeout"]
+    assert found["timeout"] in ("", "0", "0.0", "None"), found["timeout"]
+
+
+def test_check_is_quiet_and_names_its_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table and the verdict only: pytest's dots and warnings go to the log the last
+    line names."""
+    code = run_check(url="memory://quiet", factory=None, profile="quick", select="C8_generated")
+    out, err = capsys.readouterr()
+    assert code == 0, out
+    assert err == "", err
+    first = out.strip().splitlines()[0]
+    assert first.startswith("ledger (sync): "), out  # nothing of pytest's before the table
+    assert "Warning" not in out, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("pytest output: "), out
+    log = Path(last.removeprefix("pytest output: "))
+    assert "passed" in log.read_text(encoding="utf-8")
+    log.unlink()
+
+
+def test_check_writes_a_json_report_and_junit_xml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    code = run_check(
+        url="memory://report",
+        factory=None,
+        profile="quick",
+        select="C7 or C3_reads_across",
+        report=str(report),
+        junit=str(junit),
+    )
+    assert code == 0, capsys.readouterr().out
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["profile"] == "quick"
+    assert document["exit_code"] == 0
+    assert set(document["versions"]) >= {"python", "decision-ledger", "pytest"}
+    clauses = {c["clause"]: c for c in document["clauses"]}
+    assert clauses["C7"]["verdict"] == "passed"
+    assert clauses["C7"]["exercised"], clauses["C7"]
+    assert clauses["C3"]["verdict"] == "not applicable"  # memory: store_id is None
+    assert all("store_id is None" in p["reason"] for p in clauses["C3"]["left_out"])
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert cases["C7"].find("failure") is None
+    assert cases["C3"].find("skipped") is not None

@@ -1,70 +1,45 @@
-"""The whole conformance suite against DynamoDB (dynalite with an on-disk store locally),
-sync and async, through the fault proxy (the ``endpoint_url`` goes through
-``ctx.route``), with a kill -9 restart hook (C2) and a forget hook (the table deleted and
-created again: an old ledger must fail closed, a new one gets a new store_id; told a
-store label, that namespace's items deleted)."""
+"""The whole conformance suite against DynamoDB, on dynalite or on DynamoDB Local (each
+with an on-disk store; one per session), sync and async, through the fault proxy (the
+``endpoint_url`` goes through ``ctx.route``), with a kill -9 restart hook (C2) and a
+forget hook (every item deleted in place: an old ledger must fail closed, a new one gets
+a new store_id; told a store label, that namespace's items deleted)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from ledger_conformance import LedgerConformance
-from ledger_conformance.clauses.c45_faults import C45Faults
-from ledger_conformance.urlmode import URLFactory
 from ledger_dynamodb import commands
 from tests.dynamodb import tools
-from tests.pending import pending
 from tests.servers import dynamodb as servers
 
+# One emulator per pytest session: the suite keeps session state (acknowledged spends, the
+# waiting clause's ids) that two servers in one session would mix. CI runs it again with
+# LEDGER_TEST_DYNAMODB_SUITE=dynamodb-local (.ci/run).
+SUITE_ENV = "LEDGER_TEST_DYNAMODB_SUITE"
+dynamodb_target = tools.on_emulators(os.environ.get(SUITE_ENV, servers.DYNALITE))
 
-def forget_namespace(url: str, namespace: str) -> None:
+
+def forget_namespace(url: str, namespace: str, admin: Any) -> None:
     """One namespace forgets: every item of it deleted (its records and its genesis), as
     a user's scan-and-delete would; the table and the other namespaces stay."""
     table, _query = tools.url_parts(url)
-    client = tools.admin_client(url)
-    try:
-        pages = client.get_paginator("scan").paginate(
-            TableName=table,
-            FilterExpression=f"begins_with({commands.KEY}, :p)",
-            ExpressionAttributeValues={":p": {"B": commands.record_prefix(namespace)}},
-            ProjectionExpression=commands.KEY,
-        )
-        keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
-        for key in [commands.genesis_key(namespace), *keys]:
-            client.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
-    finally:
-        client.close()
+    pages = admin.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression=f"begins_with({commands.KEY}, :p)",
+        ExpressionAttributeValues={":p": {"B": commands.record_prefix(namespace)}},
+        ProjectionExpression=commands.KEY,
+    )
+    keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
+    for key in [commands.genesis_key(namespace), *keys]:
+        admin.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
 
 
 class TestDynamoDB(LedgerConformance):
-    # The identity is re-checked every 0.25 s instead of by each operation: reads racing
-    # the deletion of one namespace's items answer from it under the old store_id (caught
-    # when a read lands inside the window, so not every run).
-    test_C6_forget_immediate = pending(
-        LedgerConformance.test_C6_forget_immediate,
-        "DynamoDB trusts a checked identity for 0.25 s",
-        when={"scope": "namespace"},
-        strict=False,
-    )
-    # ... and its window counts from the check, not from when the put lands: a put held
-    # while the table is deleted and created again lands in the new table (caught when
-    # the re-creation finishes within the hold, so not every run).
-    # No whole-call deadline yet: waiters repeat a timed-out identity check in turn
-    # under a black hole, and botocore's read timeout never trips on a trickled reply.
-    test_C4_bounded_calls = pending(
-        LedgerConformance.test_C4_bounded_calls,
-        "a DynamoDB call is not bounded as a whole (black hole: waiters in turn; trickle)",
-        strict=False,
-    )
-    test_C6_forget_during_request = pending(
-        LedgerConformance.test_C6_forget_during_request,
-        "DynamoDB's put lands in a table re-created after its identity check",
-        strict=False,
-    )
-
     @pytest.fixture
     def ledger_factory(self, dynamodb_url: str) -> Any:
         return tools.factory(dynamodb_url)
@@ -75,23 +50,17 @@ class TestDynamoDB(LedgerConformance):
         return server.restart if server is not None else None
 
     @pytest.fixture
-    def ledger_forget(self, dynamodb_url: str) -> Callable[..., object]:
+    def ledger_forget(self, dynamodb_url: str) -> Iterator[Callable[..., object]]:
+        """In place, the stronger form: every item deleted (the genesis items with the
+        records), the table kept, so only the genesis proof can tell (a deleted table
+        also changes its identity); test_forgetting.py re-creates it too."""
+        admin = tools.admin_client(dynamodb_url)
+
         def forget(label: str | None = None) -> None:
             if label is None:
-                tools.forget(dynamodb_url)
+                tools.delete_every_item(dynamodb_url, admin)
             else:
-                forget_namespace(dynamodb_url, f"conf-{tools.RUN}-{label}"[:256])
+                forget_namespace(dynamodb_url, f"conf-{tools.RUN}-{label}"[:256], admin)
 
-        return forget
-
-
-class TestDynamoDBURLModeFaults(C45Faults):
-    """C4/C5 as ``--ledger-url`` runs them: the suite's URL mode finds the address through
-    the backend's ``reroute`` hook (the ``endpoint_url`` in the query), not our factory."""
-
-    @pytest.fixture
-    def ledger_factory(self, dynamodb_url: str) -> Any:
-        url = tools.with_query(dynamodb_url, **tools.ledger_options(dynamodb_url))
-        factory = URLFactory(url, f"url-{tools.RUN}")
-        assert factory.routable
-        return factory
+        yield forget
+        admin.close()

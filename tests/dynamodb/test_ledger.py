@@ -29,6 +29,11 @@ from ledger_dynamodb import DynamoDBLedger, commands
 from ledger_dynamodb.commands import Call
 from tests.dynamodb import tools
 from tests.flavors import Flavored
+from tests.servers import dynamodb as servers
+
+# The whole set on one emulator (dynalite: it starts in a second); the identity, deadline
+# and durability tests and the suite run on DynamoDB Local too.
+dynamodb_target = tools.on_emulators(servers.DYNALITE)
 
 FLAVORS = ["sync", "async"]
 
@@ -66,7 +71,7 @@ def _inject(ledger: Any, hook: Callable[[Call, Callable[[Call], Any]], Any]) -> 
     real = ledger._perform
 
     def perform(request: Any) -> Any:
-        if not isinstance(request, Call):  # Verify, Sleep: the shell's own
+        if not isinstance(request, Call):  # Sleep: the shell's own
             return real(request)
         return hook(request, real)
 
@@ -193,7 +198,7 @@ def test_forgotten_table_fails_closed_and_reopens_as_new_store(own_table: str) -
 
 
 def test_deleted_table_is_unavailable_then_noticed(own_table: str) -> None:
-    opts = tools.ledger_options(own_table, identity_interval="1000", config_interval="1000")
+    opts = tools.ledger_options(own_table, config_interval="1000")
     with _open(own_table, **opts) as old:
         assert old.spend("x") is True
         table = tools.url_parts(own_table)[0]
@@ -241,7 +246,7 @@ def test_retry_meeting_our_own_write_is_true(
     with _open(
         dynamodb_url,
         namespace=namespace,
-        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+        **tools.ledger_options(dynamodb_url),
     ) as ledger:
         _inject(ledger, _botocore_retry(with_item))
         assert ledger.spend("r1") is True
@@ -252,7 +257,7 @@ def test_lost_reply_is_resolved_by_token(dynamodb_url: str, namespace: str) -> N
     with _open(
         dynamodb_url,
         namespace=namespace,
-        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+        **tools.ledger_options(dynamodb_url),
     ) as ledger:
 
         def drop_put_reply(request: Call, perform: Callable[[Call], Any]) -> Any:
@@ -270,7 +275,7 @@ def test_unknown_outcome_and_failed_read_is_ambiguous(dynamodb_url: str, namespa
     with _open(
         dynamodb_url,
         namespace=namespace,
-        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+        **tools.ledger_options(dynamodb_url),
     ) as ledger:
         ledger.is_spent("warm")  # the identity check is done; now every call fails
 
@@ -302,7 +307,7 @@ def test_errors_fail_closed_without_secrets(
     with _open(
         dynamodb_url,
         namespace=namespace,
-        **tools.ledger_options(dynamodb_url, identity_interval="1000"),
+        **tools.ledger_options(dynamodb_url),
     ) as ledger:
         ledger.is_spent("warm")
 
@@ -326,7 +331,6 @@ def test_unreachable_endpoint_is_unavailable(namespace: str) -> None:
     from tests.servers.common import free_port
 
     url = f"dynamodb://nothing?region=us-east-1&endpoint_url=http://127.0.0.1:{free_port()}"
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "ledger-test")
     with pytest.raises(LedgerUnavailable, match="EndpointConnectionError") as caught:
         open_ledger(url, namespace=namespace, timeout="1")
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(caught.value)
@@ -411,9 +415,9 @@ def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -
 def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(
     dynamodb_url: str, namespace: str
 ) -> None:
-    """A driver exception during the identity check (before the spend's put) is a
+    """A driver exception during the table check (before the spend's put) is a
     LedgerUnavailable, not a raw botocore error and not an ambiguity."""
-    opts = tools.ledger_options(dynamodb_url, identity_interval="0")
+    opts = tools.ledger_options(dynamodb_url, config_interval="0")
     with _open(dynamodb_url, namespace=namespace, **opts) as ledger:
 
         def fail(request: Call, perform: Callable[[Call], Any]) -> Any:

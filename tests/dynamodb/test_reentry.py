@@ -12,10 +12,16 @@ import pytest
 from ledger_core.errors import AmbiguousSpend
 from ledger_dynamodb import DynamoDBLedger
 from ledger_dynamodb.commands import Call
+from ledger_dynamodb.options import MAX_ATTEMPTS
 from tests import reentry
 from tests.dynamodb import tools
 from tests.dynamodb.test_ledger import _inject, _open
 from tests.flavors import Flavored
+from tests.servers import dynamodb as servers
+
+# The whole set on one emulator (dynalite: it starts in a second); the identity, deadline
+# and durability tests and the suite run on DynamoDB Local too.
+dynamodb_target = tools.on_emulators(servers.DYNALITE)
 
 RACE_ROUNDS = 20
 
@@ -36,7 +42,7 @@ def test_racing_attempts_exactly_one_wins(ledger: Flavored) -> None:
 
 
 def _ledger(url: str, namespace: str) -> DynamoDBLedger:
-    return _open(url, namespace=namespace, **tools.ledger_options(url, identity_interval="1000"))
+    return _open(url, namespace=namespace, **tools.ledger_options(url))
 
 
 def _lose_put_reply(times: int) -> Callable[[Call, Callable[[Call], Any]], Any]:
@@ -80,7 +86,7 @@ def test_lost_reply_of_another_keys_record_is_false(dynamodb_url: str, namespace
 
 def test_unsettled_reply_is_ambiguous(dynamodb_url: str, namespace: str) -> None:
     with _ledger(dynamodb_url, namespace) as ledger:
-        _inject(ledger, _lose_put_reply(2))
+        _inject(ledger, _lose_put_reply(MAX_ATTEMPTS))  # every attempt's reply is lost
         with pytest.raises(AmbiguousSpend) as caught:
             ledger.spend_as("unknown", reentry.KEYS[0])
         assert isinstance(caught.value.__cause__, botocore.exceptions.ReadTimeoutError)

@@ -13,7 +13,13 @@ from ledger_core.errors import LedgerUnavailable
 from ledger_core.steps import run_steps
 from ledger_dynamodb import commands
 from ledger_dynamodb.decisions import remove_scratch_steps
+from tests.dynamodb import tools
 from tests.scratch_removal import exercise, new_prefix, refuses, remove
+from tests.servers import dynamodb as servers
+
+# The whole set on one emulator (dynalite: it starts in a second); the identity, deadline
+# and durability tests and the suite run on DynamoDB Local too.
+dynamodb_target = tools.on_emulators(servers.DYNALITE)
 
 
 def test_removes_exactly_the_scratch_namespaces(dynamodb_url: str) -> None:

@@ -177,7 +177,7 @@ def test_a_replica_attaching_after_open_fails_the_ledger_closed() -> None:
     spend: a replica attaching (a new failover target) fails it closed; a new ledger
     binds its store_id to the master's replid. A restart without replicas keeps it."""
     with (
-        servers.local_redis(servers.PLAIN) as primary,
+        servers.local_redis((*servers.PLAIN, *servers.NO_SYNC_DELAY)) as primary,
         ledger_at(primary.url, namespace="attach") as alone,
     ):
         proven = alone.store_id

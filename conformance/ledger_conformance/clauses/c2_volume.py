@@ -39,6 +39,16 @@ def _run(
         return list(pool.map(one, range(len(ids)), chunksize=64))
 
 
+def spend_all(handle: Handle, ids: list[str], workers: int) -> list[str]:
+    """Spend every (fresh) id: what went wrong, one line per id (empty when all were True)."""
+    answers = _run(lambda _: handle, "spend", ids, workers)
+    return [
+        error_text(a) if isinstance(a, BaseException) else f"{i!r} -> {a!r}"
+        for i, a in zip(ids, answers, strict=True)
+        if a is not True
+    ]
+
+
 def _lost(handle: Handle, ids: list[str], workers: int) -> tuple[list[int], list[str]]:
     """Indexes (in spend order) of ids that no longer read as spent, and any errors."""
     method = "is_spent" if handle.has_is_spent else "spend"
@@ -87,6 +97,8 @@ class C2Volume:
             )
         label = ledgers.label("volume")
         handles = [ledgers.open(label) for _ in range(HANDLES)]
+        seen = ledgers.runtime.store_ids.setdefault(ledgers.suite_key, [])
+        seen.append(("at open", handles[0].store_id))
         ids = ledgers.ids(count, "vol")
         workers = profile.volume_workers
         answers = _run(lambda i: handles[i % HANDLES], "spend", ids, workers)
@@ -97,6 +109,9 @@ class C2Volume:
             f"{len(refused)} of {count} fresh ids did not answer True to their first spend "
             f"(first: {ids[refused[0]]!r} -> {answers[refused[0]]!r})"
         )
+        seen += [
+            (f"after {count} spends (instance {i})", h.store_id) for i, h in enumerate(handles)
+        ]
         problems: list[str] = []
         lost, errors = _lost(ledgers.open(label), ids, workers)
         assert not errors, f"{len(errors)} of {count} reads raised without any fault: {errors[0]}"
@@ -106,7 +121,10 @@ class C2Volume:
             partly(request, "not re-read after a restart: no ledger_restart hook")
         else:
             ledger_restart()
-            lost, errors = _lost(ledgers.open(label), ids, workers)
+            restarted = ledgers.open(label)
+            seen += [("after the restart (an old instance)", handles[0].store_id)]
+            seen += [("after the restart (a new instance)", restarted.store_id)]
+            lost, errors = _lost(restarted, ids, workers)
             assert not errors, f"{len(errors)} reads raised after the restart: {errors[0]}"
             if lost:
                 problems.append(_describe_lost(lost, count, "after a server restart"))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ..declare import declare
 from ..harness import Handle, Ledgers
-from .common import not_applicable
+from .common import not_applicable, not_exercised
 
 C6 = declare(
     "C6", "store identity: one store_id per store, another for any other or after a forget"
@@ -53,3 +55,27 @@ class C6Identity:
         if all(i is None for i in ids):
             not_applicable("store_id is None (with a reason): there is no identity to compare")
         assert len(set(ids)) == len(ids), f"different stores share a store_id: {ids!r}"
+
+    @C6()
+    @pytest.mark.ledger_final
+    def test_C6_store_id_stable_over_the_stores_life(self, ledgers: Ledgers) -> None:
+        """One store, one store_id for its whole life: at open, after C2 volume's many
+        spends, after the restart hook, and at the run's end (a new instance). An identity
+        derived from something that changes (a segment or file generation, a server's run
+        id, a record count) makes every proof made before the change unverifiable."""
+        seen = list(ledgers.runtime.store_ids.get(ledgers.suite_key, ()))
+        found = ledgers.runtime.volume.get(ledgers.suite_key)
+        if not seen:
+            not_exercised("C2 volume did not run (deselected), so the store had no long life")
+        if found is not None:  # the volume passed: the store is there to open once more
+            seen.append(("at the run's end (a new instance)", ledgers.open(found[0]).store_id))
+        first = seen[0][1]
+        changed = [f"{when}: {value!r}" for when, value in seen if value != first]
+        assert not changed, (
+            f"the store_id of one store changed over its life (at open: {first!r}; "
+            + "; ".join(changed[:4])
+            + "). Usual causes: an identity derived from something that changes (a record "
+            "count, a file or segment generation, the server's run id, a random value per "
+            "open) instead of read from one identity record written once. Look at where "
+            "store_id is computed."
+        )

@@ -20,8 +20,29 @@ from .common import assert_linearizable, expect_bool, require_is_spent
 NFC = unicodedata.normalize("NFC", "caf\u00e9")
 NFD = unicodedata.normalize("NFD", "caf\u00e9")
 
+# Pairs a careless store of another kind confuses: compatibility and width folding (a
+# collation, NFKC), kana folding, text decoded in another encoding, real collisions of
+# short hashes used as keys (CRC-32; FNV-1 and FNV-1a, 32-bit), long shared prefixes (a
+# key column that truncates at 128, 255 or 512).
+FOLDED_PAIRS: tuple[tuple[str, str], ...] = (
+    ("ABC123", "\uff21\uff22\uff23\uff11\uff12\uff13"),  # full-width
+    ("\u30ab", "\uff76"),  # katakana KA / half-width KA
+    ("\u304d", "\u30ad"),  # hiragana KI / katakana KI
+    ("fi", "\ufb01"),  # NFKC: the fi ligature
+    ("x2", "x\u00b2"),  # NFKC: superscript two
+    ("\u00e9", "\u00c3\u00a9"),  # e-acute / its UTF-8 bytes read as Latin-1
+    ("plumless", "buckeroo"),  # CRC-32
+    ("req-956a9f617d", "req-9f360143da"),  # CRC-32
+    ("req-eeafa002fb", "req-80a1809915"),  # FNV-1, 32-bit
+    ("costarring", "liquid"),  # FNV-1a, 32-bit
+    ("p" * 128 + "a", "p" * 128 + "b"),
+    ("q" * 255 + "a", "q" * 255 + "b"),
+    ("r" * 512 + "a", "r" * 512 + "b"),
+)
+
 # Each pair differs only in a way a careless store erases (case, space, form, length).
 EDGE_IDS = (
+    *(request_id for pair in FOLDED_PAIRS for request_id in pair),
     "a",
     "A",
     "z",
@@ -93,6 +114,7 @@ LOOKALIKE_PAIRS: tuple[tuple[str, str], ...] = (
     ("order-1", "xorder-1"),
     ("x" * 64 + "a", "x" * 64 + "b"),
     ("y" * (MAX_ID_BYTES - 1) + "a", "y" * (MAX_ID_BYTES - 1) + "b"),
+    *FOLDED_PAIRS,
 )
 
 INVALID_IDS: tuple[tuple[object, str | None], ...] = (

@@ -30,11 +30,12 @@ def run_bound(ids: int) -> float:
     return max(RUN_BOUND_MIN, ids * PER_ID_BOUND)
 
 
-def wait_out(ledgers: Ledgers, since: float) -> tuple[float, float]:
-    """Sleep until the profile's permanence wait has passed since ``since`` (monotonic):
-    C2's timed re-reads cost only what the rest of the run did not already take. The
-    seconds slept, and the seconds since ``since`` once done."""
-    slept = max(0.0, ledgers.profile.permanence_wait - (time.monotonic() - since))
+def wait_out(ledgers: Ledgers, since: float, wait: float | None = None) -> tuple[float, float]:
+    """Sleep until ``wait`` (the profile's permanence wait) has passed since ``since``
+    (monotonic): C2's timed re-reads cost only what the rest of the run did not already
+    take. The seconds slept, and the seconds since ``since`` once done."""
+    wait = ledgers.profile.permanence_wait if wait is None else wait
+    slept = max(0.0, wait - (time.monotonic() - since))
     time.sleep(slept)  # the clause: a store that forgets or prunes later has done so
     return slept, time.monotonic() - since
 
@@ -105,7 +106,32 @@ def assert_one_winner(results: dict[str, list[object]], context: str) -> None:
             problems.append(f"{request_id!r}: {len(odd)} answer(s) not a bool: {shown}")
         if wins != 1:
             problems.append(f"{request_id!r}: {wins} callers got True (exactly one must)")
-    assert not problems, f"{context}:\n  " + "\n  ".join(problems[:10])
+    assert not problems, f"{context}:\n  " + "\n  ".join(problems[:10]) + _causes(results)
+
+
+# The usual causes of each kind of wrong answer, and where to look: a failure names them.
+CAUSES = {
+    "several": "several callers got True: a read then a write outside one transaction or "
+    "lock (check-then-set), a write that succeeds over an existing record (an upsert, SET "
+    "without NX, a put without a condition), or one id under two keys (the variants or "
+    "instances encode it differently). Look at spend's write: one conditional insert whose "
+    "own result says whether it inserted",
+    "none": "no caller got True: the first spend of a fresh id was refused, so an earlier "
+    "id holds its key (folding, truncation, a short hash) or the write's success is misread",
+    "odd": "an answer that is not a bool or a raise without any fault: spend returns exactly "
+    "True or False (not 1, None or a string) and raises only LedgerErrors",
+}
+
+
+def _causes(results: dict[str, list[object]]) -> str:
+    kinds = []
+    for answers in results.values():
+        wins = sum(1 for a in answers if a is True)
+        if any(not isinstance(a, bool) for a in answers):
+            kinds.append("odd")
+        kinds.append("several" if wins > 1 else "none" if wins == 0 else "")
+    found = [CAUSES[k] for k in dict.fromkeys(kinds) if k]
+    return "\nUsual causes: " + "; ".join(found) + "." if found else ""
 
 
 def run_threads(count: int, target: Callable[[int], None], timeout: float) -> None:

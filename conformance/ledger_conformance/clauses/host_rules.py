@@ -56,6 +56,9 @@ def _legacy_texts(request_id: str) -> dict[str, str]:
     return {
         "closed-proven": f"closed-proven:{request_id}",
         "closed-proven-sha256": f"closed-proven-sha256:{digest}",
+        # today's marker bytes read as Latin-1: a valid request id whose Latin-1 (or
+        # cp1252) encoding IS the marker, for a store that encodes ids that way
+        "marker-as-latin-1": closed_proven_marker(request_id).decode("latin-1"),
     }
 
 
@@ -71,7 +74,7 @@ def _lookalike_problems(ledgers: Ledgers, handle: Handle, first: bool) -> list[s
     who = handle.flavor
     markers = has_markers(handle)
     for order in ("lookalike answered first", "close first"):
-        for form in ("closed-proven", "closed-proven-sha256"):
+        for form in ("closed-proven", "closed-proven-sha256", "marker-as-latin-1"):
             subject = ledgers.ids(1, f"{who}-subject")[0]
             name = _legacy_texts(subject)[form]
             where = f"{who}, {order}, a request named {name!r}"
