@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 # When the running ledger operation must be over (time.monotonic()), or None.
 DEADLINE: ContextVar[float | None] = ContextVar("ledger_redis_deadline", default=None)
+SLACK = 0.99  # of the time left, as a socket timeout (see DeadlineSocket._arm)
 
 
 def _left(deadline: float) -> float:
@@ -36,29 +37,37 @@ class DeadlineSocket:
     """A socket whose every wait is cut to the running operation's time left (redis-py
     maps the ``socket.timeout`` to its ``TimeoutError``); all else is the socket's."""
 
-    __slots__ = ("_sock", "_timeout")
+    __slots__ = ("_applied", "_sock", "_timeout")
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
-        self._timeout: float | None = sock.gettimeout()
+        self._timeout: float | None = sock.gettimeout()  # what redis-py asked for
+        self._applied = self._timeout  # what the socket has
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
 
     def settimeout(self, value: float | None) -> None:
-        self._timeout = value
+        self._timeout = self._applied = value
         self._sock.settimeout(value)
 
     def gettimeout(self) -> float | None:
         return self._timeout
 
     def _arm(self) -> None:
-        deadline, timeout = DEADLINE.get(), self._timeout
-        if deadline is not None:
+        """No syscall while the timeout in place ends before the deadline: set a hair
+        under the time left, the next operation's deadline (a moment later) keeps it."""
+        deadline, base, applied = DEADLINE.get(), self._timeout, self._applied
+        if deadline is None or base == 0:  # no operation's, or a non-blocking poll
+            wanted = base
+        else:
             left = _left(deadline)
-            if timeout is None or left < timeout:
-                timeout = left
-        self._sock.settimeout(timeout)
+            if applied and applied <= left and (base is None or applied <= base):
+                return
+            wanted = left * SLACK if base is None or base > left * SLACK else base
+        if wanted != applied:
+            self._sock.settimeout(wanted)
+            self._applied = wanted
 
     def recv(self, *args: Any) -> Any:
         self._arm()
