@@ -62,12 +62,17 @@ def _pool(target: Target, pool_type: Any, url: LedgerURL) -> Any:
 class _RedisBackend:
     """Standalone Redis: one connection pool owned by the ledger."""
 
+    def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
+        redis = redis_module()
+        module = redis.asyncio if aio else redis
+        return _pool(target, module.BlockingConnectionPool, url)
+
     def open(self, request: OpenRequest) -> Any:
         from .ledger import RedisLedger
         from .transport import PoolTransport
 
         target = _target(request, cluster=False)
-        pool = _pool(target, redis_module().BlockingConnectionPool, request.url)
+        pool = self._pool(target, request.url, aio=False)
         transport = PoolTransport(pool, target.location, budget=target.options.timeout)
         return RedisLedger.open_on(
             transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
@@ -78,7 +83,7 @@ class _RedisBackend:
         from .transport import PoolTransport
 
         target = _target(request, cluster=False)
-        pool = _pool(target, redis_module().asyncio.BlockingConnectionPool, request.url)
+        pool = self._pool(target, request.url, aio=True)
         transport = PoolTransport(pool, target.location, budget=target.options.timeout)
         return await AsyncRedisLedger.open_on(
             transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
@@ -181,27 +186,9 @@ class _SentinelBackend(_RedisBackend):
     """``redis+sentinel://``: the master a quorum of Sentinels names, followed across
     failovers (each new connection asks them); the same ledger as standalone."""
 
-    def open(self, request: OpenRequest) -> Any:
-        from .ledger import RedisLedger
-        from .transport import PoolTransport
-
-        target = _target(request, cluster=False)
-        pool = _sentinel_pool(target, redis_module().sentinel, request.url)
-        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
-        return RedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
-        )
-
-    async def open_async(self, request: OpenRequest) -> Any:
-        from .aio import AsyncRedisLedger
-        from .transport import PoolTransport
-
-        target = _target(request, cluster=False)
-        pool = _sentinel_pool(target, redis_module().asyncio.sentinel, request.url)
-        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
-        return await AsyncRedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
-        )
+    def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
+        redis = redis_module()
+        return _sentinel_pool(target, (redis.asyncio if aio else redis).sentinel, url)
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
         """None: the Sentinels hand out the master's own address."""
