@@ -22,7 +22,7 @@ from .opening import OpenRequest
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
 from .scratch import require_scratch_prefix
-from .urls import LedgerURL
+from .urls import LedgerURL, redact_url
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
 
@@ -92,7 +92,7 @@ def _info(name: str, namespace: str) -> LedgerInfo:
         backend="memory",
         store_id=None,
         reason=_REASON,
-        location=f"memory://{name}",
+        location=redact_url(f"memory://{name}"),  # a name may hold userinfo: never shown
         namespace=namespace,
     )
 
