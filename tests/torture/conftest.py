@@ -18,3 +18,15 @@ def campaign(**options: Any) -> tuple[Result, str]:
     err, out = io.StringIO(), io.StringIO()
     result = run(Campaign(**{**SHORT, **options}), err=err, out=out)
     return result, out.getvalue() + err.getvalue()
+
+
+def one_failover(url: str, failover: Any) -> tuple[Result, str]:
+    """A short campaign without network faults and one failover, checked as every
+    replicated topology must pass it: 0 double wins, 0 lost spends, some acknowledged."""
+    result, text = campaign(url=url, faults=False, failover=failover, failovers=1)
+    assert result.code == 0, text
+    assert result.totals.failovers == 1, text
+    assert result.verdict.double_wins == 0, text
+    assert result.verdict.lost_spends == 0, text
+    assert result.verdict.acknowledged > 0, text
+    return result, text
