@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .errors import LedgerError
-from .ids import closed_proven_marker, validate_request_id
+from .ids import closed_proven_marker, validate_attempt_key, validate_request_id
 from .protocol import store_id_of
-from .reentry import validate_attempt_key
 
 _E = TypeVar("_E", bound=enum.Enum)
 

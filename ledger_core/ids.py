@@ -1,4 +1,4 @@
-"""Request ids (C8) and the one collision-free key encoding (C7).
+"""Request ids (C8), attempt keys (C10) and the one collision-free key encoding (C7).
 
 Every backend validates through :func:`validate_request_id` before any I/O and keys
 its records with :func:`ledger_key` (or stores namespace and id in separate columns),
@@ -16,6 +16,8 @@ DEFAULT_NAMESPACE = "default"
 # never occurs in UTF-8, so no valid request id can ever name one (issue: markers shared
 # the request-id space, and a request called "closed-proven:x" forged a proof for "x").
 MARKER_LEAD = b"\xff"
+MIN_KEY_CHARS = 16  # an attempt key (C10): ``ledger_core.reentry``
+MAX_KEY_CHARS = 256
 
 
 class MarkerKind:
@@ -35,6 +37,19 @@ class MarkerKind:
     # so the note's bytes are spelled as one marker per set bit (subject: n NUL bit),
     # closed by n NUL "end" once every bit is written.
     MIGRATION_NOTE = "migration-note"
+
+
+def validate_attempt_key(attempt_key: object) -> bytes:
+    """Check an attempt key before any I/O: printable ASCII, 16 to 256 characters."""
+    if not isinstance(attempt_key, str):
+        raise InvalidRequestId(f"attempt key must be str, not {type(attempt_key).__name__}")
+    if not (MIN_KEY_CHARS <= len(attempt_key) <= MAX_KEY_CHARS) or not (
+        attempt_key.isascii() and attempt_key.isprintable()
+    ):
+        raise InvalidRequestId(
+            f"attempt key must be {MIN_KEY_CHARS} to {MAX_KEY_CHARS} printable ASCII characters"
+        )
+    return attempt_key.encode("ascii")
 
 
 def validate_request_id(request_id: object) -> bytes:

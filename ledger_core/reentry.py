@@ -21,29 +21,13 @@ import hmac
 import secrets
 from typing import TYPE_CHECKING
 
-from .errors import InvalidRequestId
-from .ids import marker_id, validate_request_id
+from .ids import marker_id, validate_attempt_key, validate_request_id
 
 if TYPE_CHECKING:
     from .host import PendingRequest
 
-MIN_KEY_CHARS = 16
-MAX_KEY_CHARS = 256
 MIN_SECRET_BYTES = 16
 WINNER_KIND = "won-by"  # the marker MarkerReentry writes after a won spend
-
-
-def validate_attempt_key(attempt_key: object) -> bytes:
-    """Check an attempt key before any I/O: printable ASCII, 16 to 256 characters."""
-    if not isinstance(attempt_key, str):
-        raise InvalidRequestId(f"attempt key must be str, not {type(attempt_key).__name__}")
-    if not (MIN_KEY_CHARS <= len(attempt_key) <= MAX_KEY_CHARS) or not (
-        attempt_key.isascii() and attempt_key.isprintable()
-    ):
-        raise InvalidRequestId(
-            f"attempt key must be {MIN_KEY_CHARS} to {MAX_KEY_CHARS} printable ASCII characters"
-        )
-    return attempt_key.encode("ascii")
 
 
 def attempt_digest(attempt_key: str) -> bytes:

@@ -18,8 +18,7 @@ from typing import Any, ClassVar
 import redis
 
 from ledger_conformance import LedgerContext
-from ledger_core.ids import MARKER_LEAD, validate_request_id
-from ledger_core.reentry import validate_attempt_key
+from ledger_core.ids import MARKER_LEAD, validate_attempt_key, validate_request_id
 
 from .base import ZooLedger, build, factory_of, redis_address
 from .reentry import ReentrantZooLedger

@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from ledger_core.errors import InvalidRequestId, LedgerError
-from ledger_core.ids import MAX_ID_BYTES
-from ledger_core.reentry import MAX_KEY_CHARS, MIN_KEY_CHARS
+from ledger_core.ids import MAX_ID_BYTES, MAX_KEY_CHARS, MIN_KEY_CHARS
 
 from ..context import Factory, LedgerContext, enter_factory
 from ..declare import ROUTABLE, SPEND_AS, declare
