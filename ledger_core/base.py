@@ -16,7 +16,7 @@ One invariant for every way a ledger is made (``open_ledger``, ``from_client``,
 ``from_pool``, a constructor): before its first answer about an id, a ledger checks that
 no migration into its namespace is unfinished (``IncompleteMigration``): the store may
 lack ids spent in the old one. ``open_ledger`` checks at open; the migration's target
-and the tools that report on a store are let through (``migrate.allow_incomplete``).
+and the tools that report on a store are let through (``runs.allow_incomplete``).
 Every answering method a backend adds (``spend_many``, ``is_spent_many``) is gated too.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
-from .migrate import check_opening, check_opening_async
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
+from .runs import check_opening, check_opening_async
 
 # The methods that answer about ids: each passes the migration check before its first answer.
 _ANSWERS = ("spend", "is_spent", "spend_as", "spend_many", "is_spent_many")

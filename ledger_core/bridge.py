@@ -44,21 +44,19 @@ from typing import Any, Literal
 from .base import AsyncLedgerBase, LedgerBase
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import is_marker
-from .migrate import (
+from .migrate import Note, begin_run_steps, lineage_marker
+from .protocol import Durability, LedgerInfo, describe, is_async_ledger, store_id_of
+from .registry import open_async_ledger, open_ledger
+from .runs import (
     IncompleteMigration,
     MarkerStep,
     MigrationError,
-    Note,
     allow_incomplete,
     async_marker_performer,
-    begin_run_steps,
     has_markers,
-    lineage_marker,
     marker_performer,
     run_state_steps,
 )
-from .protocol import Durability, LedgerInfo, describe, is_async_ledger, store_id_of
-from .registry import open_async_ledger, open_ledger
 from .steps import Steps, run_steps, run_steps_async
 
 AnswerAs = Literal["old", "new"]

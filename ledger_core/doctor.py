@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from .errors import LedgerError
 from .ids import marker_id
-from .migrate import has_markers, run_state
 from .protocol import Durability, LedgerInfo, describe
+from .runs import has_markers, run_state
 
 PASS, FAIL, INFO = "pass", "fail", "info"
 PROBES = 3

@@ -20,24 +20,41 @@ anywhere in byte order. A target that holds spends from elsewhere is refused unl
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import re
 import secrets
 import shlex
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .errors import LedgerError, UnsafeStoreConfig
 from .ids import MarkerKind, marker_id
-from .protocol import DecisionLedger, describe, store_id_of
-from .steps import Steps, run_steps, run_steps_async
+from .protocol import DecisionLedger, store_id_of
+from .runs import (
+    HOLDS_IDS,
+    MAX_RUNS,
+    READ,
+    SPEND,
+    MarkerStep,
+    RunState,
+    allow_incomplete,
+    catch_up_marker,
+    done_marker,
+    has_markers,
+    holds_ids,
+    location_of,
+    marker_performer,
+    run_state,
+    run_state_steps,
+    started_marker,
+)
+from .runs import IncompleteMigration as IncompleteMigration
+from .runs import MigrationError as MigrationError
+from .steps import Steps, run_steps
 
 BATCH = 1000
-MAX_RUNS = 10_000  # a store migrated into more often than this is not a migration target
 
 
 @runtime_checkable
@@ -45,10 +62,6 @@ class ScannableLedger(Protocol):
     """A ledger that can list what it has spent: what a migration source must offer."""
 
     def spent_ids(self) -> Iterator[str]: ...
-
-
-class MigrationError(LedgerError):
-    """The copy could not be completed or verified; the target must not be used yet."""
 
 
 @dataclass(frozen=True)
@@ -108,32 +121,14 @@ def lineage_marker(source_store_id: str) -> bytes:
     return marker_id(MarkerKind.LINEAGE, source_store_id)
 
 
-def _started(run: int) -> bytes:
-    return marker_id(MarkerKind.MIGRATION_STARTED, str(run))
-
-
-def _done(run: int) -> bytes:
-    return marker_id(MarkerKind.MIGRATION_DONE, str(run))
-
-
 def _source(run: int, subject: str) -> bytes:
     return marker_id(MarkerKind.MIGRATION_SOURCE, f"{run}\x00{subject}")
-
-
-def _catch_up(run: int) -> bytes:
-    return marker_id(MarkerKind.MIGRATION_CATCH_UP, str(run))
 
 
 def _note_bit(run: int, bit: int | str) -> bytes:
     return marker_id(MarkerKind.MIGRATION_NOTE, f"{run}\x00{bit}")
 
 
-# The marker bookkeeping is written once as step generators (``ledger_core.steps``): each
-# step is ``(method, marker)`` asked of the target (``is_marker_spent``, ``spend_marker``,
-# or ``holds_ids`` with no marker), so a sync migration, a sync or async open and the
-# bridge (``ledger_core.bridge``) all decide the same way.
-MarkerStep = tuple[str, bytes | None]
-READ, SPEND, HOLDS_IDS = "is_marker_spent", "spend_marker", "holds_ids"
 _NONCE = re.compile(r"[0-9a-f]{12}")
 NOTE_BYTES = 160  # a note's location is cut there (its length is spelled in one byte)
 
@@ -168,59 +163,6 @@ class Note:
     def command(self, target: str) -> str:
         resume = f" --resume {self.nonce}" if self.nonce else ""
         return f"decision-ledger migrate {shlex.quote(self.where)} {target}{resume}"
-
-
-@dataclass(frozen=True)
-class OpenRun:
-    """A run started and never verified; ``catch_up``: into a store already in service."""
-
-    run: int
-    catch_up: bool
-
-
-@dataclass(frozen=True)
-class RunState:
-    """Every migration run recorded in a store (``run == 0``: never migrated into)."""
-
-    run: int  # the highest run started
-    open_runs: tuple[OpenRun, ...] = ()
-
-    @property
-    def unfinished(self) -> bool:
-        return bool(self.open_runs)
-
-    @property
-    def blocks_opening(self) -> bool:
-        """A copy never verified, from any source: ids of that source may be missing, so
-        a ledger on this store could answer ``True`` for an id spent in the old one."""
-        return any(not r.catch_up for r in self.open_runs)
-
-    def describe(self) -> str | None:
-        if not self.unfinished:
-            return None
-        runs = ", ".join(
-            f"{'catch-up run' if r.catch_up else 'run'} {r.run}" for r in self.open_runs
-        )
-        return f"incomplete migration ({runs} started and never verified)"
-
-
-def last_run_steps() -> Steps[MarkerStep, int]:
-    """The highest run number started in the store (0: none)."""
-    run = 0
-    while run < MAX_RUNS and (yield (READ, _started(run + 1))):
-        run += 1
-    return run
-
-
-def run_state_steps() -> Steps[MarkerStep, RunState]:
-    """Every run, not only the last: one left unfinished under a later, finished one
-    (a ``--merge`` from another source) still lacks ids."""
-    last = yield from last_run_steps()
-    open_runs: list[OpenRun] = []
-    for run in range(1, last + 1):
-        if not (yield (READ, _done(run))):
-            open_runs.append(OpenRun(run, bool((yield (READ, _catch_up(run))))))
-    return RunState(last, tuple(open_runs))
 
 
 def write_note_steps(run: int, note: Note) -> Steps[MarkerStep, None]:
@@ -297,62 +239,16 @@ def begin_run_steps(
     if not (merge or continues) and (yield (HOLDS_IDS, None)):
         raise MigrationError(_MERGE_REFUSAL)
     run = state.run + 1
-    while not (yield (SPEND, _started(run))):
+    while not (yield (SPEND, started_marker(run))):
         run += 1  # another migration took this number first
         if run > MAX_RUNS:
             raise MigrationError("too many migration runs recorded in the target")
     yield (SPEND, _source(run, subject))
     if continues:
-        yield (SPEND, _catch_up(run))
+        yield (SPEND, catch_up_marker(run))
     if note is not None:
         yield from write_note_steps(run, note)
     return run, False, (run,)
-
-
-def has_markers(ledger: object) -> bool:
-    """Whether the ledger has a marker space (``spend_marker`` and ``is_marker_spent``)."""
-    return callable(getattr(ledger, SPEND, None)) and callable(getattr(ledger, READ, None))
-
-
-def _marker_answer(answer: object, method: str) -> bool:
-    if type(answer) is not bool:
-        raise MigrationError(f"{method} answered {answer!r}, not a bool")
-    return answer
-
-
-def marker_performer(ledger: object) -> Callable[[MarkerStep], bool]:
-    """Run one marker step on a sync ledger."""
-
-    def perform(step: MarkerStep) -> bool:
-        method, marker = step
-        if method == HOLDS_IDS:
-            return _holds_ids(ledger)
-        return _marker_answer(getattr(ledger, method)(marker), method)
-
-    return perform
-
-
-def async_marker_performer(ledger: object) -> Callable[[MarkerStep], Awaitable[bool]]:
-    """Run one marker step on an async ledger (a sync one is called as is)."""
-
-    async def perform(step: MarkerStep) -> bool:
-        method, marker = step
-        if method == HOLDS_IDS:
-            return await _holds_ids_async(ledger)
-        answer = getattr(ledger, method)(marker)
-        if inspect.isawaitable(answer):
-            answer = await answer
-        return _marker_answer(answer, method)
-
-    return perform
-
-
-def run_state(ledger: object) -> RunState:
-    """Every migration run recorded in a sync ledger (a ledger without markers:
-    never migrated into, as far as it can say)."""
-    if not has_markers(ledger):
-        return RunState(0)
-    return run_steps(run_state_steps(), marker_performer(ledger))
 
 
 def unfinished_runs(ledger: object) -> list[str]:
@@ -367,65 +263,6 @@ def migration_state(ledger: object) -> str | None:
     """``None`` if no migration into ``ledger`` is unfinished, else what is unfinished
     (a host must not switch to a store whose copy was never verified)."""
     return run_state(ledger).describe()
-
-
-def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
-    """What opening a store checks: refuse one while a copy into it is unverified.
-
-    A ledger that never proves (``proves`` false) and whose store refuses even this read
-    as unsafe (a Redis replica refuses every script) still opens: every spend and read of
-    it refuses the same way, and ``describe()`` says why. Any other failure refuses the
-    opening: an unchecked store is never served."""
-    try:
-        state = yield from run_state_steps()
-    except UnsafeStoreConfig:
-        if proves:
-            raise
-        return
-    refuse_incomplete(state, where)
-
-
-def _where(ledger: object) -> str:
-    info = describe(ledger)
-    return info.location or info.backend or type(ledger).__name__
-
-
-def check_opening(ledger: object, where: str | None = None) -> None:
-    """:func:`opening_steps` on a sync ledger (one without markers is not checked)."""
-    if has_markers(ledger):
-        proves = store_id_of(ledger) is not None
-        steps = opening_steps(proves, where or _where(ledger))
-        run_steps(steps, marker_performer(ledger))
-
-
-async def check_opening_async(ledger: object, where: str | None = None) -> None:
-    if has_markers(ledger):
-        proves = store_id_of(ledger) is not None
-        steps = opening_steps(proves, where or _where(ledger))
-        await run_steps_async(steps, async_marker_performer(ledger))
-
-
-def allow_incomplete(ledger: object) -> None:
-    """Let ``ledger`` answer although a migration into its store is unfinished: the
-    migration's own target, and the tools that report on it (``LedgerBase`` checks
-    before its first answer otherwise)."""
-    if hasattr(type(ledger), "_cleared"):
-        ledger._cleared = True  # type: ignore[attr-defined]
-
-
-class IncompleteMigration(MigrationError):
-    """The store is the target of a migration that never finished: a ledger opened on it
-    could answer ``True`` for an id spent in the old store and not copied yet."""
-
-
-def refuse_incomplete(state: RunState, where: str) -> None:
-    """Raise :class:`IncompleteMigration` when ``state`` forbids opening the store."""
-    if state.blocks_opening:
-        raise IncompleteMigration(
-            f"{where}: {state.describe()}; finish it (`decision-ledger lineage` names each "
-            "run's source; run that `decision-ledger migrate OLD NEW` again) before any host "
-            "uses this store (the migration itself opens it with allow_incomplete=True)"
-        )
 
 
 @dataclass(frozen=True)
@@ -460,11 +297,11 @@ def begin_run(
     source_id = store_id_of(source)
     nonce = None if source_id is not None else (resume or secrets.token_hex(6))
     if not has_markers(target):
-        if not merge and _holds_ids(target):
+        if not merge and holds_ids(target):
             raise MigrationError(_MERGE_REFUSAL)
         return Begun(None, False, (), nonce)
-    subject = source_id if nonce is None else f"{_where(source)}#{nonce}"
-    note = Note(_where(source), nonce or "", int(time.time()))
+    subject = source_id if nonce is None else f"{location_of(source)}#{nonce}"
+    note = Note(location_of(source), nonce or "", int(time.time()))
     steps = begin_run_steps(source_id, merge, subject, note if write_note else None, target_name)
     run, resumed, runs = run_steps(steps, marker_performer(target))
     return Begun(run, resumed, runs, nonce, None if write_note or resumed else note)
@@ -538,7 +375,7 @@ def migrate(
     if noting is not None:
         noting.drop()  # the run is about to be done: its note would never be read
     for run in begun.runs:
-        _spend_verified(target, _done(run), "the run's done marker")
+        _spend_verified(target, done_marker(run), "the run's done marker")
     return report
 
 
@@ -597,36 +434,6 @@ _MERGE_REFUSAL = (
     "the target already holds spent ids that no migration from this source put there; "
     "refusing to merge two ledgers silently (pass --merge / merge=True to merge)"
 )
-
-
-def _holds_ids(target: object) -> bool:
-    """Whether the target has any spent id; a target that cannot list can't tell."""
-    listing = getattr(target, "spent_ids", None)
-    if not callable(listing):
-        raise MigrationError(
-            f"{type(target).__name__} cannot list its ids, so a merge can't be ruled out: "
-            "pass --merge / merge=True if that is what you want"
-        )
-    return next(iter(listing()), None) is not None
-
-
-async def _holds_ids_async(target: object) -> bool:
-    """:func:`_holds_ids` for an async ledger (an async iterator, or a sync one)."""
-    listing = getattr(target, "spent_ids", None)
-    if not callable(listing):
-        return _holds_ids(target)  # raises the same refusal
-    ids = listing()
-    if hasattr(ids, "__anext__"):
-        try:
-            await ids.__anext__()
-        except StopAsyncIteration:
-            return False
-        finally:
-            closing = getattr(ids, "aclose", None)
-            if callable(closing):
-                await closing()
-        return True
-    return next(iter(ids), None) is not None
 
 
 def _batched(target: object, many: str, one: str) -> Callable[[Sequence[str]], list[bool]]:

@@ -25,10 +25,10 @@ from .errors import (
     MissingDriver,
     UnknownScheme,
 )
-from .migrate import allow_incomplete as waive_check
-from .migrate import check_opening, check_opening_async
 from .opening import LocalFaults, OpenRequest, Route, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
+from .runs import allow_incomplete as waive_check
+from .runs import check_opening, check_opening_async
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
 ENTRY_POINT_GROUP = "decision_ledger.backends"
