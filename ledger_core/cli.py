@@ -148,10 +148,12 @@ def _lineage(args: argparse.Namespace) -> int:
     return REFUSED if unfinished else OK
 
 
-def _suite_module(name: str) -> ModuleType | None:
-    """Imported by name: the suite (and pytest) is an optional extra; None says so."""
+def _suite() -> ModuleType | None:
+    """The conformance suite's commands, imported by name only when one runs: the suite
+    (and pytest) is an optional extra, and the core depends on none of it. This is the
+    one place the core names it; None says it is not installed."""
     try:
-        return importlib.import_module(name)
+        return importlib.import_module("ledger_conformance.commands")
     except ImportError as exc:
         print(
             f"the conformance suite is not installed ({exc}); "
@@ -172,10 +174,10 @@ def _check(args: argparse.Namespace) -> int:
     if args.url is not None and args.factory is not None:
         print("decision-ledger check: give a URL or --factory, not both", file=sys.stderr)
         return USAGE
-    runner = _suite_module("ledger_conformance.runner")
-    if runner is None:
+    suite = _suite()
+    if suite is None:
         return USAGE
-    run_check: Callable[..., int] = runner.run_check
+    run_check: Callable[..., int] = suite.check
     return run_check(
         url=args.url,
         factory=args.factory,
@@ -193,13 +195,13 @@ def _check(args: argparse.Namespace) -> int:
 def _torture(args: argparse.Namespace) -> int:
     """The fault campaign lives in the conformance extra: imported only when asked for;
     it parses its own flags (``decision-ledger torture --help``)."""
-    command = _suite_module("ledger_conformance.torture.command")
-    if command is None:
+    suite = _suite()
+    if suite is None:
         return USAGE
-    parsed: argparse.Namespace = command.parse(args.argv)
+    parsed: argparse.Namespace = suite.torture_parse(args.argv)
     args.url = parsed.url  # scrubbed from any error main() prints
     args.debug = getattr(args, "debug", False) or parsed.debug
-    torture: Callable[[argparse.Namespace], int] = command.main
+    torture: Callable[[argparse.Namespace], int] = suite.torture
     return torture(parsed)
 
 
