@@ -10,11 +10,10 @@ A ledger without ``spend_as`` is "not applicable": re-entry is optional.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import multiprocessing
 import secrets
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,11 +21,23 @@ import pytest
 from ledger_core.errors import InvalidRequestId, LedgerError
 from ledger_core.ids import MAX_ID_BYTES, MAX_KEY_CHARS, MIN_KEY_CHARS
 
-from ..context import Factory, LedgerContext, enter_factory
+from ..context import LedgerContext
 from ..declare import ROUTABLE, SPEND_AS, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import CALL_BOUND, Handle, Ledgers, error_text
-from .common import expect_bool, not_exercised, open_both, partly, run_bound, run_threads
+from .common import (
+    FORK,
+    call,
+    expect_bool,
+    forked,
+    in_child,
+    not_exercised,
+    open_both,
+    partly,
+    reply,
+    run_bound,
+    run_threads,
+)
 
 C10 = declare(
     "C10", "re-entry (spend_as): the winning key re-enters, no other key ever does", SPEND_AS
@@ -74,39 +85,18 @@ def spend_as(handle: Handle, request_id: object, key: object) -> object:
     return handle.call("spend_as", request_id, key)
 
 
-def _child(factory: Factory, label: str, calls: list[tuple[str, str]], results: Any) -> None:
-    """Another OS process: open the store anew and answer ``spend_as`` for each pair."""
-
-    async def run() -> list[object]:
-        ledger, cleanup = await enter_factory(factory, LedgerContext(store=label))
-        try:
-            answers: list[object] = []
-            for request_id, key in calls:
-                value = ledger.spend_as(request_id, key)
-                answers.append(await value if asyncio.iscoroutine(value) else value)
-            return answers
-        finally:
-            await cleanup()
-
-    try:
-        results.put(("ok", asyncio.run(run())))
-    except BaseException as exc:
-        results.put(("error", error_text(exc)))
+async def _child(ledger: Any, calls: list[tuple[str, str]]) -> list[object]:
+    """Another OS process, its ledger opened anew: ``spend_as`` for each pair."""
+    return [await call(ledger, "spend_as", request_id, key) for request_id, key in calls]
 
 
 def _in_another_process(ledgers: Ledgers, label: str, calls: list[tuple[str, str]]) -> list[Any]:
-    mp = multiprocessing.get_context("fork")
-    queue = mp.Queue()
-    child = mp.Process(target=_child, args=(ledgers.factory, label, calls, queue))
-    child.start()
-    try:
-        status, answers = queue.get(timeout=run_bound(len(calls)))
-    finally:
-        child.join(CALL_BOUND)
-        if child.is_alive():
-            child.kill()
-            child.join(CALL_BOUND)
-    assert status == "ok", f"the other process failed: {answers}"
+    ours, its = FORK.Pipe()
+    body = partial(_child, calls=calls)
+    ctx = LedgerContext(store=label)
+    with forked(lambda: in_child(ledgers.factory, ctx, body, its.send), name="reentry"):
+        status, answers = reply(ours, run_bound(len(calls)))
+    assert status == "done", f"the other process failed: {answers}"
     return list(answers)
 
 

@@ -6,6 +6,7 @@ import asyncio
 import multiprocessing
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from ..context import Factory, LedgerContext, enter_factory
@@ -13,11 +14,13 @@ from ..declare import declare
 from ..harness import CALL_BOUND, KEY_SEPARATOR, Acked, Ledgers, error_text
 from ..history import History, Op
 from .common import (
+    FORK,
     assert_linearizable,
     assert_one_winner,
     collect,
     empty_results,
     expect_bool,
+    forked,
     open_flavor,
     require_store_id,
     run_bound,
@@ -155,29 +158,13 @@ class C1Once:
         probe = ledgers.open(label)
         require_store_id(probe, "once")
         ids = ledgers.ids(profile.process_ids)
-        mp = multiprocessing.get_context("fork")
-        barrier = mp.Barrier(profile.processes)
-        queue = mp.Queue()
-        children = [
-            mp.Process(
-                target=_child,
-                args=(ledgers.factory, label, ids, barrier, queue),
-                name=f"ledger-suite-child{i}",
-            )
-            for i in range(profile.processes)
-        ]
-        for child in children:
-            child.start()
+        barrier = FORK.Barrier(profile.processes)
+        queue = FORK.Queue()
+        child = partial(_child, ledgers.factory, label, ids, barrier, queue)
         replies: list[tuple[str, Any]] = []
-        try:
-            for _ in children:
+        with forked(*[child] * profile.processes, name="child"):
+            for _ in range(profile.processes):
                 replies.append(queue.get(timeout=run_bound(len(ids))))
-        finally:
-            for child in children:
-                child.join(CALL_BOUND)
-                if child.is_alive():
-                    child.kill()
-                    child.join(CALL_BOUND)
         errors = [text for status, text in replies if status == "error"]
         assert not errors, f"a child process failed: {errors[0]}"
         results = empty_results(ids)

@@ -11,52 +11,37 @@ async; only for a ledger with a ``store_id`` (the cross-process promise).
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing
+from functools import partial
 from typing import Any
 
 import pytest
 
-from ..context import Factory, Flavor, LedgerContext, enter_factory
-from ..harness import CALL_BOUND, Ledgers, error_text
+from ..context import Flavor, LedgerContext
+from ..harness import CALL_BOUND, Ledgers
 from .c3_reads import C3
-from .common import open_flavor, require_is_spent, require_store_id
+from .common import (
+    FORK,
+    call,
+    forked,
+    in_child,
+    open_flavor,
+    reply,
+    require_is_spent,
+    require_store_id,
+)
 
 IDS = 8  # per direction
 
 
-async def _call(ledger: Any, method: str, request_id: str) -> object:
-    value = getattr(ledger, method)(request_id)
-    return await value if asyncio.iscoroutine(value) else value
-
-
-def _child(
-    factory: Factory, label: str, flavor: Flavor, mine: list[str], theirs: list[str], pipe: Any
-) -> None:
+async def _child(ledger: Any, pipe: Any, mine: list[str], theirs: list[str]) -> object:
     """Read ``theirs`` (unspent), wait for the parent's spends, read them again, spend ``mine``."""
-
-    async def run() -> dict[str, list[object]]:
-        ledger, cleanup = await enter_factory(factory, LedgerContext(store=label, flavor=flavor))
-        try:
-            before = [await _call(ledger, "is_spent", i) for i in theirs]
-            pipe.send(("ready", before))
-            if not pipe.poll(CALL_BOUND) or pipe.recv() != "go":
-                raise TimeoutError("the parent did not spend its ids in time")
-            after = [await _call(ledger, "is_spent", i) for i in theirs]
-            spent = [await _call(ledger, "spend", i) for i in mine]
-            return {"after": after, "spent": spent}
-        finally:
-            await cleanup()
-
-    try:
-        pipe.send(("done", asyncio.run(run())))
-    except BaseException as exc:
-        pipe.send(("error", error_text(exc)))
-
-
-def _reply(pipe: Any) -> tuple[str, Any]:
-    """The child's next message, or an error when it sent none in time."""
-    return tuple(pipe.recv()) if pipe.poll(CALL_BOUND) else ("error", "no reply in time")
+    before = [await call(ledger, "is_spent", i) for i in theirs]
+    pipe.send(("ready", before))
+    if not pipe.poll(CALL_BOUND) or pipe.recv() != "go":
+        raise TimeoutError("the parent did not spend its ids in time")
+    after = [await call(ledger, "is_spent", i) for i in theirs]
+    spent = [await call(ledger, "spend", i) for i in mine]
+    return {"after": after, "spent": spent}
 
 
 def _wrong(ids: list[str], answers: list[object], expected: bool) -> list[str]:
@@ -74,28 +59,18 @@ class C3Processes:
         by_child, by_parent = ledgers.ids(IDS, "child"), ledgers.ids(IDS, "parent")
         for request_id in by_child + by_parent:  # a per-process cache now holds False
             assert parent.is_spent(request_id) is False, f"{request_id!r} read spent, unspent"
-        mp = multiprocessing.get_context("fork")
-        ours, its = mp.Pipe()
-        child = mp.Process(
-            target=_child,
-            args=(ledgers.factory, label, flavor, by_child, by_parent, its),
-            name="ledger-suite-reader",
-        )
-        child.start()
-        try:
-            status, data = _reply(ours)
+        ours, its = FORK.Pipe()
+        ctx = LedgerContext(store=label, flavor=flavor)
+        body = partial(_child, pipe=its, mine=by_child, theirs=by_parent)
+        with forked(lambda: in_child(ledgers.factory, ctx, body, its.send), name="reader"):
+            status, data = reply(ours)
             assert status == "ready", f"the child process failed: {data}"
             wrong = _wrong(by_parent, data, False)
             assert not wrong, f"a new process read unspent ids as spent: {wrong[:3]}"
             for request_id in by_parent:
                 assert parent.spend(request_id) is True, f"{request_id!r}: first spend not True"
             ours.send("go")
-            status, data = _reply(ours)
-        finally:
-            child.join(CALL_BOUND)
-            if child.is_alive():
-                child.kill()
-                child.join(CALL_BOUND)
+            status, data = reply(ours)
         assert status == "done", f"the child process failed: {data}"
         problems = [
             f"the child read the parent's spends as unspent: {w}"

@@ -1,17 +1,21 @@
-"""Helpers the clause modules share: skips with a reason, and outcome checks."""
+"""Helpers the clause modules share: skips with a reason, outcome checks, and other
+OS processes."""
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import NoReturn
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 import pytest
 
 from ..collect import NOTE, PARTLY
-from ..context import Flavor
-from ..harness import Handle, Ledgers, describe_violations, error_text
+from ..context import Factory, Flavor, LedgerContext, enter_factory
+from ..harness import CALL_BOUND, Handle, Ledgers, describe_violations, error_text
 
 NOT_EXERCISED = "not exercised"
 NOT_APPLICABLE = "not applicable"
@@ -185,3 +189,60 @@ def note(request: pytest.FixtureRequest, text: str) -> None:
 def partly(request: pytest.FixtureRequest, text: str) -> None:
     """A part of the test was left out: the clause is reported "partly exercised"."""
     request.node.user_properties.append((PARTLY, text))
+
+
+# Forked, not spawned: a child inherits the factory as it is (a closure, a test's local
+# class) with nothing to pickle, as a host's pre-forked workers do.
+FORK = multiprocessing.get_context("fork")
+
+
+async def call(ledger: Any, method: str, *args: object) -> object:
+    """``ledger.method(*args)``, awaited when the ledger is async."""
+    value = getattr(ledger, method)(*args)
+    return await value if asyncio.iscoroutine(value) else value
+
+
+def in_child(
+    factory: Factory,
+    ctx: LedgerContext,
+    body: Callable[[Any], Awaitable[object]],
+    send: Callable[[tuple[str, object]], object],
+) -> None:
+    """A child process's whole life: its own ledger through ``factory``, ``body`` run on
+    it, closed again; ``send`` gets ``("done", result)`` or ``("error", why)``."""
+
+    async def run() -> object:
+        ledger, cleanup = await enter_factory(factory, ctx)
+        try:
+            return await body(ledger)
+        finally:
+            await cleanup()
+
+    try:
+        send(("done", asyncio.run(run())))
+    except BaseException as exc:
+        send(("error", error_text(exc)))
+
+
+@contextmanager
+def forked(*targets: Callable[[], object], name: str) -> Iterator[None]:
+    """Each target in a forked OS process; on the way out each is joined, and killed
+    when it has not ended within ``CALL_BOUND``."""
+    children = [
+        FORK.Process(target=t, name=f"ledger-suite-{name}{i}") for i, t in enumerate(targets)
+    ]
+    for child in children:
+        child.start()
+    try:
+        yield
+    finally:
+        for child in children:
+            child.join(CALL_BOUND)
+            if child.is_alive():
+                child.kill()
+                child.join(CALL_BOUND)
+
+
+def reply(pipe: Any, timeout: float = CALL_BOUND) -> tuple[str, Any]:
+    """A child's next message, or an error when it sent none in time."""
+    return tuple(pipe.recv()) if pipe.poll(timeout) else ("error", "no reply in time")
