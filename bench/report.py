@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bench.run import Plan, StoreRun
 
 CLIP = 2.0  # the ratio panels' top
-TARGET = 0.95  # issue 16: every backend at least 0.95 of its raw call, or docs/bench.md says why
+TARGET = 0.95  # every backend at least 0.95 of its raw call, or docs/bench.md says why
 
 
 @dataclass
