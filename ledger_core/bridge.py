@@ -45,7 +45,15 @@ from .base import AsyncLedgerBase, LedgerBase
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import is_marker
 from .migrate import Note, begin_run_steps, lineage_marker
-from .protocol import Durability, LedgerInfo, describe, is_async_ledger, store_id_of
+from .protocol import (
+    Durability,
+    LedgerInfo,
+    aclose_ledger,
+    close_ledger,
+    describe,
+    is_async_ledger,
+    store_id_of,
+)
 from .registry import open_async_ledger, open_ledger
 from .runs import (
     IncompleteMigration,
@@ -230,9 +238,7 @@ class Bridge(LedgerBase):
     def close(self) -> None:
         if self._owns:
             for ledger in (self._new, self._old):
-                close = getattr(ledger, "close", None)
-                if callable(close):
-                    close()
+                close_ledger(ledger)
 
 
 class AsyncBridge(AsyncLedgerBase):
@@ -273,13 +279,7 @@ class AsyncBridge(AsyncLedgerBase):
     async def aclose(self) -> None:
         if self._owns:
             for ledger in (self._new, self._old):
-                for name in ("aclose", "close"):
-                    close = getattr(ledger, name, None)
-                    if callable(close):
-                        result = close()
-                        if inspect.isawaitable(result):
-                            await result
-                        break
+                await aclose_ledger(ledger)
 
 
 def _options(answer_as: AnswerAs) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -318,17 +318,13 @@ async def open_async_bridge(old_url: str, new_url: str, *, answer_as: AnswerAs) 
 
 
 def _close(ledger: object) -> None:
-    close = getattr(ledger, "close", None)
-    if callable(close):
-        with contextlib.suppress(LedgerError):  # the failure to open is what matters
-            close()
+    with contextlib.suppress(LedgerError):  # the failure to open is what matters
+        close_ledger(ledger)
 
 
 async def _aclose(ledger: object) -> None:
-    close = getattr(ledger, "aclose", None)
-    if callable(close):
-        with contextlib.suppress(LedgerError):
-            await close()
+    with contextlib.suppress(LedgerError):
+        await aclose_ledger(ledger)
 
 
 __all__ = ["AsyncBridge", "Bridge", "open_async_bridge", "open_bridge"]

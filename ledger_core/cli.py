@@ -49,7 +49,7 @@ from .migrate import (
     unfinished_runs,
 )
 from .notices import never_proves_line
-from .protocol import DecisionLedger, describe
+from .protocol import DecisionLedger, close_ledger, describe
 from .registry import open_ledger, setup_ledger
 from .urls import _secret_spans, redact_url, scrub, secret_fragments
 
@@ -77,14 +77,7 @@ def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[Decis
     try:
         yield ledger
     finally:
-        _close(ledger)
-
-
-def _close(ledger: object) -> None:
-    """Close what we opened; a ledger without close() holds nothing to release."""
-    close = getattr(ledger, "close", None)
-    if callable(close):
-        close()
+        close_ledger(ledger)
 
 
 def _spend(args: argparse.Namespace) -> int:
@@ -308,9 +301,9 @@ def _ends(
         try:
             yield source, target
         finally:
-            _close(target)
+            close_ledger(target)
     finally:
-        _close(source)
+        close_ledger(source)
 
 
 def _ns(namespace: str | None) -> dict[str, str]:
@@ -366,7 +359,7 @@ def _list_namespaces(url: str, namespace: str | None) -> list[str]:
             )
         return sorted(lister())
     finally:
-        _close(ledger)
+        close_ledger(ledger)
 
 
 def _namespaces(args: argparse.Namespace) -> int:

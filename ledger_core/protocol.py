@@ -126,3 +126,21 @@ def is_async_ledger(ledger: object) -> bool:
     """Whether ``spend`` is a coroutine function (a host must then await it)."""
     spend = getattr(ledger, "spend", None)
     return inspect.iscoroutinefunction(spend)
+
+
+def close_ledger(ledger: object) -> None:
+    """Close what was opened; a ledger without ``close()`` holds nothing to release."""
+    close = getattr(ledger, "close", None)
+    if callable(close):
+        close()
+
+
+async def aclose_ledger(ledger: object) -> None:
+    """``aclose()``, else ``close()`` (awaited when it returns an awaitable), else nothing."""
+    for name in ("aclose", "close"):
+        close = getattr(ledger, name, None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+            return

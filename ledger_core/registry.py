@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
 import threading
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -26,7 +25,14 @@ from .errors import (
     UnknownScheme,
 )
 from .opening import LocalFaults, OpenRequest, Route, adapt_backend
-from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
+from .protocol import (
+    AsyncDecisionLedger,
+    DecisionLedger,
+    LedgerInfo,
+    aclose_ledger,
+    close_ledger,
+    describe,
+)
 from .runs import allow_incomplete as waive_check
 from .runs import check_opening, check_opening_async
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
@@ -205,7 +211,8 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
             notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
-            _close_quietly(ledger)
+            with contextlib.suppress(Exception):  # the refusal is what is raised
+                close_ledger(ledger)
             failure = _opening_failure(request.url, exc) if isinstance(exc, Exception) else exc
     raise failure  # outside the except block: nothing unscrubbed rides on __context__
 
@@ -229,30 +236,10 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
             notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
-            await _aclose_quietly(ledger)
+            with contextlib.suppress(Exception):
+                await aclose_ledger(ledger)
             failure = _opening_failure(request.url, exc) if isinstance(exc, Exception) else exc
     raise failure
-
-
-def _close_quietly(ledger: object) -> None:
-    """Release a ledger being refused; the refusal is the error that matters."""
-    close = getattr(ledger, "close", None)
-    if callable(close):
-        with contextlib.suppress(Exception):  # the refusal is raised instead
-            close()
-
-
-async def _aclose_quietly(ledger: object) -> None:
-    for name in ("aclose", "close"):
-        close = getattr(ledger, name, None)
-        if callable(close):
-            try:
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:  # the refusal is raised instead
-                pass
-            return
 
 
 def setup_ledger(url: str, **options: Any) -> LedgerInfo:
@@ -283,9 +270,7 @@ def _setup(backend: Backend, request: OpenRequest) -> LedgerInfo:
     try:
         return describe(ledger)
     finally:
-        close = getattr(ledger, "close", None)
-        if callable(close):
-            close()
+        close_ledger(ledger)
 
 
 __all__ = [

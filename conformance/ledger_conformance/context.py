@@ -11,7 +11,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
+
+from ledger_core.protocol import aclose_ledger
 
 Flavor = Literal["sync", "async"]
 Route = Callable[[str, int], tuple[str, int]]
@@ -40,10 +43,6 @@ class LedgerContext:
     flavor: Flavor = "sync"
 
 
-async def _no_cleanup() -> None:
-    return None
-
-
 async def enter_factory(factory: Factory, ctx: LedgerContext) -> tuple[Any, Cleanup]:
     """Call ``factory(ctx)`` and return ``(ledger, cleanup)`` whatever shape it returned.
 
@@ -69,25 +68,7 @@ async def enter_factory(factory: Factory, ctx: LedgerContext) -> tuple[Any, Clea
 
         return _checked(ledger, factory), exit_sync
     ledger = _checked(made, factory)
-    aclose = getattr(ledger, "aclose", None)
-    close = getattr(ledger, "close", None)
-    if callable(aclose):
-
-        async def run_aclose() -> None:
-            result = aclose()
-            if inspect.isawaitable(result):
-                await result
-
-        return ledger, run_aclose
-    if callable(close):
-
-        async def run_close() -> None:
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-
-        return ledger, run_close
-    return ledger, _no_cleanup
+    return ledger, partial(aclose_ledger, ledger)
 
 
 class NotALedger(TypeError):

@@ -12,6 +12,7 @@ that is not a check's own scratch prefix.
 from __future__ import annotations
 
 from ledger_core.errors import LedgerError
+from ledger_core.protocol import close_ledger
 from ledger_core.registry import open_ledger, testing_hook
 from ledger_core.scratch import is_scratch_prefix
 from ledger_core.urls import LedgerURL
@@ -38,9 +39,7 @@ def _listed(url: str, scratch: str, prefix: str) -> tuple[list[str] | None, str]
         except Exception as exc:  # a third party's listing: said, never a crash after the table
             return None, f"listing them failed ({error_text(exc)})"
     finally:
-        close = getattr(ledger, "close", None)
-        if callable(close):
-            close()
+        close_ledger(ledger)
 
 
 def scratch_lines(url: str, scratch: str, *, keep: bool = False) -> list[str]:
