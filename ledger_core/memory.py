@@ -11,13 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 
 from .base import AsyncLedgerBase, LedgerBase
-from .ids import (
-    DEFAULT_NAMESPACE,
-    is_marker,
-    ledger_key,
-    validate_namespace,
-    validate_request_id,
-)
+from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace, validate_request_id
 from .opening import OpenRequest
 from .protocol import LedgerInfo
 from .reentry import attempt_digest

@@ -276,11 +276,7 @@ class LedgerURL:
                 raise InvalidLedgerURL(f"option {key!r} given twice in {redact_url(url)!r}")
             query[key] = value
         return cls(
-            raw=url,
-            parts=parts,
-            scheme=parts.scheme.lower(),
-            redacted=redact_url(url),
-            query=query,
+            raw=url, parts=parts, scheme=parts.scheme.lower(), redacted=redact_url(url), query=query
         )
 
     def without_query(self, *keys: str) -> str:

@@ -283,8 +283,5 @@ def _late_before(key: str, op: Op, witness: Op, because: str) -> Violation:
             (witness, op),
         )
     return Violation(
-        "C3",
-        key,
-        f"is_spent returned False after {because}: a stale read",
-        (witness, op),
+        "C3", key, f"is_spent returned False after {because}: a stale read", (witness, op)
     )

@@ -204,12 +204,7 @@ def run_check(
             return scratch_lines(url, scratch_prefix, keep=keep_scratch) if url else []
 
         done = run_isolated(
-            run,
-            [],
-            Path(home),
-            log,
-            after=scratch,
-            inside=lambda child: _in_scratch(home, child),
+            run, [], Path(home), log, after=scratch, inside=lambda child: _in_scratch(home, child)
         )
     rows = summarize(done.outcomes.values())
     code = done.code

@@ -116,11 +116,7 @@ def _nothing() -> None:
 
 
 def _fork_children(
-    ledger: Any,
-    label: str,
-    ids: list[str],
-    profile: Profile,
-    forked: Callable[[], None] = _nothing,
+    ledger: Any, label: str, ids: list[str], profile: Profile, forked: Callable[[], None] = _nothing
 ) -> tuple[list[_Child], list[str]]:
     """Fork the children, call ``forked()``, release them at once, collect their reports
     (bounded).

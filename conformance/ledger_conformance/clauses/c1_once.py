@@ -17,6 +17,7 @@ from .common import (
     FORK,
     assert_linearizable,
     assert_one_winner,
+    call,
     collect,
     empty_results,
     expect_bool,
@@ -33,13 +34,7 @@ STAGGER_STEPS = 24  # ids, each with its own delay between the two variants' rel
 STAGGER_MAX = 2.0  # seconds: the longest delay, however slow a variant is
 
 
-def _child(
-    factory: Factory,
-    label: str,
-    ids: list[str],
-    barrier: Any,
-    results: Any,
-) -> None:
+def _child(factory: Factory, label: str, ids: list[str], barrier: Any, results: Any) -> None:
     """One OS process: re-open the ledger, then spend every id as the barrier releases it."""
     process = f"pid{multiprocessing.current_process().pid}"
 
@@ -52,23 +47,10 @@ def _child(
                 key = f"{label}{KEY_SEPARATOR}{request_id}"
                 invoke = time.monotonic_ns()
                 try:
-                    value = ledger.spend(request_id)
-                    if asyncio.iscoroutine(value):
-                        value = await value
+                    value, error = await call(ledger, "spend", request_id), None
                 except Exception as exc:
-                    ops.append(
-                        Op(
-                            process,
-                            "spend",
-                            key,
-                            invoke,
-                            time.monotonic_ns(),
-                            None,
-                            error_text(exc),
-                        )
-                    )
-                    continue
-                ops.append(Op(process, "spend", key, invoke, time.monotonic_ns(), value, None))
+                    value, error = None, error_text(exc)
+                ops.append(Op(process, "spend", key, invoke, time.monotonic_ns(), value, error))
         finally:
             await cleanup()
         return ops

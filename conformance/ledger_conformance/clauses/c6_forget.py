@@ -34,15 +34,7 @@ from ..declare import FORGET
 from ..harness import Handle, Ledgers, error_text
 from ..hooks import FORGET_NAMESPACE_ENV, forget_namespace, takes_namespace
 from .c6_identity import C6
-from .common import (
-    expect_bool,
-    not_applicable,
-    not_exercised,
-    note,
-    open_both,
-    open_flavor,
-    partly,
-)
+from .common import expect_bool, not_applicable, not_exercised, note, open_both, open_flavor, partly
 
 OLD_IDS = 10
 Forget = Callable[[], object] | None
