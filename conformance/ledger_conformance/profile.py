@@ -17,9 +17,8 @@ class Profile:
     fork_ids: int  # ids every forked child spends, each child in its own shuffled order
     fork_bound: float  # seconds the forked children may take before they count as hung
     mixed_ids: int  # ids contended by sync and async instances at once
-    permanence_wait: (
-        float  # seconds between C2's first spends and its re-read (an expiring store fails)
-    )
+    # seconds between C2's first spends and its re-read (an expiring store fails)
+    permanence_wait: float
     # seconds from the LAST of C2's first spends to their re-read at the run's end: a TTL
     # shorter than this fails every run of the profile; a longer one passes every run
     expiry_wait: float
