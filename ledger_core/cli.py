@@ -72,8 +72,7 @@ def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[Decis
     """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
     ``report``: a command that reports on the store (its id, lineage, health) opens one
     whose migration is unfinished, to say so; a command that answers for ids does not."""
-    options = {"namespace": args.namespace} if args.namespace else {}
-    ledger = open_ledger(args.url, **options, create=False, allow_incomplete=report)
+    ledger = open_ledger(args.url, **_ns(args.namespace), create=False, allow_incomplete=report)
     try:
         yield ledger
     finally:
@@ -200,7 +199,7 @@ def _torture(args: argparse.Namespace) -> int:
 
 def _setup(args: argparse.Namespace) -> int:
     """Create the store's tables/keys where the backend needs it (idempotent)."""
-    info = setup_ledger(args.url, **({"namespace": args.namespace} if args.namespace else {}))
+    info = setup_ledger(args.url, **_ns(args.namespace))
     print(f"ready: {info.location or redact_url(args.url)} store_id={info.store_id}")
     line = never_proves_line(info)
     if line is not None:  # accepted, but hosts must know it never proves (the doctor's line)
@@ -348,8 +347,7 @@ def _migrate_one(
 
 def _list_namespaces(url: str, namespace: str | None) -> list[str]:
     """Every namespace of the store at ``url`` (NamespaceListing), or a clear refusal."""
-    options = {"namespace": namespace} if namespace else {}
-    ledger = open_ledger(url, **options, create=False, allow_incomplete=True)
+    ledger = open_ledger(url, **_ns(namespace), create=False, allow_incomplete=True)
     try:
         lister = getattr(ledger, "namespaces", None)
         if not callable(lister):
