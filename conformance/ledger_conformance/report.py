@@ -11,13 +11,8 @@ from ledger_core.protocol import describe
 
 from .declare import capabilities_of, clause_key, declared
 
-PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY = (
-    "passed",
-    "failed",
-    "not exercised",
-    "not applicable",
-    "partly exercised",
-)
+PASSED, FAILED, PARTLY = "passed", "failed", "partly exercised"
+NOT_EXERCISED, NOT_APPLICABLE = "not exercised", "not applicable"
 
 
 @dataclass(frozen=True)
