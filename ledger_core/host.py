@@ -1,24 +1,26 @@
 """The host rules H1-H5, written once for sync and async ledgers.
 
 Each rule is a small generator that yields the ledger calls it needs and returns a
-verdict; :func:`_drive` runs it against a sync ledger and :func:`_drive_async` against
-an async one (or a sync one: the seed's ``boolean | Promise<boolean>``). So the rules
-cannot drift apart between the two shapes.
+verdict; ``ledger_core.steps`` runs it against a sync ledger (:func:`_perform`) or an
+async one (:func:`_perform_async`, which takes a sync one too: the seed's ``boolean |
+Promise<boolean>``). So the rules cannot drift apart between the two shapes.
 """
 
 from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .errors import LedgerError
 from .ids import closed_proven_marker, validate_attempt_key, validate_request_id
 from .protocol import store_id_of
+from .steps import run_steps, run_steps_async
 
 _E = TypeVar("_E", bound=enum.Enum)
+_R = TypeVar("_R")
 
 Method = Literal["spend", "is_spent", "spend_marker", "is_marker_spent", "spend_as"]
 
@@ -230,7 +232,7 @@ class _Outcome:
     missing: bool = False  # the ledger has no such method
 
 
-_Steps = Generator[_Call, _Outcome, Any]
+_Steps = Generator[_Call, _Outcome, _R]
 
 
 def authorize(result: object) -> RunVerdict:
@@ -243,7 +245,7 @@ def mint(ledger: object, request_id: str) -> PendingRequest:
     return PendingRequest(request_id, store_id_of(ledger))
 
 
-def _landed_steps(request_id: str) -> _Steps:
+def _landed_steps(request_id: str) -> _Steps[LandedVerdict]:
     out = yield _Call("is_spent", request_id)
     if out.error is None and not out.missing and out.value is False:
         return LandedVerdict.NOT_LANDED
@@ -252,7 +254,7 @@ def _landed_steps(request_id: str) -> _Steps:
 
 def _resolve_steps(
     pending: PendingRequest, current_store_id: str | None, attempt_key: str | None
-) -> _Steps:
+) -> _Steps[Resolution]:
     validate_request_id(pending.request_id)  # a bad id is the caller's bug, not a verdict
     if attempt_key is not None:
         validate_attempt_key(attempt_key)
@@ -281,7 +283,7 @@ def _resolve_steps(
     return Resolution(ResolveVerdict.ALREADY_SPENT)
 
 
-def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps:
+def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps[Closure]:
     validate_request_id(pending.request_id)
     if current_store_id is None:
         return Closure(CloseVerdict.POSSIBLY_RUN, "the ledger has no store_id: it never proves")
@@ -321,64 +323,51 @@ class _AsyncLedgerInSyncRule(TypeError):
     pass
 
 
-def _drive(steps: _Steps, ledger: object) -> Any:
-    """Run a rule against a sync ledger."""
-    try:
-        call = next(steps)
-        while True:
-            method = getattr(ledger, call.method, None)
-            if method is None:
-                outcome = _Outcome(missing=True)
-            else:
-                try:
-                    value = method(*call.args)
-                    if inspect.isawaitable(value):
-                        if inspect.iscoroutine(value):
-                            value.close()
-                        raise _AsyncLedgerInSyncRule(
-                            f"{type(ledger).__name__}.{call.method} is async: "
-                            "use the *_async form of this rule"
-                        )
-                    outcome = _Outcome(value=value)
-                except _AsyncLedgerInSyncRule:
-                    raise
-                except Exception as exc:  # fail closed: a raise is an outcome, not a crash
-                    outcome = _Outcome(error=exc)
-            call = steps.send(outcome)
-    except StopIteration as done:
-        return done.value
+def _perform(ledger: object) -> Callable[[_Call], _Outcome]:
+    """One rule step against a sync ledger."""
+
+    def perform(call: _Call) -> _Outcome:
+        method = getattr(ledger, call.method, None)
+        if method is None:
+            return _Outcome(missing=True)
+        try:
+            value = method(*call.args)
+        except Exception as exc:  # fail closed: a raise is an outcome, not a crash
+            return _Outcome(error=exc)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise _AsyncLedgerInSyncRule(
+                f"{type(ledger).__name__}.{call.method} is async: use the *_async form of this rule"
+            )
+        return _Outcome(value=value)
+
+    return perform
 
 
-async def _drive_async(steps: _Steps, ledger: object) -> Any:
-    """Run a rule against an async ledger, or a sync one (results awaited when awaitable)."""
-    try:
-        call = next(steps)
-        while True:
-            method = getattr(ledger, call.method, None)
-            if method is None:
-                outcome = _Outcome(missing=True)
-            else:
-                try:
-                    value = method(*call.args)
-                    if inspect.isawaitable(value):
-                        value = await value
-                    outcome = _Outcome(value=value)
-                except Exception as exc:
-                    outcome = _Outcome(error=exc)
-            call = steps.send(outcome)
-    except StopIteration as done:
-        return done.value
+def _perform_async(ledger: object) -> Callable[[_Call], Awaitable[_Outcome]]:
+    """One rule step against an async ledger, or a sync one (awaited when awaitable)."""
+
+    async def perform(call: _Call) -> _Outcome:
+        method = getattr(ledger, call.method, None)
+        if method is None:
+            return _Outcome(missing=True)
+        try:
+            value = method(*call.args)
+            return _Outcome(value=await value if inspect.isawaitable(value) else value)
+        except Exception as exc:
+            return _Outcome(error=exc)
+
+    return perform
 
 
 def spend_landed(ledger: object, request_id: str) -> LandedVerdict:
     """H2: after ``spend(request_id)`` raised, ask whether it landed."""
-    verdict: LandedVerdict = _drive(_landed_steps(request_id), ledger)
-    return verdict
+    return run_steps(_landed_steps(request_id), _perform(ledger))
 
 
 async def spend_landed_async(ledger: object, request_id: str) -> LandedVerdict:
-    verdict: LandedVerdict = await _drive_async(_landed_steps(request_id), ledger)
-    return verdict
+    return await run_steps_async(_landed_steps(request_id), _perform_async(ledger))
 
 
 def resolve(
@@ -391,27 +380,21 @@ def resolve(
     gets ``RUN`` again and every other attempt still gets ``ALREADY_SPENT``; a ledger
     without ``spend_as`` is asked a plain ``spend``, exactly as without a key.
     """
-    resolution: Resolution = _drive(
-        _resolve_steps(pending, store_id_of(ledger), attempt_key), ledger
-    )
-    return resolution
+    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key)
+    return run_steps(steps, _perform(ledger))
 
 
 async def resolve_async(
     ledger: object, pending: PendingRequest, *, attempt_key: str | None = None
 ) -> Resolution:
-    resolution: Resolution = await _drive_async(
-        _resolve_steps(pending, store_id_of(ledger), attempt_key), ledger
-    )
-    return resolution
+    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key)
+    return await run_steps_async(steps, _perform_async(ledger))
 
 
 def close_pause(ledger: object, pending: PendingRequest) -> Closure:
     """Close a pause that no answer can reach, with a proof where one is possible (H3, H4)."""
-    closure: Closure = _drive(_close_steps(pending, store_id_of(ledger)), ledger)
-    return closure
+    return run_steps(_close_steps(pending, store_id_of(ledger)), _perform(ledger))
 
 
 async def close_pause_async(ledger: object, pending: PendingRequest) -> Closure:
-    closure: Closure = await _drive_async(_close_steps(pending, store_id_of(ledger)), ledger)
-    return closure
+    return await run_steps_async(_close_steps(pending, store_id_of(ledger)), _perform_async(ledger))
