@@ -202,13 +202,11 @@ def open_ledger(url: str, **options: Any) -> DecisionLedger:
     except Exception as exc:
         failure = _opening_failure(request.url, exc)
     else:
-        if allow_incomplete:
-            waive_check(ledger)
-            return ledger
         try:
-            check_opening(ledger, str(request.url))
-            waive_check(ledger)  # checked now: the ledger's first answer need not again
-            notices.never_proves(describe(ledger))
+            if not allow_incomplete:
+                check_opening(ledger, str(request.url))
+                notices.never_proves(describe(ledger))
+            waive_check(ledger)  # checked now (or waived): its first answer need not again
             return ledger
         except BaseException as exc:
             with contextlib.suppress(Exception):  # the refusal is what is raised
@@ -227,13 +225,11 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
     except Exception as exc:
         failure = _opening_failure(request.url, exc)
     else:
-        if allow_incomplete:
-            waive_check(ledger)
-            return ledger
         try:
-            await check_opening_async(ledger, str(request.url))
+            if not allow_incomplete:
+                await check_opening_async(ledger, str(request.url))
+                notices.never_proves(describe(ledger))
             waive_check(ledger)
-            notices.never_proves(describe(ledger))
             return ledger
         except BaseException as exc:
             with contextlib.suppress(Exception):
