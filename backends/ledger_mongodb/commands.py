@@ -14,7 +14,6 @@ never hex, never BinData, so no id can name it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,25 +247,3 @@ def create(collection: str) -> Request:
     cmd: SON[str, Any] = SON([("create", collection), ("collation", {"locale": "simple"})])
     cmd["writeConcern"] = MAJORITY
     return Request(cmd, "create")
-
-
-def scratch_records(collection: str, prefix: str) -> Request:
-    """``decision-ledger check``'s scratch removal, first step: every document but the
-    genesis (records, markers, the key probe) whose ``ns`` starts with ``prefix``,
-    matched literally (an anchored, escaped regex)."""
-    flt = {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}}
-    return _delete(collection, flt, "remove_scratch")
-
-
-def scratch_genesis(collection: str, low: str, high: str) -> Request:
-    """Then the genesis documents of those namespaces, on the ``_id`` index (the range of
-    ``genesis\\0`` + the prefix: the same documents ``namespaces()`` lists); its count is
-    the number of namespaces removed. Last, so an interrupted removal still lists them."""
-    flt = {"_id": {"$gte": genesis_key(low), "$lt": genesis_key(high)}}
-    return _delete(collection, flt, "remove_scratch")
-
-
-def _delete(collection: str, flt: dict[str, Any], what: str) -> Request:
-    cmd: SON[str, Any] = SON([("delete", collection), ("deletes", [{"q": flt, "limit": 0}])])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, what)

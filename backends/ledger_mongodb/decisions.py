@@ -36,7 +36,6 @@ from bson.binary import Binary
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import is_marker
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import prefix_bounds
 from ledger_core.tokens import new_token
 
 from . import commands as cmd
@@ -596,25 +595,3 @@ def list_steps(store: Store, after: Any, now: float) -> Steps:
         last_id = docs[-1]["_id"]
         last = Binary(last_id) if isinstance(last_id, bytes) else last_id
     return ids, last
-
-
-def remove_scratch_steps(collection: str, prefix: str) -> Steps:
-    """Remove the namespaces named ``prefix...`` (a checked scratch prefix): their
-    records, then their genesis documents; how many namespaces (the genesis count)."""
-    low, high = prefix_bounds(prefix)
-    if not (yield from _listed(collection)):
-        # Asked first: some servers (nx-27017) would create the collection to delete.
-        raise LedgerUnavailable(f"remove_scratch: no ledger collection {collection!r} here")
-    removed = 0
-    for request in (
-        cmd.scratch_records(collection, prefix),
-        cmd.scratch_genesis(collection, low, high),
-    ):
-        reply = yield request
-        _raise_write_concern(reply, request.what)
-        failures = reply.get("writeErrors") or []
-        if failures:
-            codes = sorted({f.get("code") for f in failures}, key=str)
-            raise LedgerUnavailable(f"MongoDB {request.what}: the delete failed {codes}")
-        removed = int(reply.get("n", 0))
-    return removed

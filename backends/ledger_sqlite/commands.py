@@ -130,15 +130,6 @@ MARKER_RANGE = (
 # (every namespace a ledger opened holds its genesis).
 NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?"
 
-# ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): the
-# namespaces in [low, high) (ledger_core.scratch.prefix_bounds; BINARY collation: byte
-# order, no pattern), counted then deleted in one write transaction. Markers and the
-# genesis are rows like ids: a removed namespace's ledgers fail closed.
-COUNT_SCRATCH = (
-    "SELECT count(DISTINCT namespace) FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
-)
-DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
-
 BEGIN = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -323,3 +325,21 @@ def test_secrets_never_shown() -> None:
     with pytest.raises(InvalidLedgerURL) as bad:
         open_ledger(url, nonsense=1)
     assert "s3cret-pw" not in str(bad.value)
+
+
+def test_a_ledger_never_imports_its_test_support(ledger_url: str, coll: str) -> None:
+    """Opening and using a ledger (sync and async) leaves ``ledger_mongodb.testing`` unloaded."""
+    code = (
+        "import asyncio, sys\n"
+        "from ledger_core import open_async_ledger, open_ledger\n"
+        "url, coll = sys.argv[1], sys.argv[2]\n"
+        "with open_ledger(url, collection=coll) as ledger:\n"
+        "    assert ledger.spend('a') and ledger.is_spent('a')\n"
+        "async def main():\n"
+        "    ledger = await open_async_ledger(url, collection=coll)\n"
+        "    assert await ledger.is_spent('a')\n"
+        "    await ledger.aclose()\n"
+        "asyncio.run(main())\n"
+        "assert 'ledger_mongodb.testing' not in sys.modules, 'imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code, ledger_url, coll], check=True)

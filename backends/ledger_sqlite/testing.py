@@ -1,10 +1,13 @@
-"""Local faults on a SQLite ledger file, for the conformance suite's C4 local-fault clause.
+"""Test and operations support for SQLite ledgers; a ledger never imports this module.
+
+The backend's ``testing`` reference names :data:`HOOKS`: ``local_faults(url)`` (the
+conformance suite's C4 local-fault clause) and ``remove_scratch(url, prefix)``
+(``decision-ledger check``'s own namespaces).
 
 A file has no network address for a fault proxy to stand in front of, so the faults are
-made on the file itself (the backend's ``local_faults`` hook offers them to
-``decision-ledger check sqlite:///...``; the tests use the same ones). Each is a context
-manager inside which the file suffers the fault; each is offered only where it works
-here and now (:func:`file_faults` probes), and a withheld one says why:
+made on the file itself. Each is a context manager inside which the file suffers the
+fault; each is offered only where it works here and now (:func:`file_faults` probes),
+and a withheld one says why:
 
 - ``locked``: another connection holds ``BEGIN EXCLUSIVE`` (a backup, a long writer).
 - ``read-only``: the file and its WAL are made immutable (``FS_IMMUTABLE_FL``, what
@@ -41,10 +44,13 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
-from ledger_core.opening import LocalFault, LocalFaults
+from ledger_core.opening import LocalFault, LocalFaults, OpenRequest
+from ledger_core.scratch import prefix_bounds
 from ledger_core.urls import LedgerURL
 
-from .options import Target, url_path
+from .commands import BEGIN_WRITE, COMMIT
+from .errors import unavailable
+from .options import Target, target, url_path
 
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
@@ -188,7 +194,42 @@ def file_faults(path: str | os.PathLike[str]) -> LocalFaults:
     return LocalFaults(offered, withheld)
 
 
-def url_faults(url: LedgerURL) -> LocalFaults:
-    """:func:`file_faults` on the file a ledger opened from ``url`` uses (the backend's
-    ``local_faults`` hook): the same path, resolved the same way."""
-    return file_faults(Target(url_path(url)).checked().path)
+# The namespaces in [low, high) (ledger_core.scratch.prefix_bounds; BINARY collation:
+# byte order, no pattern). Markers and the genesis are rows like ids: a removed
+# namespace's ledgers fail closed.
+COUNT_SCRATCH = (
+    "SELECT count(DISTINCT namespace) FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+)
+DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+
+
+class Hooks:
+    def local_faults(self, url: LedgerURL) -> LocalFaults:
+        """:func:`file_faults` on the file a ledger opened from ``url`` uses: the same
+        path, resolved the same way."""
+        return file_faults(Target(url_path(url)).checked().path)
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Delete every row of the namespaces named ``prefix...`` (a check's own scratch
+        prefix, else refused before any I/O) in one write transaction; say how many
+        namespaces. The file is never created (``mode=rw``)."""
+        bounds = prefix_bounds(prefix)
+        found = target(OpenRequest.build(url, create=False))
+        uri = f"{Path(found.path).as_uri()}?mode=rw"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=found.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise unavailable("cannot open", found.path, exc) from exc
+        try:
+            conn.execute(BEGIN_WRITE)
+            (count,) = conn.execute(COUNT_SCRATCH, bounds).fetchone()
+            conn.execute(DELETE_SCRATCH, bounds)
+            conn.execute(COMMIT)
+            return int(count)
+        except sqlite3.Error as exc:
+            raise unavailable("cannot remove scratch namespaces from", found.path, exc) from exc
+        finally:
+            conn.close()  # a transaction left open is rolled back
+
+
+HOOKS = Hooks()
