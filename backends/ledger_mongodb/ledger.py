@@ -25,6 +25,7 @@ from . import decisions, identity
 from .commands import Request
 from .options import CLIENT_OPTIONS, Settings, client_settings
 
+Rebuild = Callable[[], MongoClient[Any]] | None
 # Plain dicts, UUIDs as BSON Binary: the same decoding whatever the host's client says.
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
 
@@ -34,16 +35,14 @@ class SyncConnection:
     the child never touches the parent's sockets and never closes them."""
 
     def __init__(
-        self,
-        client: MongoClient[Any],
-        database: str,
-        *,
-        owned: bool,
-        rebuild: Callable[[], MongoClient[Any]] | None = None,
+        self, client: MongoClient[Any], database: str, *, owned: bool, rebuild: Rebuild = None
     ) -> None:
         self._lock = threading.Lock()
         self._database = database
-        self._rebuild = rebuild
+        # A host's client: PyMongo's private _duplicate, the only way to a client with its
+        # settings, since reusing it in a child "may not be entirely fork-safe" (PyMongo's
+        # warning; test_forked_child_duplicates_a_host_client).
+        self._rebuild = rebuild or client._duplicate
         self.owned = owned
         self._bind(client)
 
@@ -57,13 +56,9 @@ class SyncConnection:
         if self._pid == os.getpid():
             return
         with self._lock:
-            if self._pid == os.getpid():
-                return
-            if self._rebuild is not None:
+            if self._pid != os.getpid():
                 self._bind(self._rebuild())
-            else:  # a host's client: a duplicate with its settings, ours to close
-                self._bind(self.client._duplicate())
-            self.owned = True
+                self.owned = True
 
     def perform(self, request: Request) -> Any:
         db = self.admin if request.admin else self.db

@@ -34,20 +34,19 @@ R = TypeVar("R")
 
 
 def _never_close(conn: sqlite3.Connection) -> None:
-    """Keep a connection inherited across ``fork()`` alive, unused, for good.
-
-    SQLite forbids using a connection in a child process, and closing one there may
-    write stale lock state into the WAL index the parent shares (mmap). So the child
-    neither uses nor closes it: an extra reference means it is never deallocated.
-    """
+    """Keep a connection inherited across ``fork()`` alive, unused, for good: SQLite
+    forbids using it in a child, and closing it there may write stale lock state into
+    the WAL index the parent shares (mmap)."""
+    # ctypes, since a module-level list is freed, closing them, when the child's
+    # interpreter exits (test_a_child_never_closes_an_inherited_connection_even_at_exit).
     try:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
-    except Exception:  # pragma: no cover - not CPython: keep it referenced instead
+    except Exception:  # pragma: no cover - not CPython: referenced until exit at least
         _INHERITED.append(conn)
 
 
 _INHERITED: list[sqlite3.Connection] = []
-_POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()
+_POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()  # for the fork hook; a closed one goes
 
 
 def _after_fork_in_child() -> None:
