@@ -86,23 +86,14 @@ def _with_uuid(cmd: SON[str, Any], uuid: Any) -> SON[str, Any]:
 
 
 def insert(
-    collection: str, key: Any, token: bytes, namespace: str, uuid: Any, what: str = "spend"
+    collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any, what: str
 ) -> Request:
-    doc = SON([("_id", key), ("t", Binary(token)), ("ns", namespace)])
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc]), ("ordered", True)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), what)
-
-
-def insert_many(
-    collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any
-) -> Request:
-    """A batch of records in one unordered ``insert``: each document succeeds or meets
-    its own duplicate key, whatever the others do (one token for the batch)."""
+    """Records in one unordered ``insert`` (one token for all): each document succeeds or
+    meets its own duplicate key, whatever the others do."""
     docs = [SON([("_id", key), ("t", Binary(token)), ("ns", namespace)]) for key in keys]
     cmd: SON[str, Any] = SON([("insert", collection), ("documents", docs), ("ordered", False)])
     cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), "spend_many")
+    return Request(_with_uuid(cmd, uuid), what)
 
 
 def digest_value(digest: bytes, encoding: str) -> Any:
@@ -171,16 +162,7 @@ def _find(
 
 
 def find_one(collection: str, key: Any, uuid: Any, what: str) -> Request:
-    cmd: SON[str, Any] = SON(
-        [
-            ("find", collection),
-            ("filter", {"_id": key}),
-            ("limit", 1),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
-        ]
-    )
-    return Request(_with_uuid(cmd, uuid), what)
+    return _find(collection, {"_id": key}, {}, 1, uuid, what, 1)
 
 
 def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:

@@ -103,9 +103,7 @@ class MongoLedger(ReentrantLedgerBase):
         cls, client: MongoClient[Any], *, database: str | None = None, **options: Any
     ) -> MongoLedger:
         """A ledger on a host's ``MongoClient`` (its default database unless named)."""
-        name = database or client.get_default_database("decision_ledger").name
-        settings = client_settings(options)
-        where = where_of(client, name, settings)
+        name, settings, where = host_client(client, database, options)
         return cls.open_on(SyncConnection(client, name, owned=False), settings, where)
 
     @classmethod
@@ -137,21 +135,17 @@ class MongoLedger(ReentrantLedgerBase):
         return self._run(self._conn, steps)
 
     def _spend(self, request_id: bytes) -> bool:
-        now = time.monotonic()
-        result: bool = self._steps(decisions.spend_steps(self._store, request_id, new_token(), now))
-        return result
+        steps = decisions.spend_steps(self._store, request_id, new_token(), time.monotonic())
+        return bool(self._steps(steps))
 
     def _is_spent(self, request_id: bytes) -> bool:
-        result: bool = self._steps(
-            decisions.is_spent_steps(self._store, request_id, time.monotonic())
-        )
-        return result
+        steps = decisions.is_spent_steps(self._store, request_id, time.monotonic())
+        return bool(self._steps(steps))
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
         now = time.monotonic()
         steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
-        result: bool = self._steps(steps)
-        return result
+        return bool(self._steps(steps))
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per 1000 ids, each answer what
@@ -192,13 +186,22 @@ class MongoLedger(ReentrantLedgerBase):
             self._conn.close()
 
 
-def where_of(client: Any, database: str, settings: Settings) -> str:
-    """Where a host's client points, without any credential."""
+def host_client(
+    client: Any, database: str | None, options: dict[str, Any]
+) -> tuple[str, Settings, str]:
+    """A host's client: the database (its default unless named), our settings, and where
+    it points, without any credential."""
+    name = database or client.get_default_database("decision_ledger").name
+    settings = client_settings(options)
     try:
         nodes = sorted(f"{h}:{p}" for h, p in client.topology_description.server_descriptions())
     except Exception:
         nodes = []
-    return f"mongodb://{','.join(nodes) or '?'}/{database}?collection={settings.collection}"
+    return (
+        name,
+        settings,
+        f"mongodb://{','.join(nodes) or '?'}/{name}?collection={settings.collection}",
+    )
 
 
 __all__ = ["CLIENT_OPTIONS", "MongoLedger", "SyncConnection"]
