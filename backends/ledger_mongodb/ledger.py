@@ -41,7 +41,7 @@ class SyncConnection:
         self._database = database
         # A host's client: PyMongo's private _duplicate, the only way to a client with its
         # settings, since reusing it in a child "may not be entirely fork-safe" (PyMongo's
-        # warning; test_forked_child_duplicates_a_host_client).
+        # warning; test_forked_child_rebuilds_its_client[host]).
         self._rebuild = rebuild or client._duplicate
         self.owned = owned
         self._bind(client)
