@@ -33,7 +33,8 @@ class _SQLiteBackend:
     async def open_async(self, request: OpenRequest) -> AsyncSQLiteLedger:
         from .aio import AsyncSQLiteLedger
 
-        return await AsyncSQLiteLedger.open_target(target(request))
+        found = target(request)
+        return await AsyncSQLiteLedger.open(found.path, **found.keywords())
 
     # Delegates until the suite resolves hooks through ``testing``.
     def local_faults(self, url: LedgerURL) -> LocalFaults:

@@ -103,13 +103,8 @@ IS_SPENT = (
     "SELECT EXISTS (SELECT 1 FROM decision_ledger WHERE namespace = ?1 AND request_id = ?2) "
     "FROM decision_ledger WHERE namespace = ?1 AND request_id = x'' AND token = ?3"
 )
-# (same store?, our token or NULL) after a spend whose outcome is unknown.
-READ_TOKEN = (
-    f"SELECT {_genesis('?1', '?3')}, "
-    "(SELECT token FROM decision_ledger WHERE namespace = ?1 AND request_id = ?2)"
-)
-# (same store?, token, holder) after a spend_as whose outcome is unknown.
-READ_HOLDER = (
+# (same store?, token, holder) after a spend or spend_as whose outcome is unknown.
+READ_BACK = (
     f"SELECT {_genesis('?1', '?3')}, t.token, t.holder FROM (SELECT 1) "
     "LEFT JOIN decision_ledger AS t ON t.namespace = ?1 AND t.request_id = ?2"
 )

@@ -4,30 +4,10 @@ The backend's ``testing`` reference names :data:`HOOKS`: ``local_faults(url)`` (
 conformance suite's C4 local-fault clause) and ``remove_scratch(url, prefix)``
 (``decision-ledger check``'s own namespaces).
 
-A file has no network address for a fault proxy to stand in front of, so the faults are
-made on the file itself. Each is a context manager inside which the file suffers the
-fault; each is offered only where it works here and now (:func:`file_faults` probes),
-and a withheld one says why:
-
-- ``locked``: another connection holds ``BEGIN EXCLUSIVE`` (a backup, a long writer).
-- ``read-only``: the file and its WAL are made immutable (``FS_IMMUTABLE_FL``, what
-  ``chattr +i`` sets; it binds root too, where a chmod binds no one). Open connections
-  fail their writes with an I/O error; new ones open read-only ("attempt to write a
-  readonly database"). Setting the flag needs ``CAP_LINUX_IMMUTABLE`` (root) and a
-  filesystem that has it: probed on a scratch file beside the ledger, never on the
-  ledger itself (a probe killed half-way must not leave the user's file immutable).
-- ``full``: no write of this process may grow or land in any file (``RLIMIT_FSIZE`` of
-  one byte, ``SIGXFSZ`` ignored): SQLite sees its writes fail as on a full disk (an I/O
-  error or "database or disk is full"); reads still work. Process-wide, as a full disk
-  is machine-wide, and with no mount or tmpfs to set up. Python sets signal handlers
-  only on the main thread, so it is offered only there.
-- ``removed``: the file is renamed away (its WAL stays), so new connections find no
-  file, and put back when the fault ends (the same inode, so the records are all there),
-  never over a file someone created at the path meanwhile (that would destroy its
-  records: the fault raises instead, naming both).
-
-The faults hit the whole file, every namespace in it, and whoever else uses the file
-while they last: check a file that nothing else uses during the check.
+A file has no network address for a fault proxy to stand in front of, so the faults
+(``locked``, ``read-only``, ``full``, ``removed``: docs/sqlite.md, "Local faults") are made
+on the file itself, each a context manager inside which the whole file suffers it, each
+offered only where it works here and now (:func:`file_faults` probes).
 """
 
 from __future__ import annotations
@@ -141,7 +121,9 @@ def _put_back(aside: Path, path: Path) -> None:
 
 
 def _why_not_immutable(directory: Path) -> str | None:
-    """Why the immutable flag cannot be set on a file in ``directory``, or None (it can)."""
+    """Why the immutable flag cannot be set on a file in ``directory``, or None (it can):
+    probed on a file of its own, since a probe killed half-way must never leave the
+    user's ledger immutable."""
     if not sys.platform.startswith("linux"):
         return f"the immutable flag (FS_IMMUTABLE_FL) is Linux's; this is {sys.platform}"
     try:
@@ -176,21 +158,12 @@ def file_faults(path: str | os.PathLike[str]) -> LocalFaults:
     """The local faults on the ledger file ``path`` that work here and now (probed), and
     the reason for each withheld one: the factory contract's ``ledger_local_faults``."""
     file = Path(os.path.abspath(path))
-    made = {
-        "locked": partial(locked, file),
-        "read-only": partial(read_only, file),
-        "full": partial(full, file),
-        "removed": partial(removed, file),
+    why_not = {"read-only": _why_not_immutable(file.parent), "full": _why_not_full()}
+    withheld = {name: why for name, why in why_not.items() if why is not None}
+    made = {"locked": locked, "read-only": read_only, "full": full, "removed": removed}
+    offered: dict[str, LocalFault] = {
+        name: partial(fault, file) for name, fault in made.items() if name not in withheld
     }
-    withheld = {
-        name: why
-        for name, why in (
-            ("read-only", _why_not_immutable(file.parent)),
-            ("full", _why_not_full()),
-        )
-        if why is not None
-    }
-    offered: dict[str, LocalFault] = {n: f for n, f in made.items() if n not in withheld}
     return LocalFaults(offered, withheld)
 
 
