@@ -56,12 +56,8 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         cls, conn: AsyncConnection, settings: Settings, location: str
     ) -> AsyncMongoLedger:
         try:
-            store = await run_steps_async(
-                decisions.open_steps(
-                    settings, database=conn.db.name, location=location, now=time.monotonic()
-                ),
-                conn.perform,
-            )
+            steps = decisions.open_steps(settings, conn.db.name, location, time.monotonic())
+            store = await run_steps_async(steps, conn.perform)
         except BaseException:
             await conn.close()
             raise

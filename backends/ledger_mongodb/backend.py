@@ -26,13 +26,11 @@ def _pymongo() -> Any:
 def _client(target: Target, cls: Any) -> Any:
     try:
         return cls(target.driver_url, **target.client_kwargs())
-    except (ValueError, TypeError, LookupError) as exc:
-        # PyMongo's message may quote the URL: never repeat it.
-        raise InvalidLedgerURL(
-            f"PyMongo cannot use {target.location} ({type(exc).__name__})"
-        ) from None
     except Exception as exc:
-        if type(exc).__module__.startswith("pymongo"):  # ConfigurationError, InvalidURI...
+        # A bad value, or PyMongo's ConfigurationError, InvalidURI...: its message may
+        # quote the URL, so never repeat it.
+        driver = type(exc).__module__.startswith("pymongo")
+        if driver or isinstance(exc, ValueError | TypeError | LookupError):
             raise InvalidLedgerURL(
                 f"PyMongo cannot use {target.location} ({type(exc).__name__})"
             ) from None

@@ -194,24 +194,9 @@ def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any)
     return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", 1)
 
 
-def hello() -> Request:
-    return Request(SON([("hello", 1)]), "hello", admin=True)
-
-
-def build_info() -> Request:
-    return Request(SON([("buildInfo", 1)]), "buildInfo", admin=True)
-
-
-def server_status() -> Request:
-    return Request(
-        SON([("serverStatus", 1), ("repl", 0), ("metrics", 0), ("locks", 0)]),
-        "serverStatus",
-        admin=True,
-    )
-
-
-def repl_config() -> Request:
-    return Request(SON([("replSetGetConfig", 1)]), "replSetGetConfig", admin=True)
+def admin(command: str, **fields: int) -> Request:
+    """A command on the ``admin`` database (``hello``, ``buildInfo``...)."""
+    return Request(SON([(command, 1), *fields.items()]), command, admin=True)
 
 
 def list_collection(collection: str) -> Request:

@@ -127,17 +127,17 @@ class NotPrimary(UnsafeStoreConfig):
 
 
 def facts_steps(settings: Settings, create: bool) -> Steps:
-    hello = yield cmd.hello()
+    hello = yield cmd.admin("hello")
     if not hello.get("isWritablePrimary", hello.get("ismaster")):
         raise NotPrimary(
             "the MongoDB server is not a writable primary: spends and reads must go to the "
             "primary (connect to the replica set, not directly to one member)"
         )
-    build = yield cmd.build_info()
-    status = yield from _optional(cmd.server_status())
+    build = yield cmd.admin("buildInfo")
+    status = yield from _optional(cmd.admin("serverStatus", repl=0, metrics=0, locks=0))
     repl = None
     if hello.get("setName"):
-        answer = yield from _optional(cmd.repl_config())
+        answer = yield from _optional(cmd.admin("replSetGetConfig"))
         repl = None if answer is None else answer.get("config")
     collection = yield from _collection_steps(settings, create)
     indexes = _first_batch((yield cmd.list_indexes(settings.collection)))
@@ -149,12 +149,16 @@ def _probe_steps(settings: Settings) -> Steps:
     else lowercase hex text (nx-27017 matches nothing on BinData equality)."""
     probe = cmd.probe_key(settings.namespace)
     doc: Any = {"_id": probe, "ns": settings.namespace}
-    reply = yield cmd.insert_doc(settings.collection, doc, "probe")
-    codes = {e.get("code") for e in reply.get("writeErrors") or []}
-    if codes - {errors.DUPLICATE_KEY}:
-        raise LedgerUnavailable(f"MongoDB refused the key probe: {sorted(codes)}")
+    _unless_duplicate((yield cmd.insert_doc(settings.collection, doc, "probe")), "key probe")
     found = _first_batch((yield cmd.find_one(settings.collection, probe, None, "probe")))
     return cmd.BIN if found and cmd.key_bytes(found[0]["_id"]) == bytes(probe) else cmd.HEX
+
+
+def _unless_duplicate(reply: Mapping[str, Any], what: str) -> None:
+    """An insert whose document is there now (ours, or a racing opener's)."""
+    codes = {e.get("code") for e in reply.get("writeErrors") or []}
+    if codes - {errors.DUPLICATE_KEY}:
+        raise LedgerUnavailable(f"MongoDB refused the {what}: {sorted(codes)}")
 
 
 def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Steps:
@@ -170,13 +174,11 @@ def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Ste
         doc = cmd.genesis_doc(settings.namespace, os.urandom(GENESIS_BYTES), encoding)
         reply = yield cmd.insert_doc(settings.collection, doc, "genesis")
         _raise_write_concern(reply, "genesis")
-        codes = {e.get("code") for e in reply.get("writeErrors") or []}
-        if codes - {errors.DUPLICATE_KEY}:
-            raise LedgerUnavailable(f"MongoDB refused the genesis document: {sorted(codes)}")
+        _unless_duplicate(reply, "genesis document")
     return None, cmd.BIN
 
 
-def open_steps(settings: Settings, *, database: str, location: str, now: float) -> Steps:
+def open_steps(settings: Settings, database: str, location: str, now: float) -> Steps:
     """Read the server's facts and the namespace's identity, once (C6)."""
     try:
         facts: Facts = yield from facts_steps(settings, settings.create)
@@ -228,9 +230,7 @@ def _check(store: Store) -> None:
 
 
 def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
-    if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-        return _forgot(store, f"collection {store.collection!r} was dropped or replaced")
-    return errors.unavailable(what, exc)
+    return _dropped(store, errors.code_of(exc)) or errors.unavailable(what, exc)
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
@@ -425,8 +425,9 @@ def _resend(
     except UnsafeStoreConfig:
         raise
     except Exception as exc:
-        if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-            raise _driver_failure(store, again.what, exc) from exc
+        dropped = _dropped(store, errors.code_of(exc))
+        if dropped is not None:
+            raise dropped from exc
         raise errors.ambiguous(failure, exc) from failure
 
 
@@ -471,11 +472,8 @@ def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bo
     won = [True] * count
     for error in reply.get("writeErrors") or []:
         code = error.get("code")
-        dropped = _dropped(store, code)
-        if dropped is not None:
-            raise dropped
         if code != errors.DUPLICATE_KEY:
-            raise AmbiguousSpend(
+            raise _dropped(store, code) or AmbiguousSpend(
                 f"MongoDB refused part of a spend_many batch (code {code}); the other ids "
                 "of the batch may be recorded (treat them as spent)"
             )

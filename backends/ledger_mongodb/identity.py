@@ -156,24 +156,17 @@ def ledger_info(
     identity = f"{facts.deployment}/{database}/uuid={facts.uuid_text}"
     if reason is None and genesis is None:
         reason = "the namespace has no genesis document (open with create=true or run setup)"
-    if reason is not None:
-        return LedgerInfo(
-            backend="mongodb",
-            store_id=None,
-            reason=reason,
-            location=location,
-            namespace=namespace,
-            identity=identity,
-            durability=Durability.NONE,
-        )
-    assert genesis is not None
+    proof = None
+    if reason is None and genesis is not None:
+        proof = f"mongodb:{identity}/genesis={genesis.hex()}/ns={namespace}"
     return LedgerInfo(
         backend="mongodb",
-        store_id=f"mongodb:{identity}/genesis={genesis.hex()}/ns={namespace}",
+        store_id=proof,
+        reason=reason,
         location=location,
         namespace=namespace,
         identity=identity,
-        durability=durability_of(facts),
+        durability=Durability.NONE if proof is None else durability_of(facts),
     )
 
 

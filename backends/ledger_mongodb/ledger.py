@@ -84,15 +84,8 @@ class MongoLedger(ReentrantLedgerBase):
     @classmethod
     def open_on(cls, conn: SyncConnection, settings: Settings, location: str) -> MongoLedger:
         try:
-            store = cls._run(
-                conn,
-                decisions.open_steps(
-                    settings,
-                    database=conn.db.name,
-                    location=location,
-                    now=time.monotonic(),
-                ),
-            )
+            steps = decisions.open_steps(settings, conn.db.name, location, time.monotonic())
+            store = cls._run(conn, steps)
         except BaseException:
             conn.close()
             raise
@@ -149,7 +142,7 @@ class MongoLedger(ReentrantLedgerBase):
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per 1000 ids, each answer what
-        :meth:`spend` would say (``True`` only if this call recorded it)."""
+        :meth:`spend` would say."""
         raws = [validate_request_id(r) for r in request_ids]
         batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
         return [won for steps in batches for won in self._steps(steps)]
@@ -161,8 +154,7 @@ class MongoLedger(ReentrantLedgerBase):
         return [spent for steps in batches for spent in self._steps(steps)]
 
     def spent_ids(self) -> Iterator[str]:
-        """Every spent request id of this namespace, streamed in pages (markers and the
-        genesis left out): the migration source."""
+        """Every spent request id of this namespace, streamed in pages."""
         return self._pages(decisions.list_steps)
 
     def namespaces(self) -> Iterator[str]:
