@@ -85,15 +85,18 @@ def _with_uuid(cmd: SON[str, Any], uuid: Any) -> SON[str, Any]:
     return cmd
 
 
+def write(fields: list[tuple[str, Any]], what: str, uuid: Any = None) -> Request:
+    """A write, acknowledged only once a majority journaled it (what a proof claims)."""
+    return Request(_with_uuid(SON([*fields, ("writeConcern", MAJORITY)]), uuid), what)
+
+
 def insert(
     collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any, what: str
 ) -> Request:
     """Records in one unordered ``insert`` (one token for all): each document succeeds or
     meets its own duplicate key, whatever the others do."""
     docs = [SON([("_id", key), ("t", Binary(token)), ("ns", namespace)]) for key in keys]
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", docs), ("ordered", False)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), what)
+    return write([("insert", collection), ("documents", docs), ("ordered", False)], what, uuid)
 
 
 def digest_value(digest: bytes, encoding: str) -> Any:
@@ -116,9 +119,9 @@ def spend_as(
             ("upsert", True),
         ]
     )
-    cmd: SON[str, Any] = SON([("update", collection), ("updates", [update]), ("ordered", True)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), "spend_as")
+    return write(
+        [("update", collection), ("updates", [update]), ("ordered", True)], "spend_as", uuid
+    )
 
 
 def read_many(
@@ -166,9 +169,7 @@ def find_one(collection: str, key: Any, uuid: Any, what: str) -> Request:
 
 
 def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc])])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, what)
+    return write([("insert", collection), ("documents", [doc])], what)
 
 
 def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
@@ -211,6 +212,4 @@ def list_indexes(collection: str) -> Request:
 
 def create(collection: str) -> Request:
     """The collection, with the simple (binary) collation: ids compare exactly (C8)."""
-    cmd: SON[str, Any] = SON([("create", collection), ("collation", {"locale": "simple"})])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, "create")
+    return write([("create", collection), ("collation", {"locale": "simple"})], "create")

@@ -513,17 +513,23 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
     return [answer.pop(key, False) for key in keys]  # a repeat: its first copy answered
 
 
+def _page(store: Store, request: Request) -> Steps:
+    """One listing page's documents, then a read of the genesis: the proof that the page
+    came from the store this ledger opened."""
+    try:
+        reply = yield request
+    except Exception as exc:
+        raise _driver_failure(store, request.what, exc) from exc
+    yield from _read_many_steps(store, [], f"{request.what} (verify)")
+    return _first_batch(reply)
+
+
 def namespace_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the collection's namespaces: the genesis documents, on the ``_id``
     index (a record is only ever written under its namespace's genesis)."""
     yield from _maybe_recheck(store, now)
     first = cmd.GENESIS_PREFIX if after is None else after
-    try:
-        reply = yield cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid)
-    except Exception as exc:
-        raise _driver_failure(store, "namespaces", exc) from exc
-    docs = _first_batch(reply)
-    yield from _read_many_steps(store, [], "namespaces (verify)")  # the genesis, after
+    docs = yield from _page(store, cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid))
     names = [
         doc["_id"][len(cmd.GENESIS_PREFIX) :]
         for doc in docs
@@ -535,21 +541,14 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
 def list_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the namespace's spent ids (markers and the genesis skipped)."""
     yield from _maybe_recheck(store, now)
-    try:
-        first = cmd.first_key(store.encoding) if after is None else after
-        reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
-    except Exception as exc:
-        raise _driver_failure(store, "spent_ids", exc) from exc
-    yield from _read_many_steps(store, [], "spent_ids (verify)")  # the genesis, after
+    first = cmd.first_key(store.encoding) if after is None else after
+    request = cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
+    docs = yield from _page(store, request)
     prefix = cmd.record_prefix(store.namespace)
-    docs = _first_batch(reply)
     ids: list[str] = []
     for doc in docs:
         raw = cmd.key_bytes(doc["_id"])
         if raw is not None and raw.startswith(prefix) and not is_marker(raw[len(prefix) :]):
             ids.append(raw[len(prefix) :].decode("utf-8"))
-    last = None
-    if len(docs) == LIST_PAGE:
-        last_id = docs[-1]["_id"]
-        last = Binary(last_id) if isinstance(last_id, bytes) else last_id
-    return ids, last
+    last = docs[-1]["_id"] if len(docs) == LIST_PAGE else None
+    return ids, (Binary(last) if isinstance(last, bytes) else last)

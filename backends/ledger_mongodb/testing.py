@@ -25,9 +25,7 @@ def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, in
     starts with ``prefix`` (an anchored, escaped regex), then the genesis documents on
     the ``_id`` range of ``genesis\\0`` + the prefix, last, so an interrupted removal still
     lists them; how many namespaces (the genesis count)."""
-    from bson.son import SON
-
-    from .commands import MAJORITY, Request, genesis_key
+    from .commands import genesis_key, write
     from .decisions import _listed, _raise_write_concern
 
     low, high = prefix_bounds(prefix)
@@ -39,9 +37,9 @@ def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, in
         {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}},
         {"_id": {"$gte": genesis_key(low), "$lt": genesis_key(high)}},
     ):
-        delete: SON[str, Any] = SON([("delete", collection), ("deletes", [{"q": flt, "limit": 0}])])
-        delete["writeConcern"] = MAJORITY
-        reply = yield Request(delete, "remove_scratch")
+        reply = yield write(
+            [("delete", collection), ("deletes", [{"q": flt, "limit": 0}])], "remove_scratch"
+        )
         _raise_write_concern(reply, "remove_scratch")
         failures = reply.get("writeErrors") or []
         if failures:
