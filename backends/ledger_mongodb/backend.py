@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL, MissingDriver
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.urls import LedgerURL
 
 from .options import Target, parse
 
@@ -38,7 +37,7 @@ def _client(target: Target, cls: Any) -> Any:
 
 
 class _MongoBackend:
-    testing = "ledger_mongodb.testing:HOOKS"
+    testing = "ledger_mongodb.testing:HOOKS"  # reroute, scratch removal
 
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
@@ -72,17 +71,6 @@ class _MongoBackend:
             return info
         finally:
             ledger.close()
-
-    # Delegates until the suite resolves hooks through ``testing``.
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        from .testing import HOOKS
-
-        return HOOKS.remove_scratch(url, prefix)
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        from .testing import HOOKS
-
-        return HOOKS.reroute(url, route)
 
 
 BACKEND = _MongoBackend()

@@ -15,15 +15,12 @@ from ledger_core.opening import OpenRequest
 from .options import target
 
 if TYPE_CHECKING:
-    from ledger_core.opening import LocalFaults
-    from ledger_core.urls import LedgerURL
-
     from .aio import AsyncSQLiteLedger
     from .ledger import SQLiteLedger
 
 
 class _SQLiteBackend:
-    testing = "ledger_sqlite.testing:HOOKS"
+    testing = "ledger_sqlite.testing:HOOKS"  # local faults, scratch removal
 
     def open(self, request: OpenRequest) -> SQLiteLedger:
         from .ledger import SQLiteLedger
@@ -35,17 +32,6 @@ class _SQLiteBackend:
 
         found = target(request)
         return await AsyncSQLiteLedger.open(found.path, **found.keywords())
-
-    # Delegates until the suite resolves hooks through ``testing``.
-    def local_faults(self, url: LedgerURL) -> LocalFaults:
-        from .testing import HOOKS
-
-        return HOOKS.local_faults(url)
-
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        from .testing import HOOKS
-
-        return HOOKS.remove_scratch(url, prefix)
 
 
 BACKEND = _SQLiteBackend()
