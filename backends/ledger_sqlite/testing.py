@@ -66,15 +66,11 @@ def _immutable(path: Path, on: bool) -> None:
 def read_only(path: Path) -> Iterator[None]:
     wal = Path(f"{path}-wal")
     files = [path, *([wal] if wal.exists() else [])]  # no ledger file: the fault raises
-    done: list[Path] = []
-    try:
+    with contextlib.ExitStack() as undo:
         for file in files:
             _immutable(file, True)
-            done.append(file)
+            undo.callback(_immutable, file, False)
         yield
-    finally:
-        for file in done:
-            _immutable(file, False)
 
 
 @contextlib.contextmanager
