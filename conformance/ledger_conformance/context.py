@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from ledger_core.protocol import aclose_ledger
-
 Flavor = Literal["sync", "async"]
 Route = Callable[[str, int], tuple[str, int]]
 Factory = Callable[["LedgerContext"], Any]
@@ -67,6 +65,8 @@ async def enter_factory(factory: Factory, ctx: LedgerContext) -> tuple[Any, Clea
             manager.__exit__(None, None, None)
 
         return _checked(ledger, factory), exit_sync
+    from ledger_core.protocol import aclose_ledger  # here: loading the plugin stays light
+
     ledger = _checked(made, factory)
     return ledger, partial(aclose_ledger, ledger)
 
