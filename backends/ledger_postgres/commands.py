@@ -569,25 +569,3 @@ class Statements:
         ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=value)
         read = sql.SQL(_READ_TOKEN).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
         return self._render(_script(*statements, insert, read, _COMMIT)), len(statements) + 1
-
-
-# ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): one
-# DELETE of the namespaces in a ``bytea`` range [low, high) (byte order: no collation and
-# no LIKE pattern to escape), answering how many distinct namespaces it took. Each
-# namespace's genesis goes with it; the old per-table genesis (namespace 0xFF) stays.
-_REMOVE_SCRATCH = (
-    "WITH gone AS (DELETE FROM {table} WHERE namespace >= {low} AND namespace < {high} "
-    "RETURNING namespace) SELECT count(DISTINCT namespace) FROM gone"
-)
-
-
-def remove_scratch(config: PgConfig, low: bytes, high: bytes) -> Op:
-    """The removal in its own framed transaction (statement and lock timeouts of the
-    URL's ``timeout``), values as hex bytea literals; its answer is the count."""
-    st = Statements(config)
-    statement = sql.SQL(_REMOVE_SCRATCH).format(
-        table=st.table,
-        low=sql.SQL(bytea_literal(low).decode()),
-        high=sql.SQL(bytea_literal(high).decode()),
-    )
-    return Op(st._render(st.framed(statement)), result=Statements.FRAMED_RESULT)
