@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from psycopg import errors as pg_errors
-from psycopg import pq, sql
+from psycopg import generators, pq, sql
+from psycopg.abc import PQGen
 from psycopg.adapt import PyFormat
 
 from .options import DEFAULT_SCHEMA, PgConfig
@@ -79,13 +80,7 @@ _STATEMENT_GONE = pg_errors.InvalidSqlStatementName.sqlstate
 _MARK = "_decision_ledger_prepared"
 
 
-def unprepared(conn: Any, name: Prepared) -> bytes | None:
-    """What to send first on ``conn`` for ``name`` (its :attr:`Prepared.setup`), or
-    ``None`` when this session has prepared it already (the steady state: no I/O)."""
-    return None if name in getattr(conn, _MARK, ()) else name.setup
-
-
-def prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
+def _prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
     """Record that ``conn`` prepared ``name``, or raise the server's reason why not."""
     for result in results:
         if result.status == _FATAL:
@@ -97,22 +92,31 @@ def prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
     names.add(name)
 
 
-def prepared_answer(results: list[Any], op: Any, conn: Any) -> Row:
-    """A :class:`Prepared` op's answer from libpq's results (one statement: one
-    result), or the driver exception psycopg's cursor would have raised. A statement
-    the session no longer has (a pooler's ``DISCARD ALL``) is prepared again on its next
-    use (the decision sends it once more: see ``decisions._sent``)."""
-    result = results[-1]
-    if result.status == _FATAL:
+def prepared_gen(conn: Any, op: Op) -> PQGen[Row]:
+    """A :class:`Prepared` op through libpq, as one of psycopg's own generators, which
+    ``conn.wait()`` drives in either shell (under ``conn.lock``). A statement the session
+    no longer has (a pooler's ``DISCARD ALL``) is prepared again on its next use (the
+    decision sends it once more: see ``decisions._sent``)."""
+    pgconn, params, name = conn.pgconn, op.params or (), cast(Prepared, op.query)
+    setup = None if name in getattr(conn, _MARK, ()) else name.setup
+    if setup is not None:  # this session's first use of it: its error is the call's
+        pgconn.send_query(setup)
+        _prepared_now((yield from generators.execute(pgconn)), name, conn)
+    pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
+    result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
+    if result.status == _FATAL:  # raised as psycopg's cursor would raise it
         error = pg_errors.error_from_result(result, encoding=conn.info.encoding)
         if error.sqlstate == _STATEMENT_GONE:
-            getattr(conn, _MARK, set()).discard(op.query)
+            getattr(conn, _MARK, set()).discard(name)
         raise error
     if op.counted:
         return () if result.command_tuples else None
-    if not result.ntuples:
-        return None
-    return (result.get_value(0, 0) == b"\x01",)
+    return (result.get_value(0, 0) == b"\x01",) if result.ntuples else None
+
+
+def counted(cur: Any, op: Op) -> Row:
+    """A cursor's answer when it is not a row: ``()`` if a counted op touched a row."""
+    return () if op.counted and cur.rowcount > 0 else None
 
 
 class Op(NamedTuple):

@@ -75,7 +75,7 @@ class DeadlineQueue:
 class Watchdog:
     """For the sync ledger: one daemon thread, started on first use."""
 
-    def __init__(self, idle: float, name: str) -> None:
+    def __init__(self, idle: float, name: str = "ledger-postgres-deadlines") -> None:
         self._deadlines = DeadlineQueue(idle)
         self._name = name
         # arm/disarm take the bare lock: the same lock as the condition's, without the
