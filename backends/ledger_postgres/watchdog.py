@@ -8,6 +8,11 @@ raises. Each operation's deadline is the part of its call's one timeout it may u
 thread for the sync ledger, a loop callback for the async one) only wakes when the
 earliest armed one is due, or every half timeout when idle. A wake-up per operation
 would cost more than the operation's client-side work.
+
+psycopg's public ways to end a call cannot keep a deadline on a black-holed network:
+``asyncio.timeout(0.5)`` raised after 10.5 s (psycopg waits for a cancel request that
+never arrives), and ``Connection.cancel_safe`` left the sync call blocked
+(``test_a_stopped_server_raises_within_the_timeout`` fails without this module).
 """
 
 from __future__ import annotations
