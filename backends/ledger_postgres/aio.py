@@ -14,7 +14,6 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ledger_core.base import AsyncReentrantLedgerBase
-from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 
 from . import commands, decisions, errors
@@ -188,21 +187,15 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
                 yield name
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch (see the sync ``spend_many``)."""
-        steps = self._spend_many_steps([validate_request_id(r) for r in request_ids])
-        return list(await self._drive(steps))
+        return list(await self._drive(self._spend_many_steps(request_ids)))
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Read a batch: one guarded statement per 1000 ids."""
-        steps = self._spent_among_steps([validate_request_id(r) for r in request_ids])
-        return list(await self._drive(steps))
+        return list(await self._drive(self._spent_among_steps(request_ids)))
 
     async def lineage(self) -> list[str]:
-        """The store_ids this store was migrated from (its lineage markers)."""
         return list(await self._drive(self._lineage_steps()))
 
     async def aclose(self) -> None:
-        """Close what this ledger opened; in a forked child that has not rebuilt yet,
-        nothing (everything it holds is the parent's)."""
+        """See the sync ``close``."""
         if self._closing() and self._owns_pool:
             await self._pool.close()

@@ -48,18 +48,13 @@ Row = tuple[Any, ...] | None
 
 
 class Prepared(bytes):
-    """The name of a statement prepared on each session of the ledger's own pool: the
-    shells send it with binary parameters straight through libpq, without psycopg's
-    per-call cursor, query and adaptation work (most of a spend's client-side cost).
-    Its answer is a row count, or one boolean.
-
-    ``setup`` prepares it (with the session's settings), sent by the shell on a
-    session's first use of the statement, inside the call: a statement that cannot be
-    prepared (its table dropped after open, a privilege revoked) fails that call with
-    the server's own error, through the normal mapping. In the pool's ``configure`` it
-    failed the session's setup, which the pool retried until the caller's wait for a
-    connection ran out. The name carries a digest of the statement, so a name found on
-    a session (a pooler's server connection) is always this very statement.
+    """The name of a hot statement prepared on each session of the ledger's own pool,
+    sent with binary parameters straight through libpq; its answer is a row count, or
+    one boolean. ``setup`` (the session's settings, then the ``PREPARE``) is sent at a
+    session's first use of it, inside the call: a statement that cannot be prepared
+    (its table dropped, a privilege revoked) fails that call with the server's own
+    error, not the pool's setup with a wait for a connection. The name carries a digest
+    of the statement, so a name found on a session is always this very statement.
     """
 
     setup: bytes
@@ -492,30 +487,23 @@ class Statements:
         """``statement`` in its own READ COMMITTED transaction with a durable commit."""
         return _script(_BEGIN, self._settings, statement, _COMMIT)
 
-    def spend_framed(self, request_id: bytes, token: bytes) -> bytes:
-        return self._spend_framed % (self._ns, bytea_literal(request_id), bytea_literal(token))
+    def _literals(self, *values: bytes | None) -> tuple[bytes, ...]:
+        return (self._ns, *(bytea_literal(v) for v in values if v is not None))
 
-    def spend_as_framed(self, request_id: bytes, token: bytes, digest: bytes) -> bytes:
-        rid, tok, dig = bytea_literal(request_id), bytea_literal(token), bytea_literal(digest)
-        return self._spend_as_framed % (self._ns, rid, tok, dig)
+    def spend_framed(self, request_id: bytes, token: bytes, digest: bytes | None = None) -> bytes:
+        values = self._literals(request_id, token, digest)
+        return (self._spend_framed if digest is None else self._spend_as_framed) % values
 
     def is_spent_framed(self, request_id: bytes) -> bytes:
-        return self._is_spent_framed % (self._ns, bytea_literal(request_id))
+        return self._is_spent_framed % self._literals(request_id)
 
-    def settle(self, request_id: bytes, token: bytes) -> bytes:
-        """Insert again with the same token, then read whose token is stored (C5).
-
-        If the first write is still in flight, the INSERT waits on its unique-key lock,
-        so the read that follows sees the final outcome. The INSERT proves the guard.
-        """
-        rid = bytea_literal(request_id)
-        return self._settle % (self._ns, rid, bytea_literal(token), self._ns, rid)
-
-    def settle_as(self, request_id: bytes, token: bytes, digest: bytes) -> bytes:
-        """:meth:`settle` for ``spend_as``: the same statement again (token and digest),
-        then the stored token and digest."""
-        rid, tok, dig = bytea_literal(request_id), bytea_literal(token), bytea_literal(digest)
-        return self._settle_as % (self._ns, rid, tok, dig, self._ns, rid)
+    def settle(self, request_id: bytes, token: bytes, digest: bytes | None = None) -> bytes:
+        """Insert again with the same token (and digest), then read whose token (and
+        digest) is stored (C5). If the first write is still in flight, the INSERT waits
+        on its unique-key lock, so the read that follows sees the final outcome. The
+        INSERT proves the guard."""
+        values = (*self._literals(request_id, token, digest), *self._literals(request_id))
+        return (self._settle if digest is None else self._settle_as) % values
 
     def ddl(self) -> sql.Composed:
         """Idempotent DDL under an advisory lock, so concurrent setups never race the

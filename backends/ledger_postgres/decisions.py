@@ -14,13 +14,13 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from psycopg.pq import TransactionStatus
 
 from ledger_core.errors import LedgerClosed, LedgerError
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
 from ledger_core.tokens import attempt_outcome, new_token
 
 from . import errors, identity, options, replication
@@ -38,7 +38,7 @@ from .commands import (
     new_identity_token,
 )
 from .errors import Failure
-from .identity import Opened, in_hot_standby
+from .identity import Opened
 from .options import PgConfig
 from .watchdog import LoopWatchdog, Watchdog
 
@@ -58,7 +58,8 @@ def open_ledger(
         row = yield probe_op
         assert row is not None
         probe = identity.probe_from_row(row)
-        identity.refuse_standby(probe, config)
+        if probe.in_recovery:
+            raise errors.standby_error(f"opening ledger {qualified}")
         missing = probe.table_oid is None
         if missing or setup or (config.create and not probe.has_attempt_column):
             if not (config.create or setup):
@@ -166,19 +167,28 @@ def _sent(op: Op) -> Steps:
     return (yield op)
 
 
-def spend(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
-    """One INSERT; a row (or a row count of 1) means this call recorded the id."""
+def spend(
+    st: Statements,
+    framed: bool,
+    request_id: bytes,
+    due: float,
+    pw: Any,
+    digest: bytes | None = None,
+) -> Steps:
+    """One INSERT; a row (or a row count of 1) means this call recorded the id (or, with
+    C10's ``digest``, found the same digest stored: see ``commands._SPEND_AS``)."""
     token = new_token()
+    values = (request_id, token) if digest is None else (request_id, token, digest)
     if framed:
-        op = Op(st.spend_framed(request_id, token), None, st.FRAMED_RESULT, first=True, due=due)
+        op = Op(st.spend_framed(*values), None, st.FRAMED_RESULT, first=True, due=due)
     else:
-        params = (st.namespace, request_id, token)
-        op = Op(st.spend_prepared, params, counted=True, first=True, due=due)
+        prepared = st.spend_prepared if digest is None else st.spend_as_prepared
+        op = Op(prepared, (st.namespace, *values), counted=True, first=True, due=due)
     try:
         row = yield from _sent(op)
     except Exception as exc:
-        settle = Op(st.settle(request_id, token), None, st.SETTLE_RESULT, fresh=True, due=due)
-        return (yield from _after_unknown(exc, settle, token, None, pw))
+        settle = Op(st.settle(*values), None, st.SETTLE_RESULT, fresh=True, due=due)
+        return (yield from _after_unknown(exc, settle, token, digest, pw))
     return row is not None
 
 
@@ -191,24 +201,11 @@ def spend_as(
     due: float,
     pw: Any,
 ) -> Steps:
-    """C10: one INSERT with the key's digest; it answers itself whether it recorded the
-    id or found the same digest stored (see ``commands._SPEND_AS``)."""
+    """C10: :func:`spend` with the key's digest, refused before any I/O on a table
+    without the column."""
     if not reentrant:
         raise errors.missing_attempt_column(st.config.qualified)
-    token = new_token()
-    if framed:
-        query = st.spend_as_framed(request_id, token, digest)
-        op = Op(query, None, st.FRAMED_RESULT, first=True, due=due)
-    else:
-        params = (st.namespace, request_id, token, digest)
-        op = Op(st.spend_as_prepared, params, counted=True, first=True, due=due)
-    try:
-        row = yield from _sent(op)
-    except Exception as exc:
-        query = st.settle_as(request_id, token, digest)
-        settle = Op(query, None, st.SETTLE_RESULT, fresh=True, due=due)
-        return (yield from _after_unknown(exc, settle, token, digest, pw))
-    return row is not None
+    return (yield from spend(st, framed, request_id, due, pw, digest))
 
 
 def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
@@ -459,7 +456,7 @@ class GuardedShell:
     def _taken(self, conn: Any, due: float) -> Deadline:
         """Refuse a standby (PostgreSQL 14+ reports ``in_hot_standby`` on every
         connection, for free), then arm the op's deadline on ``conn``."""
-        if in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
+        if conn.pgconn.parameter_status(b"in_hot_standby") == b"on":
             raise errors.standby_error(f"ledger {self._config.qualified}")
         return Deadline(self._watchdog, conn.fileno(), due, self._config.timeout)
 
@@ -502,11 +499,12 @@ class GuardedShell:
     def _is_spent_steps(self, request_id: bytes) -> Steps:
         return is_spent(self._st, self._framed, request_id, self._due(), self._password)
 
-    def _spend_many_steps(self, raws: list[bytes]) -> Steps:
-        timeout = self._config.timeout
-        return spend_many(self._st, self._framed, raws, timeout, self._password)
+    def _spend_many_steps(self, request_ids: Sequence[str]) -> Steps:
+        raws = [validate_request_id(r) for r in request_ids]
+        return spend_many(self._st, self._framed, raws, self._config.timeout, self._password)
 
-    def _spent_among_steps(self, raws: list[bytes]) -> Steps:
+    def _spent_among_steps(self, request_ids: Sequence[str]) -> Steps:
+        raws = [validate_request_id(r) for r in request_ids]
         return spent_among(self._st, raws, self._config.timeout, self._password)
 
     def _lineage_steps(self) -> Steps:

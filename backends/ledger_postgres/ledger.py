@@ -15,7 +15,6 @@ from psycopg_pool import ConnectionPool
 
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 
 from . import commands, decisions, errors, identity, options
@@ -239,13 +238,11 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one multi-row INSERT per 1000 ids, each id's answer
         as :meth:`spend` would give it (``True`` only if this call recorded it)."""
-        raws = [validate_request_id(r) for r in request_ids]
-        return list(self._drive(self._spend_many_steps(raws)))
+        return list(self._drive(self._spend_many_steps(request_ids)))
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Read a batch: one guarded statement per 1000 ids."""
-        raws = [validate_request_id(r) for r in request_ids]
-        return list(self._drive(self._spent_among_steps(raws)))
+        return list(self._drive(self._spent_among_steps(request_ids)))
 
     def lineage(self) -> list[str]:
         """The store_ids this store was migrated from (its lineage markers)."""
