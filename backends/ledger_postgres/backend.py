@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ledger_core.errors import MissingDriver
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.urls import LedgerURL
 
 if TYPE_CHECKING:
     from .aio import AsyncPostgresLedger
@@ -53,17 +52,6 @@ class _PostgresBackend:
         from .options import parse
 
         return _setup(parse(request))
-
-    # Until the suite and the CLI resolve hooks through ``testing``: thin delegates.
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        from .testing import HOOKS
-
-        return HOOKS.reroute(url, route)
-
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        from .testing import HOOKS
-
-        return HOOKS.remove_scratch(url, prefix)
 
 
 BACKEND = _PostgresBackend()
