@@ -1,70 +1,45 @@
-"""The async PostgreSQL ledger: the same decisions as the sync one, on psycopg's
-asyncio API (:func:`ledger_core.steps.run_steps_async` drives them)."""
+"""The async PostgreSQL ledger: the same decisions and shared shell as the sync one, on
+psycopg's asyncio API (:func:`ledger_core.steps.run_steps_async` drives them)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import generators
-from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ledger_core.base import AsyncReentrantLedgerBase
-from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 
 from . import commands, decisions, errors
-from .commands import BINARY, FIRST_SHARE, Op, Prepared, Row, Statements, prepared_answer
+from .commands import Op, Prepared, Row, Statements
 from .decisions import Steps
-from .identity import in_hot_standby
-from .options import PgConfig, PoolOptions, Target, forked_pool_kwargs
+from .options import PgConfig, PoolOptions, Target
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 AConn = psycopg.AsyncConnection[Any]
-APoolFactory = Callable[[], "AsyncConnectionPool[Any]"]
 
 
 async def run_op(conn: AConn, op: Op) -> Row:
     """Send one op's message and read the answer it names (see the sync ``run_op``)."""
     if type(op.query) is Prepared:
-        pgconn, values = conn.pgconn, op.params or ()
         async with conn.lock:
-            setup = commands.unprepared(conn, op.query)
-            if setup is not None:  # this session's first use of it: its error is the call's
-                pgconn.send_query(setup)
-                commands.prepared_now(await conn.wait(generators.execute(pgconn)), op.query, conn)
-            pgconn.send_query_prepared(op.query, values, BINARY[: len(values)], 1)
-            results = await conn.wait(generators.execute(pgconn))
-        return prepared_answer(results, op, conn)
+            return await conn.wait(commands.prepared_gen(conn, op))
     cur = psycopg.AsyncCursor(conn, row_factory=tuple_row)
     await cur.execute(op.query, op.params, prepare=False)  # see the sync run_op
     if op.counted or op.result is None:
-        return () if op.counted and cur.rowcount > 0 else None
+        return commands.counted(cur, op)
     for _ in range(op.result):
         cur.nextset()
     return await cur.fetchone()
-
-
-async def _tidy(conn: AConn, autocommit: bool) -> None:
-    """Leave a connection as found: no open transaction, the host's autocommit back."""
-    if conn.closed:
-        return
-    try:
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            await conn.rollback()
-        if conn.autocommit != autocommit:
-            await conn.set_autocommit(autocommit)
-    except psycopg.Error:
-        await conn.close()  # the pool replaces a closed connection
 
 
 class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
@@ -75,29 +50,36 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
     here). In a forked child (whose event loop is a new one), it rebuilds its pool there.
     """
 
-    def __init__(
-        self,
+    _watchdog_class = LoopWatchdog
+    _pool_class = AsyncConnectionPool
+
+    @classmethod
+    async def from_target(cls, target: Target) -> AsyncPostgresLedger:
+        script = Statements(target.config).session_script()
+
+        async def configure(conn: AConn) -> None:
+            await conn.execute(script)  # see the sync from_target
+
+        def make_pool() -> AsyncConnectionPool[Any]:
+            return AsyncConnectionPool(**target.pool_kwargs(), configure=configure)
+
+        kwargs = {"conninfo": target.conninfo, "password": target.password}
+        ledger = cls(make_pool(), target.config, owns_pool=True, make_pool=make_pool, **kwargs)
+        await ledger._start(target.location)
+        await ledger._pool.open(wait=False)  # only once the server has been found fit
+        return ledger
+
+    @classmethod
+    async def from_pool(
+        cls,
         pool: AsyncConnectionPool[Any],
-        config: PgConfig,
-        *,
-        owns_pool: bool,
-        conninfo: str | None = None,
-        password: str | None = None,
-        make_pool: APoolFactory | None = None,
-    ) -> None:
-        """Not connected yet: use :meth:`from_target` or :meth:`from_pool`."""
-        self._pool, self._config, self._owns_pool = pool, config, owns_pool
-        self._conninfo, self._password = conninfo, password
-        self._st = Statements(config)
-        self._framed, self._closed = not owns_pool, False
-        self._first_share = config.timeout * FIRST_SHARE
-        self._forks = decisions.forks
-        self._pool_to_open = False
-        host = pool
-        self._make_pool = make_pool or (
-            lambda: AsyncConnectionPool(**forked_pool_kwargs(host, config.timeout))
-        )
-        self._watchdog = LoopWatchdog(self._first_share)
+        **options: Unpack[PoolOptions],
+    ) -> AsyncPostgresLedger:
+        """A ledger on the host's pool, whatever its sessions' defaults (see the sync
+        ``from_pool``): each spend runs in its own framed transaction."""
+        config = PgConfig(**options)
+        ledger = cls(pool, config, owns_pool=False)
+        return await ledger._start(f"{pool.name or 'host pool'} table={config.qualified}")
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
         steps = decisions.open_ledger(self._st, location, self._password, self._due())
@@ -113,75 +95,28 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
         self._opened(opened)
         return self
 
-    @classmethod
-    async def from_target(cls, target: Target) -> AsyncPostgresLedger:
-        opened: list[AsyncPostgresLedger] = []  # the pool opens (and connects) after open
-
-        async def configure(conn: AConn) -> None:
-            # One round trip: a new session is set up while a call may be waiting for it.
-            await conn.execute(opened[0]._st.session_script())
-
-        def make_pool() -> AsyncConnectionPool[Any]:
-            return AsyncConnectionPool(**target.pool_kwargs(), configure=configure)
-
-        pool = make_pool()
-        kwargs = {"conninfo": target.conninfo, "password": target.password}
-        ledger = cls(pool, target.config, owns_pool=True, make_pool=make_pool, **kwargs)
-        await ledger._start(target.location)
-        opened.append(ledger)
-        await pool.open(wait=False)  # only once the server has been found fit
-        return ledger
-
-    @classmethod
-    async def from_pool(
-        cls,
-        pool: AsyncConnectionPool[Any],
-        **options: Unpack[PoolOptions],
-    ) -> AsyncPostgresLedger:
-        """A ledger on the host's pool, whatever its sessions' defaults (see the sync
-        ``from_pool``): each spend runs in its own framed transaction."""
-        config = PgConfig(**options)
-        ledger = cls(pool, config, owns_pool=False)
-        return await ledger._start(f"{pool.name or 'host pool'} table={config.qualified}")
-
     # -- I/O ---------------------------------------------------------------------
 
     async def _run(self, op: Op) -> Row:
-        """Run one op before its call's deadline (see the sync ledger's ``_run``)."""
-        if self._forks != decisions.forks:
-            self._after_fork()
+        left = self._ready(op)
         if self._pool_to_open:
             await self._pool.open(wait=False)  # idempotent: concurrent callers are fine
             self._pool_to_open = False
-        left = self._time_left(op.due)
         try:
-            if op.fresh and self._conninfo is not None:
+            if self._on_own(op):
                 async with self._fresh(op.due) as conn:
                     row = await self._on(conn, op, op.due)
             else:  # getconn/putconn, as in the sync ledger's _run
                 pool = self._pool
                 conn = await pool.getconn(left)
                 try:
-                    row = await self._on(conn, op, self._answer_due(op, time.monotonic()))
+                    row = await self._on(conn, op, self._answer_due(op))
                 finally:
                     await pool.putconn(conn)
         except Exception as exc:
-            self._check_outcome(op, None, exc)
+            self._failed(op, exc)
             raise
-        self._check_outcome(op, row, None)
-        return row
-
-    def _answer_due(self, op: Op, now: float) -> float:
-        return min(op.due, now + self._first_share) if op.first else op.due
-
-    def _after_fork(self) -> None:
-        """In a forked child: drop (never close) the parent's pool, connections and
-        loop timer; build a pool of our own, opened on the child's loop on first use."""
-        self._watchdog = LoopWatchdog(self._first_share)
-        self._pool = self._make_pool()
-        self._owns_pool = True
-        self._pool_to_open = True
-        self._forks = decisions.forks
+        return self._answered(op, row)
 
     @asynccontextmanager
     async def _fresh(self, due: float) -> AsyncIterator[AConn]:
@@ -199,29 +134,26 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
             await conn.close()
 
     async def _on(self, conn: AConn, op: Op, due: float) -> Row:
-        """Run ``op`` on ``conn`` under a deadline, and give ``conn`` back as it came,
-        whatever ends the call: an error, or a cancellation (``wait_for``), which is
-        not an ``Exception``. Disarmed first, so a deadline can never shut a socket that
-        is no longer this op's (a descriptor is reused as soon as it is closed)."""
-        if in_hot_standby(conn.pgconn.parameter_status(b"in_hot_standby")):
-            raise errors.standby_error(f"ledger {self._config.qualified}")
-        host_autocommit, ticket, expired = conn.autocommit, None, False
+        """Run ``op`` on ``conn`` under its deadline, and give ``conn`` back as it came
+        (see the sync ``_on``; a cancellation from ``wait_for`` is not an Exception)."""
+        host_autocommit, deadline = conn.autocommit, self._taken(conn, due)
         try:
-            if not host_autocommit:
-                await conn.set_autocommit(True)  # a host's session: our script brings its own
-            ticket = self._watchdog.arm(conn.fileno(), due)
-            return await run_op(conn, op)
-        except Exception as exc:
-            expired, ticket = self._expired(ticket), None
-            if expired:
-                raise self._deadline_passed() from exc
-            raise
+            with deadline:
+                if not host_autocommit:
+                    await conn.set_autocommit(True)  # a host's session: our script brings its own
+                return await run_op(conn, op)
         finally:
-            expired = self._watchdog.disarm(ticket) if ticket is not None else expired
-            if expired:
+            if deadline.expired:
                 await conn.close()  # its socket is shut: the pool must not hand it out
-            elif not host_autocommit or conn.pgconn.transaction_status != TransactionStatus.IDLE:
-                await _tidy(conn, host_autocommit)
+            else:
+                rollback, reset = self._as_found(conn, host_autocommit)
+                try:
+                    if rollback:
+                        await conn.rollback()
+                    if reset:
+                        await conn.set_autocommit(host_autocommit)
+                except psycopg.Error:
+                    await conn.close()  # the pool replaces a closed connection
 
     # -- the ledger: each call awaits its decision -------------------------------
 
@@ -255,21 +187,15 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
                 yield name
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch (see the sync ``spend_many``)."""
-        steps = self._spend_many_steps([validate_request_id(r) for r in request_ids])
-        return list(await self._drive(steps))
+        return list(await self._drive(self._spend_many_steps(request_ids)))
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Read a batch: one guarded statement per 1000 ids."""
-        steps = self._spent_among_steps([validate_request_id(r) for r in request_ids])
-        return list(await self._drive(steps))
+        return list(await self._drive(self._spent_among_steps(request_ids)))
 
     async def lineage(self) -> list[str]:
-        """The store_ids this store was migrated from (its lineage markers)."""
         return list(await self._drive(self._lineage_steps()))
 
     async def aclose(self) -> None:
-        """Close what this ledger opened; in a forked child that has not rebuilt yet,
-        nothing (everything it holds is the parent's)."""
+        """See the sync ``close``."""
         if self._closing() and self._owns_pool:
             await self._pool.close()

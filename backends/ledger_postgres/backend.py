@@ -9,10 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ledger_core.errors import MissingDriver
-from ledger_core.opening import OpenRequest, Route, reroute_address
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import prefix_bounds, scratch_request
-from ledger_core.urls import LedgerURL
 
 if TYPE_CHECKING:
     from .aio import AsyncPostgresLedger
@@ -31,6 +29,8 @@ def require_driver() -> None:
 
 
 class _PostgresBackend:
+    testing = "ledger_postgres.testing:HOOKS"  # the suite's and the CLI's hooks
+
     def open(self, request: OpenRequest) -> PostgresLedger:
         require_driver()
         from .ledger import PostgresLedger
@@ -52,33 +52,6 @@ class _PostgresBackend:
         from .options import parse
 
         return _setup(parse(request))
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        return reroute_address(url, route, 5432)
-
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every row of the namespaces named ``prefix...`` (a check's own scratch
-        prefix, else refused before any I/O) in one statement; say how many namespaces.
-        Opens with the URL's options and create=false: a missing table is an error,
-        never created; one connection, closed, bounded by the URL's ``timeout``."""
-        require_driver()
-        from . import commands, errors
-        from .ledger import connect_within, run_op
-        from .options import parse
-
-        low, high = prefix_bounds(prefix)
-        target = parse(scratch_request(url))
-        op = commands.remove_scratch(target.config, low.encode(), high.encode())
-        what = f"remove_scratch on {target.location}"
-        try:
-            with connect_within(target.conninfo, target.config.timeout) as conn:
-                row = run_op(conn, op)
-        except Exception as exc:
-            if getattr(exc, "sqlstate", None) == "42P01":  # undefined_table
-                raise errors.missing_table(target.config.qualified) from exc
-            raise errors.unavailable(what, exc, target.password) from exc
-        assert row is not None  # a count always answers one row
-        return int(row[0])
 
 
 BACKEND = _PostgresBackend()

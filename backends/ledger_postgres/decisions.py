@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
+from psycopg.pq import TransactionStatus
+
 from ledger_core.errors import LedgerClosed, LedgerError
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
 from ledger_core.tokens import attempt_outcome, new_token
 
-from . import errors, identity, replication
+from . import errors, identity, options, replication
 from .commands import (
     BATCH_SIZE,
     DOCTOR_SETTINGS,
+    FIRST_SHARE,
     IDENTITY_NAMESPACE,
     PAGE_SIZE,
     PROBE,
@@ -54,7 +58,8 @@ def open_ledger(
         row = yield probe_op
         assert row is not None
         probe = identity.probe_from_row(row)
-        identity.refuse_standby(probe, config)
+        if probe.in_recovery:
+            raise errors.standby_error(f"opening ledger {qualified}")
         missing = probe.table_oid is None
         if missing or setup or (config.create and not probe.has_attempt_column):
             if not (config.create or setup):
@@ -162,19 +167,28 @@ def _sent(op: Op) -> Steps:
     return (yield op)
 
 
-def spend(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
-    """One INSERT; a row (or a row count of 1) means this call recorded the id."""
+def spend(
+    st: Statements,
+    framed: bool,
+    request_id: bytes,
+    due: float,
+    pw: Any,
+    digest: bytes | None = None,
+) -> Steps:
+    """One INSERT; a row (or a row count of 1) means this call recorded the id (or, with
+    C10's ``digest``, found the same digest stored: see ``commands._SPEND_AS``)."""
     token = new_token()
+    values = (request_id, token) if digest is None else (request_id, token, digest)
     if framed:
-        op = Op(st.spend_framed(request_id, token), None, st.FRAMED_RESULT, first=True, due=due)
+        op = Op(st.spend_framed(*values), None, st.FRAMED_RESULT, first=True, due=due)
     else:
-        params = (st.namespace, request_id, token)
-        op = Op(st.spend_prepared, params, counted=True, first=True, due=due)
+        prepared = st.spend_prepared if digest is None else st.spend_as_prepared
+        op = Op(prepared, (st.namespace, *values), counted=True, first=True, due=due)
     try:
         row = yield from _sent(op)
     except Exception as exc:
-        settle = Op(st.settle(request_id, token), None, st.SETTLE_RESULT, fresh=True, due=due)
-        return (yield from _after_unknown(exc, settle, token, None, pw))
+        settle = Op(st.settle(*values), None, st.SETTLE_RESULT, fresh=True, due=due)
+        return (yield from _after_unknown(exc, settle, token, digest, pw))
     return row is not None
 
 
@@ -187,24 +201,11 @@ def spend_as(
     due: float,
     pw: Any,
 ) -> Steps:
-    """C10: one INSERT with the key's digest; it answers itself whether it recorded the
-    id or found the same digest stored (see ``commands._SPEND_AS``)."""
+    """C10: :func:`spend` with the key's digest, refused before any I/O on a table
+    without the column."""
     if not reentrant:
         raise errors.missing_attempt_column(st.config.qualified)
-    token = new_token()
-    if framed:
-        query = st.spend_as_framed(request_id, token, digest)
-        op = Op(query, None, st.FRAMED_RESULT, first=True, due=due)
-    else:
-        params = (st.namespace, request_id, token, digest)
-        op = Op(st.spend_as_prepared, params, counted=True, first=True, due=due)
-    try:
-        row = yield from _sent(op)
-    except Exception as exc:
-        query = st.settle_as(request_id, token, digest)
-        settle = Op(query, None, st.SETTLE_RESULT, fresh=True, due=due)
-        return (yield from _after_unknown(exc, settle, token, digest, pw))
-    return row is not None
+    return (yield from spend(st, framed, request_id, due, pw, digest))
 
 
 def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
@@ -314,58 +315,159 @@ def lineage(st: Statements, due: float, pw: Any) -> Steps:
     return [marker_subject(MarkerKind.LINEAGE, raw) for raw in raws]
 
 
+def doctor_settings(due: float, password: str | None) -> Steps:
+    """The doctor's re-read of the server's version and defaults (reads only)."""
+    try:
+        row = yield Op(DOCTOR_SETTINGS, due=due)
+    except Exception as exc:
+        raise errors.unavailable("reading the server's settings", exc, password) from exc
+    assert row is not None
+    return identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
+
+
 # Forks of this process so far, counted in each child (os.register_at_fork): a ledger
 # compares it with the count it was built (or rebuilt) under. No system call on the
 # hot path: os.getpid() is one, and costs more than the rest of the check.
 forks = 0
+# Rebuilding after fork happens once per ledger, under a lock that is new in every
+# child (a lock inherited from the parent may have been held by a thread that the
+# child does not have).
+_fork_lock = threading.Lock()
 
 
 def _count_fork() -> None:
-    global forks
+    global forks, _fork_lock
     forks += 1
+    _fork_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_count_fork)
 
 
-class GuardedShell:
-    """What the sync and async shells share: the state every op checks before it is
-    sent, and the store that forgot. Once an op's outcome says the store forgot, every
-    later op of this ledger fails closed (it never adopts the store's new identity: a
-    host that read the old store_id would spend in it)."""
+class Deadline:
+    """An op's deadline armed on its connection's socket, disarmed first however the op
+    ends (an error, a cancellation, KeyboardInterrupt): a deadline left armed could shut
+    a socket that is no longer this op's (a descriptor is reused as soon as it is
+    closed). ``expired``: it shut the socket, so the connection must be closed."""
 
-    _config: PgConfig
-    _st: Statements
-    _framed: bool
-    _password: str | None
-    _closed: bool
-    _forks: int
-    _watchdog: Watchdog | LoopWatchdog
+    __slots__ = ("_ticket", "_watchdog", "expired", "timeout")
+
+    def __init__(
+        self, watchdog: Watchdog | LoopWatchdog, fileno: int, due: float, timeout: float
+    ) -> None:
+        self._watchdog, self.expired, self.timeout = watchdog, False, timeout
+        self._ticket = watchdog.arm(fileno, due)
+
+    def __enter__(self) -> Deadline:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self.expired = self._watchdog.disarm(self._ticket)
+        if self.expired and isinstance(exc, Exception):  # what the driver raised is its cause
+            raise errors.DeadlineExceeded(f"no answer within {self.timeout} s") from exc
+
+
+class GuardedShell:
+    """Every decision the sync and async shells share, so that they only perform I/O:
+    the state each op checks before it is sent, which deadline its answer gets, what
+    its outcome proves, how a connection is given back, and fork. Once an op's outcome
+    says the store forgot, every later op of this ledger fails closed (it never adopts
+    the store's new identity: a host that read the old store_id would spend in it)."""
+
+    _watchdog_class: type[Watchdog] | type[LoopWatchdog]
+    _pool_class: Any
     _reentrant: bool = False
     _forgot: bool = False
+    _pool_to_open: bool = False  # a pool built after fork opens at its first use
     _doctor_opened: Opened  # what opening found, kept for the doctor
 
-    def _time_left(self, due: float) -> float:
-        """Seconds left before ``due``, if this ledger may still run an op at all."""
+    def __init__(
+        self,
+        pool: Any,
+        config: PgConfig,
+        *,
+        owns_pool: bool,
+        conninfo: str | None = None,
+        password: str | None = None,
+        make_pool: Any = None,
+    ) -> None:
+        """Not opened yet: use ``from_target`` or ``from_pool``."""
+        self._pool, self._config, self._owns_pool = pool, config, owns_pool
+        self._conninfo, self._password = conninfo, password
+        self._st = Statements(config)
+        # A pool we configured runs bare statements; a host's pool gets framed ones.
+        self._framed, self._closed = not owns_pool, False
+        self._first_share = config.timeout * FIRST_SHARE
+        self._forks = forks
+        self._watchdog = self._watchdog_class(self._first_share)
+        forked = options.forked_pool_kwargs  # a child's pool, like the host's
+        self._make_pool = make_pool or (lambda: self._pool_class(**forked(pool, config.timeout)))
+
+    def _ready(self, op: Op) -> float:
+        """Seconds left before ``op``'s deadline, if this ledger may still run it at all;
+        in a forked child, never touch what the parent's ledger held.
+
+        The pool, its connections (their sockets are shared with the parent), its
+        worker threads and the watchdog are the parent's: they are dropped, not closed
+        (closing would end the parent's sessions; psycopg does not end a connection
+        that is garbage collected in another process). The child builds its own."""
+        if self._forks != forks:
+            with _fork_lock:
+                if self._forks != forks:
+                    self._watchdog = self._watchdog_class(self._first_share)
+                    self._pool = self._make_pool()
+                    self._owns_pool = self._pool_to_open = True
+                    self._forks = forks
         if self._closed:
             raise LedgerClosed(f"ledger {self._config.qualified} is closed")
         if self._forgot:
             raise errors.store_changed(self._config.qualified)
-        left = due - time.monotonic()
+        left = op.due - time.monotonic()
         if left <= 0:
             raise errors.OutOfTime("the call's timeout has passed")
         return left
 
-    def _check_outcome(self, op: Op, row: Row, exc: BaseException | None) -> None:
-        """Fail the ledger for good if the guard failed: a guarded op got no row, or a
-        spend's INSERT got a NULL token (no genesis row to take it from)."""
-        if errors.is_guard_failure(exc) if exc is not None else op.guarded and row is None:
+    def _on_own(self, op: Op) -> bool:
+        """On a new connection of the ledger's own, not one from the pool (after a
+        connection died, the pool's other idle ones may have died with it)."""
+        return op.fresh and self._conninfo is not None
+
+    def _answer_due(self, op: Op) -> float:
+        """When a pooled op's answer is due: waiting for a pooled connection sends
+        nothing, so it may take the whole call; a ``first`` attempt's answer is then
+        awaited for a share of the timeout at most, which leaves the rest for a settle
+        or a re-read on a new connection."""
+        return min(op.due, time.monotonic() + self._first_share) if op.first else op.due
+
+    def _failed(self, op: Op, exc: Exception) -> None:
+        """Fail the ledger for good if a spend's INSERT got a NULL token (no genesis row
+        to take it from); otherwise the caller raises ``exc`` as it is."""
+        if errors.is_guard_failure(exc):
             self._forgot = True
             raise errors.store_changed(self._config.qualified) from exc
 
-    def _expired(self, ticket: int | None) -> bool:
-        """Disarm an op's deadline; ``True`` if it had already shut the op's socket."""
-        return ticket is not None and self._watchdog.disarm(ticket)
+    def _answered(self, op: Op, row: Row) -> Row:
+        """``row``, unless a guarded op got none: then the store forgot, for good."""
+        if op.guarded and row is None:
+            self._forgot = True
+            raise errors.store_changed(self._config.qualified)
+        return row
+
+    def _taken(self, conn: Any, due: float) -> Deadline:
+        """Refuse a standby (PostgreSQL 14+ reports ``in_hot_standby`` on every
+        connection, for free), then arm the op's deadline on ``conn``."""
+        if conn.pgconn.parameter_status(b"in_hot_standby") == b"on":
+            raise errors.standby_error(f"ledger {self._config.qualified}")
+        return Deadline(self._watchdog, conn.fileno(), due, self._config.timeout)
+
+    @staticmethod
+    def _as_found(conn: Any, autocommit: bool) -> tuple[bool, bool]:
+        """What gives a connection back as it came (no open transaction, the host's
+        autocommit back): whether to roll back, and whether to reset autocommit."""
+        if conn.closed:
+            return False, False
+        idle = conn.pgconn.transaction_status == TransactionStatus.IDLE
+        return not idle, conn.autocommit != autocommit
 
     def _closing(self) -> bool:
         """Mark this ledger closed; ``True`` if it may release what it holds (not in a
@@ -375,10 +477,6 @@ class GuardedShell:
             return False
         self._watchdog.stop()
         return True
-
-    def _deadline_passed(self) -> errors.DeadlineExceeded:
-        """The op's deadline shut its socket (what the driver raised is its cause)."""
-        return errors.DeadlineExceeded(f"no answer within {self._config.timeout} s")
 
     def _opened(self, opened: Opened) -> None:
         self._doctor_opened = opened
@@ -401,11 +499,12 @@ class GuardedShell:
     def _is_spent_steps(self, request_id: bytes) -> Steps:
         return is_spent(self._st, self._framed, request_id, self._due(), self._password)
 
-    def _spend_many_steps(self, raws: list[bytes]) -> Steps:
-        timeout = self._config.timeout
-        return spend_many(self._st, self._framed, raws, timeout, self._password)
+    def _spend_many_steps(self, request_ids: Sequence[str]) -> Steps:
+        raws = [validate_request_id(r) for r in request_ids]
+        return spend_many(self._st, self._framed, raws, self._config.timeout, self._password)
 
-    def _spent_among_steps(self, raws: list[bytes]) -> Steps:
+    def _spent_among_steps(self, request_ids: Sequence[str]) -> Steps:
+        raws = [validate_request_id(r) for r in request_ids]
         return spent_among(self._st, raws, self._config.timeout, self._password)
 
     def _lineage_steps(self) -> Steps:
@@ -414,13 +513,3 @@ class GuardedShell:
     def _page_steps(self, what: str, after: bytes) -> Steps:
         page = id_page if what == "ids" else namespace_page
         return page(self._st, after, self._due(), self._password)
-
-
-def doctor_settings(due: float, password: str | None) -> Steps:
-    """The doctor's re-read of the server's version and defaults (reads only)."""
-    try:
-        row = yield Op(DOCTOR_SETTINGS, due=due)
-    except Exception as exc:
-        raise errors.unavailable("reading the server's settings", exc, password) from exc
-    assert row is not None
-    return identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))

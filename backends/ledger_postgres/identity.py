@@ -12,7 +12,6 @@ from ledger_core.protocol import Durability, LedgerInfo
 
 from . import replication
 from .commands import Guard
-from .errors import standby_error
 from .options import PgConfig
 from .replication import Topology
 
@@ -41,16 +40,6 @@ def probe_from_row(row: tuple[Any, ...]) -> Probe:
         persistence=None if row[5] is None else str(row[5]),
         has_attempt_column=bool(row[6]),
     )
-
-
-def refuse_standby(probe: Probe, config: PgConfig) -> None:
-    if probe.in_recovery:
-        raise standby_error(f"opening ledger {config.qualified}")
-
-
-def in_hot_standby(parameter: bytes | None) -> bool:
-    """PostgreSQL 14+ reports ``in_hot_standby`` on every connection, for free."""
-    return parameter == b"on"
 
 
 def _fsync_refusal(probe: Probe) -> str | None:

@@ -8,6 +8,11 @@ raises. Each operation's deadline is the part of its call's one timeout it may u
 thread for the sync ledger, a loop callback for the async one) only wakes when the
 earliest armed one is due, or every half timeout when idle. A wake-up per operation
 would cost more than the operation's client-side work.
+
+psycopg's public ways to end a call cannot keep a deadline on a black-holed network:
+``asyncio.timeout(0.5)`` raised after 10.5 s (psycopg waits for a cancel request that
+never arrives), and ``Connection.cancel_safe`` left the sync call blocked
+(``test_a_stopped_server_raises_within_the_timeout`` fails without this module).
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ class DeadlineQueue:
 class Watchdog:
     """For the sync ledger: one daemon thread, started on first use."""
 
-    def __init__(self, idle: float, name: str) -> None:
+    def __init__(self, idle: float, name: str = "ledger-postgres-deadlines") -> None:
         self._deadlines = DeadlineQueue(idle)
         self._name = name
         # arm/disarm take the bare lock: the same lock as the condition's, without the
