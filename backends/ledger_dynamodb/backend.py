@@ -6,15 +6,12 @@ boto3/aiobotocore are imported only when a ledger is opened; a missing one raise
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
 from ledger_core.errors import LedgerError, MissingDriver
 from ledger_core.opening import OpenRequest, Route
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from .deadlines import install
@@ -22,9 +19,6 @@ from .errors import unavailable
 from .options import LEDGER_OPTIONS, Settings, Target, client_config, parse
 
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout"}  # a host's client keeps its own timeouts
-_ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
-_AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 EXTRA = "pip install 'decision-ledger[dynamodb]'"
 
@@ -129,34 +123,10 @@ async def rebuild_async(client: Any) -> Any:
     return _carry_credentials(client, new)
 
 
-def _reroute_endpoint(value: str, route: Route) -> str | None:
-    """An ``endpoint_url`` value as written in the query (percent-encoded or not) with
-    its host:port sent through ``route``; every other byte kept."""
-    scheme = _ENDPOINT_START.match(value)
-    if scheme is None:
-        return None
-    start = scheme.end()
-    end = _AUTHORITY_END.search(value, start)
-    stop = len(value) if end is None else end.start()
-    written = value[start:stop]
-    authority = unquote(written)
-    try:
-        parts = urlsplit(f"//{authority}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host or "@" in authority:
-        return None
-    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
-    new_host, new_port = route(host, port)
-    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
-    if "%" in written:  # written encoded: encode ours alike
-        shown = quote(shown, safe="")
-    return value[:start] + shown + value[stop:]
-
-
 class _DynamoDBBackend:
     """``dynamodb://TABLE?region=...&endpoint_url=...&profile=...``."""
+
+    testing = "ledger_dynamodb.testing:HOOKS"
 
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
@@ -182,52 +152,16 @@ class _DynamoDBBackend:
         finally:
             ledger.close()
 
+    # Delegates until the registry resolves ``testing`` itself.
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every item (records, markers, genesis) of the namespaces named
-        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
-        many namespaces. The URL's options and timeouts; a missing table is an error,
-        never created; the client is closed after."""
-        import time
+        from .testing import HOOKS
 
-        from ledger_core.steps import run_steps
-
-        from .commands import Call, Request
-        from .decisions import remove_scratch_steps
-
-        checked = require_scratch_prefix(prefix)
-        target = parse(OpenRequest.build(url, create=False))
-        client = sync_factory(target)()
-
-        def perform(request: Request) -> Any:
-            if isinstance(request, Call):
-                return getattr(client, request.op)(**request.params)
-            time.sleep(getattr(request, "seconds", 0.0))
-            return None
-
-        try:
-            removed: int = run_steps(
-                remove_scratch_steps(target.table, target.location, checked), perform
-            )
-            return removed
-        finally:
-            client.close()
+        return HOOKS.remove_scratch(url, prefix)
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        """The URL with its ``endpoint_url``'s host:port sent through ``route``, the rest
-        byte for byte; ``None`` without an endpoint in the URL (AWS picks the host)."""
-        head, _, rest = url.raw.partition("?")
-        query, hash_, fragment = rest.partition("#")
-        segments = query.split("&")
-        for i, segment in enumerate(segments):
-            key, eq, value = segment.partition("=")
-            if not eq or unquote(key) != "endpoint_url":
-                continue
-            routed = _reroute_endpoint(value, route)
-            if routed is None:
-                return None
-            segments[i] = f"{key}={routed}"
-            return f"{head}?{'&'.join(segments)}{hash_}{fragment}"
-        return None
+        from .testing import HOOKS
+
+        return HOOKS.reroute(url, route)
 
 
 BACKEND = _DynamoDBBackend()

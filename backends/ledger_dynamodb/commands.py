@@ -146,23 +146,9 @@ def create_table(table: str) -> Call:
     )
 
 
-def scan(table: str, prefix: bytes, segment: int, start: dict[str, Any] | None) -> Call:
-    """One page of one parallel Scan segment, consistent, of the keys under ``prefix``
-    (a namespace's records, or every genesis item)."""
-    return scan_any(table, [prefix], segment, start)
-
-
-# ``decision-ledger check``'s scratch removal: record prefixes per Scan filter (one
-# ``begins_with`` each, OR'd: far below the 4 KB expression limit), BatchWriteItem's
-# 25 deletes per call, and how often its unprocessed items are sent again.
-SCRATCH_PREFIXES_PER_SCAN = 50
-DELETES_PER_BATCH = 25
-UNPROCESSED_ATTEMPTS = 8
-
-
-def scan_any(table: str, prefixes: list[bytes], segment: int, start: dict[str, Any] | None) -> Call:
-    """One page of one consistent Scan segment of the keys under any of ``prefixes``
-    (``begins_with`` on the binary key: literal, no pattern)."""
+def scan(table: str, prefixes: list[bytes], segment: int, start: dict[str, Any] | None) -> Call:
+    """One page of one consistent parallel Scan segment of the keys under any of
+    ``prefixes`` (``begins_with`` on the binary key: literal, no pattern)."""
     names = [f":p{i}" for i in range(len(prefixes))]
     params: dict[str, Any] = {
         "TableName": table,
@@ -177,15 +163,6 @@ def scan_any(table: str, prefixes: list[bytes], segment: int, start: dict[str, A
     if start is not None:
         params["ExclusiveStartKey"] = start
     return Call("scan", params)
-
-
-def delete_requests(keys: list[bytes]) -> list[dict[str, Any]]:
-    return [{"DeleteRequest": {"Key": {KEY: {"B": key}}}} for key in keys]
-
-
-def batch_delete(table: str, requests: list[dict[str, Any]]) -> Call:
-    """Up to :data:`DELETES_PER_BATCH` deletes; the unprocessed ones come back."""
-    return Call("batch_write_item", {"RequestItems": {table: requests}})
 
 
 def binary(item: dict[str, Any] | None, name: str) -> bytes | None:

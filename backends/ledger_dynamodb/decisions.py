@@ -549,7 +549,7 @@ def _scan_steps(
 ) -> Steps[Request, tuple[list[bytes], dict[str, Any] | None]]:
     """The keys under ``prefix`` on one page, with the prefix cut off, then the genesis
     proof (a page read from a store that forgot would list too little)."""
-    call = commands.scan(session.table, prefix, segment, start)
+    call = commands.scan(session.table, [prefix], segment, start)
     answer = yield from _read(session, call, "Scan", deadline)
     yield from proven(session, deadline, wrote=False)
     keys: list[bytes] = []
@@ -559,74 +559,3 @@ def _scan_steps(
             keys.append(key[len(prefix) :])
     following = answer.get("LastEvaluatedKey")
     return keys, following if isinstance(following, dict) and following else None
-
-
-# ---------------------------------------------------------------- scratch removal
-
-
-def remove_scratch_steps(table: str, location: str, prefix: str) -> Steps[Request, int]:
-    """``decision-ledger check``'s scratch removal (the backend's hook, never a
-    ledger's), for a checked scratch ``prefix``: the namespaces' genesis items found
-    as ``namespaces()`` finds them (``begins_with`` ``g:`` + prefix), then every record
-    and marker of those namespaces deleted (``begins_with`` their record prefixes), then
-    the genesis items, last, so an interrupted removal still lists what is left."""
-    genesis = yield from _sweep(table, location, [commands.genesis_key(prefix)], delete=False)
-    names = [key[len(commands.GENESIS_PREFIX) :].decode("utf-8") for key in genesis]
-    step = commands.SCRATCH_PREFIXES_PER_SCAN
-    for i in range(0, len(names), step):
-        prefixes = [commands.record_prefix(name) for name in names[i : i + step]]
-        yield from _sweep(table, location, prefixes, delete=True)
-    yield from _delete(table, location, genesis)
-    return len(genesis)
-
-
-def _sweep(
-    table: str, location: str, prefixes: list[bytes], *, delete: bool
-) -> Steps[Request, list[bytes]]:
-    """Every key under ``prefixes`` (every segment, page by page), each page deleted
-    when ``delete`` (then nothing is kept), else returned."""
-    found: list[bytes] = []
-    for segment in range(SCAN_SEGMENTS):
-        start: dict[str, Any] | None = None
-        while True:
-            try:
-                answer = yield commands.scan_any(table, prefixes, segment, start)
-            except Exception as exc:
-                fail(exc, "remove_scratch Scan", location)
-            keys = [
-                key
-                for item in answer.get("Items") or []
-                if (key := binary(item, commands.KEY)) is not None
-                and any(key.startswith(p) for p in prefixes)
-            ]
-            if delete:
-                yield from _delete(table, location, keys)
-            else:
-                found += keys
-            following = answer.get("LastEvaluatedKey")
-            if not (isinstance(following, dict) and following):
-                break
-            start = following
-    return found
-
-
-def _delete(table: str, location: str, keys: list[bytes]) -> Steps[Request, None]:
-    """Delete ``keys`` in batches; unprocessed items are sent again (backing off), at
-    most :data:`~.commands.UNPROCESSED_ATTEMPTS` times, then it fails (never silently)."""
-    size = commands.DELETES_PER_BATCH
-    for i in range(0, len(keys), size):
-        requests = commands.delete_requests(keys[i : i + size])
-        for attempt in range(commands.UNPROCESSED_ATTEMPTS):
-            try:
-                answer = yield commands.batch_delete(table, requests)
-            except Exception as exc:
-                fail(exc, "remove_scratch BatchWriteItem", location)
-            requests = (answer.get("UnprocessedItems") or {}).get(table) or []
-            if not requests:
-                break
-            yield commands.Sleep(min(0.05 * 2**attempt, 1.0))
-        else:
-            raise LedgerUnavailable(
-                f"DynamoDB remove_scratch on {location}: {len(requests)} deletes still "
-                f"unprocessed after {commands.UNPROCESSED_ATTEMPTS} attempts"
-            )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -372,9 +374,27 @@ def test_reroute_sends_only_the_endpoint_through_the_route(url: str, routed: str
     """The suite's URL mode (C4/C5 through the fault proxy) asks this hook; every byte
     but the endpoint's host:port stays as written."""
     from ledger_core.urls import LedgerURL
-    from ledger_dynamodb import BACKEND
+    from ledger_dynamodb.testing import HOOKS
 
-    assert BACKEND.reroute(LedgerURL.parse(url), lambda h, p: ("127.0.0.9", p + 1)) == routed
+    assert HOOKS.reroute(LedgerURL.parse(url), lambda h, p: ("127.0.0.9", p + 1)) == routed
+
+
+def test_a_ledger_never_imports_its_testing_module(dynamodb_url: str, namespace: str) -> None:
+    """Test support is loaded only through the backend's ``testing`` reference."""
+    args = f"{dynamodb_url!r}, namespace={namespace!r}, **{tools.ledger_options(dynamodb_url)!r}"
+    script = f"""
+import asyncio, sys
+from ledger_core import open_async_ledger, open_ledger
+with open_ledger({args}) as ledger:
+    assert ledger.spend("a") and ledger.is_spent("a") and list(ledger.spent_ids()) == ["a"]
+    ledger.doctor_checks()
+async def main():
+    async with await open_async_ledger({args}) as ledger:
+        assert not await ledger.spend("a") and [i async for i in ledger.spent_ids()] == ["a"]
+asyncio.run(main())
+assert "ledger_dynamodb.testing" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
 
 def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
