@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ledger_core.base import AsyncReentrantLedgerBase
@@ -17,11 +17,10 @@ from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
+from .clients import AsyncClientFactory, client_target, host_async_factory
 from .commands import Call, Request
 from .decisions import Handle, Session
 from .options import Target
-
-AsyncClientFactory = Callable[[], Awaitable[Any]]
 
 
 class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
@@ -49,15 +48,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     async def from_client(cls, client: Any, table: str, **options: Any) -> AsyncDynamoDBLedger:
         """A ledger on an aiobotocore DynamoDB client the host already has (already
         entered; never closed by us)."""
-        from .backend import client_target, rebuild_async
-
         target = client_target(client, table, options)
-        first = [client]
-
-        async def make() -> Any:
-            return first.pop() if first else await rebuild_async(client)
-
-        return await cls.open(target, make, owned=False)
+        return await cls.open(target, host_async_factory(client), owned=False)
 
     async def __aenter__(self) -> AsyncDynamoDBLedger:
         return self

@@ -5,7 +5,7 @@ bounded by its due time (:mod:`.deadlines`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,12 +16,11 @@ from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
 from . import decisions, identity
+from .clients import ClientFactory, client_target, host_sync_factory
 from .commands import SCAN_SEGMENTS, Call, Request
 from .deadlines import bounded
 from .decisions import Handle, Session
 from .options import Settings, Target
-
-ClientFactory = Callable[[], Any]
 
 
 class DynamoDBLedger(ReentrantLedgerBase):
@@ -58,10 +57,8 @@ class DynamoDBLedger(ReentrantLedgerBase):
         A forked child gets a new client with the same region, endpoint, configuration
         and (frozen) credentials.
         """
-        from .backend import client_target, rebuild_sync
-
         target = client_target(client, table, options)
-        return cls.open(target, _first_then(client, lambda: rebuild_sync(client)), owned=False)
+        return cls.open(target, host_sync_factory(client), owned=False)
 
     def __enter__(self) -> DynamoDBLedger:
         return self
@@ -139,20 +136,6 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def close(self) -> None:
         if self._handle.closes():
             self._handle.client.close()
-
-
-def _first_then(first: Any, then: ClientFactory) -> ClientFactory:
-    """A factory that returns ``first`` once (the host's client), then builds new ones."""
-    used = False
-
-    def make() -> Any:
-        nonlocal used
-        if not used:
-            used = True
-            return first
-        return then()
-
-    return make
 
 
 __all__ = ["DynamoDBLedger", "Settings"]

@@ -15,7 +15,7 @@ from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from . import commands
-from .backend import sync_factory
+from .clients import sync_factory
 from .commands import KEY, SCAN_SEGMENTS, Call, Request, binary
 from .errors import fail
 from .options import parse
