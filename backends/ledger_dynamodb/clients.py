@@ -1,9 +1,6 @@
 """boto3 and aiobotocore clients: built for a URL's :class:`Target`, described for a
 host's own, and rebuilt like a host's in a forked child (never sharing its sockets).
-
-boto3/aiobotocore are imported only here, when a client is built; a missing one raises
-``MissingDriver`` naming ``pip install 'decision-ledger[dynamodb]'``.
-"""
+The drivers are imported only when a client is built (``MissingDriver`` without them)."""
 
 from __future__ import annotations
 
@@ -106,8 +103,8 @@ def _carry_credentials(old: Any, new: Any) -> Any:
 
 
 def host_sync_factory(client: Any) -> ClientFactory:
-    """The host's boto3 ``client`` once, then (a forked child) a new one like it, with
-    the same region, endpoint, configuration and (refreshable) credentials."""
+    """The host's boto3 ``client`` once, then (a forked child) a new one like it: same
+    region, endpoint, configuration and (refreshable) credentials."""
     first = [client]
 
     def make() -> Any:

@@ -26,9 +26,8 @@ SCAN_SEGMENTS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: the client method's name and its keyword arguments; when
-    (``time.monotonic()``) the call must have ended, and how long one attempt may wait
-    on the network once sent. The shell enforces both."""
+    """One API call (client method, keyword arguments): by when (``time.monotonic()``)
+    it must have ended, and how long one attempt may wait; the shell enforces both."""
 
     op: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -46,10 +45,6 @@ class Sleep:
 Request = Call | Sleep
 
 
-def record_key(namespace: str, request_id: bytes) -> bytes:
-    return ledger_key(namespace, request_id)
-
-
 def record_prefix(namespace: str) -> bytes:
     """Every record key of ``namespace`` starts with this (and no other's does)."""
     return ledger_key(namespace, b"")
@@ -59,50 +54,41 @@ def genesis_key(namespace: str) -> bytes:
     return GENESIS_PREFIX + namespace.encode("utf-8")
 
 
-def put_new(table: str, key: bytes, token: bytes) -> Call:
-    """The spend: write the record only if no item has this key; on a conditional
-    failure, send back the stored item (its token tells a retry of ours from another)."""
+def _put(table: str, item: dict[str, bytes], condition: str) -> Call:
+    """A conditional put; on a conditional failure the stored item comes back."""
     return Call(
         "put_item",
         {
             "TableName": table,
-            "Item": {KEY: {"B": key}, TOKEN: {"B": token}},
-            "ConditionExpression": "attribute_not_exists(#k)",
+            "Item": {name: {"B": value} for name, value in item.items()},
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#k": KEY},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
     )
+
+
+def put_new(table: str, key: bytes, token: bytes) -> Call:
+    """The spend: write the record only if no item has this key (the stored item's
+    token tells a retry of ours from another's)."""
+    return _put(table, {KEY: key, TOKEN: token}, "attribute_not_exists(#k)")
 
 
 def put_as(table: str, key: bytes, token: bytes, digest: bytes) -> Call:
     """The re-entrant spend (C10): write the record with the attempt key's digest if no
     item has this key or the stored one holds the same digest (the winner re-entering
     rewrites the same record); a plain spend's record has no digest, so it never
-    matches. On a conditional failure, the stored item comes back."""
-    return Call(
-        "put_item",
-        {
-            "TableName": table,
-            "Item": {KEY: {"B": key}, TOKEN: {"B": token}, DIGEST: {"B": digest}},
-            "ConditionExpression": "attribute_not_exists(#k) OR #d = :d",
-            "ExpressionAttributeNames": {"#k": KEY, "#d": DIGEST},
-            "ExpressionAttributeValues": {":d": {"B": digest}},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        },
+    matches."""
+    call = _put(
+        table, {KEY: key, TOKEN: token, DIGEST: digest}, "attribute_not_exists(#k) OR #d = :d"
     )
+    call.params["ExpressionAttributeNames"]["#d"] = DIGEST
+    call.params["ExpressionAttributeValues"] = {":d": {"B": digest}}
+    return call
 
 
 def put_genesis(table: str, namespace: str, value: bytes) -> Call:
-    return Call(
-        "put_item",
-        {
-            "TableName": table,
-            "Item": {KEY: {"B": genesis_key(namespace)}, GENESIS: {"B": value}},
-            "ConditionExpression": "attribute_not_exists(#k)",
-            "ExpressionAttributeNames": {"#k": KEY},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        },
-    )
+    return _put(table, {KEY: genesis_key(namespace), GENESIS: value}, "attribute_not_exists(#k)")
 
 
 def get(table: str, key: bytes) -> Call:

@@ -27,9 +27,8 @@ IDLE = 1.0  # seconds the watchdog sleeps when nothing is armed (arming wakes it
 
 class Watchdog:
     """Armed sockets and their due times; a thread shuts each one that passes its time.
-
-    Renewed in a forked child (``os.register_at_fork``): the child never inherits a
-    lock a parent thread held, nor a watchdog thread that does not exist there."""
+    Renewed in a forked child: it never inherits a lock a parent thread held, nor a
+    watchdog thread that does not exist there."""
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
