@@ -4,6 +4,7 @@ The drivers are imported only when a client is built (``MissingDriver`` without 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -19,28 +20,20 @@ AsyncClientFactory = Callable[[], Awaitable[Any]]
 
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout"}  # a host's client keeps its own timeouts
 
-EXTRA = "pip install 'decision-ledger[dynamodb]'"
 
-
-def _boto3() -> Any:
+def _driver(module: str, ledger: str) -> Any:
     try:
-        import boto3
+        return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingDriver(f"the DynamoDB ledger needs boto3: {EXTRA}") from exc
-    return boto3
-
-
-def _aiobotocore_session() -> Any:
-    try:
-        import aiobotocore.session
-    except ImportError as exc:
-        raise MissingDriver(f"the async DynamoDB ledger needs aiobotocore: {EXTRA}") from exc
-    return aiobotocore.session
+        name = module.partition(".")[0]
+        raise MissingDriver(
+            f"the {ledger} ledger needs {name}: pip install 'decision-ledger[dynamodb]'"
+        ) from exc
 
 
 def sync_factory(target: Target) -> ClientFactory:
     """Builds a new boto3 client for ``target`` (again in a forked child)."""
-    boto3 = _boto3()
+    boto3 = _driver("boto3", "DynamoDB")
 
     def make() -> Any:
         try:
@@ -53,7 +46,7 @@ def sync_factory(target: Target) -> ClientFactory:
 
 
 def async_factory(target: Target) -> AsyncClientFactory:
-    module = _aiobotocore_session()
+    module = _driver("aiobotocore.session", "async DynamoDB")
 
     async def make() -> Any:
         try:
@@ -110,7 +103,7 @@ def host_sync_factory(client: Any) -> ClientFactory:
     def make() -> Any:
         if first:
             return first.pop()
-        new = _boto3().session.Session().client("dynamodb", **_like(client))
+        new = _driver("boto3", "DynamoDB").session.Session().client("dynamodb", **_like(client))
         return _carry_credentials(client, new)
 
     return make
@@ -123,7 +116,7 @@ def host_async_factory(client: Any) -> AsyncClientFactory:
     async def make() -> Any:
         if first:
             return first.pop()
-        session = _aiobotocore_session().AioSession()
+        session = _driver("aiobotocore.session", "async DynamoDB").AioSession()
         new = await session.create_client("dynamodb", **_like(client)).__aenter__()
         return _carry_credentials(client, new)
 
