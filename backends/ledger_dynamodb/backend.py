@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger_core.errors import LedgerError
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.urls import LedgerURL
 
 from .clients import async_factory, sync_factory
-from .options import Settings, client_config, parse
+from .options import parse
 
 
 class _DynamoDBBackend:
@@ -42,18 +40,7 @@ class _DynamoDBBackend:
         finally:
             ledger.close()
 
-    # Delegates until the registry resolves ``testing`` itself.
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        from .testing import HOOKS
-
-        return HOOKS.remove_scratch(url, prefix)
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        from .testing import HOOKS
-
-        return HOOKS.reroute(url, route)
-
 
 BACKEND = _DynamoDBBackend()
 
-__all__ = ["BACKEND", "LedgerError", "Settings", "client_config"]
+__all__ = ["BACKEND"]
