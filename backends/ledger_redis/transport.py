@@ -334,24 +334,25 @@ class AsyncOps:
         self._slots = asyncio.Semaphore(limit or 1)
 
     def __call__(self, op: Op) -> Awaitable[Any]:
-        if op[0] in (RELEASE, DROP):  # never waits on the server
-            return self._perform(op)
-        return within(self._perform(op))  # every wait within the operation's deadline
+        return self._perform(op)
 
     async def _perform(self, op: Op) -> Any:
+        # Every wait on the server is bounded *inside* the try: the operation's own deadline
+        # then arrives as a TimeoutError, which the steps see and answer (a DROP), while a
+        # cancellation from outside is a BaseException the steps never see, cleaned up here.
+        # Bounding the whole call instead released a connection twice (a KeyError).
         kind, conn, arg, options = op
         try:
             if kind == READ:
-                return await conn.read_response(disable_decoding=True)
+                return await within(conn.read_response(disable_decoding=True))
             if kind == SEND:
-                return await conn.send_packed_command(_packed(conn, arg))
+                return await within(conn.send_packed_command(_packed(conn, arg)))
             if kind == EXEC:
-                async with self._slots:  # a connection like any other command's
-                    return await self.client.execute_command(*arg, **options)
+                return await within(self._execute(arg, options))
             if kind == BORROW:
-                return await self.client.get_connection()
+                return await within(self.client.get_connection())
             if kind == PRIMARIES:
-                await self.client.initialize()
+                await within(self.client.initialize())
                 return self.client.get_primaries()
         except BaseException as exc:
             if _abandoned(kind, exc):
@@ -361,6 +362,10 @@ class AsyncOps:
         if kind == DROP:
             await conn.disconnect(nowait=True)
         return await self.client.release(conn)
+
+    async def _execute(self, arg: Any, options: Mapping[str, Any]) -> Any:
+        async with self._slots:  # a connection like any other command's
+            return await self.client.execute_command(*arg, **options)
 
 
 def _packed(conn: Any, commands: Sequence[Command]) -> Any:
