@@ -1,15 +1,15 @@
 """The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
-aiobotocore client (native asyncio, no thread pool); aiobotocore's read timeout bounds an attempt's
-wait on the network, ``asyncio.wait_for`` the whole call (a reply trickled byte by
-byte, a wait for a pooled connection)."""
+aiobotocore client (native asyncio, no thread pool). Its read timeout bounds an
+attempt's wait on the network, ``asyncio.wait_for`` the whole call (a reply trickled
+byte by byte, a wait for a pooled connection)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
@@ -17,11 +17,12 @@ from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
+from .clients import AsyncClientFactory, client_target, host_async_factory
 from .commands import Call, Request
 from .decisions import Handle, Session
 from .options import Target
 
-AsyncClientFactory = Callable[[], Awaitable[Any]]
+R = TypeVar("R")
 
 
 class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
@@ -49,15 +50,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     async def from_client(cls, client: Any, table: str, **options: Any) -> AsyncDynamoDBLedger:
         """A ledger on an aiobotocore DynamoDB client the host already has (already
         entered; never closed by us)."""
-        from .backend import client_target, rebuild_async
-
         target = client_target(client, table, options)
-        first = [client]
-
-        async def make() -> Any:
-            return first.pop() if first else await rebuild_async(client)
-
-        return await cls.open(target, make, owned=False)
+        return await cls.open(target, host_async_factory(client), owned=False)
 
     async def __aenter__(self) -> AsyncDynamoDBLedger:
         return self
@@ -84,34 +78,28 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         await asyncio.sleep(request.seconds)
         return None
 
-    async def _run(self, steps: Steps[Request, Any]) -> Any:
+    async def _run(self, steps: Steps[Request, R]) -> R:
         await self._current()  # a forked child's client is built before the deadline starts
         return await run_steps_async(steps, self._perform)
 
     async def _spend(self, request_id: bytes) -> bool:
-        steps = decisions.spend_steps(self._session, request_id, new_token())
-        result: bool = await self._run(steps)
-        return result
+        return await self._run(decisions.spend_steps(self._session, request_id, new_token()))
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        result: bool = await self._run(decisions.is_spent_steps(self._session, request_id))
-        return result
+        return await self._run(decisions.is_spent_steps(self._session, request_id))
 
     async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        steps = decisions.spend_as_steps(self._session, request_id, new_token(), digest)
-        result: bool = await self._run(steps)
-        return result
+        return await self._run(
+            decisions.spend_steps(self._session, request_id, new_token(), digest)
+        )
 
     def spent_ids(self) -> AsyncIterator[str]:
-        """Every id spent in this namespace: the Scan segments' pages run concurrently."""
-        return self._scan(decisions.scan_page_steps)
+        return self._scan(decisions.ParallelScan.ids(self._session))
 
     def namespaces(self) -> AsyncIterator[str]:
-        """Every namespace of this table, each once, streamed."""
-        return self._scan(decisions.namespace_page_steps)
+        return self._scan(decisions.ParallelScan.namespaces(self._session))
 
-    async def _scan(self, page: decisions.PageSteps) -> AsyncIterator[str]:
-        scan = decisions.ParallelScan(self._session, page)
+    async def _scan(self, scan: decisions.ParallelScan) -> AsyncIterator[str]:
         while pages := scan.next_pages():
             for name in scan.listed(list(await asyncio.gather(*map(self._run, pages)))):
                 yield name

@@ -1,162 +1,20 @@
-"""The ``dynamodb://`` entry point: URL -> sync or async ledger, and ``setup``.
-
-boto3/aiobotocore are imported only when a ledger is opened; a missing one raises
-``MissingDriver`` naming ``pip install 'decision-ledger[dynamodb]'``.
-"""
+"""The ``dynamodb://`` entry point: URL -> sync or async ledger, and ``setup``."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
-from ledger_core.errors import LedgerError, MissingDriver
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import require_scratch_prefix
-from ledger_core.urls import LedgerURL
 
-from .deadlines import install
-from .errors import unavailable
-from .options import LEDGER_OPTIONS, Settings, Target, client_config, parse
-
-CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout"}  # a host's client keeps its own timeouts
-_ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
-_AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-EXTRA = "pip install 'decision-ledger[dynamodb]'"
-
-
-def _boto3() -> Any:
-    try:
-        import boto3
-    except ImportError as exc:
-        raise MissingDriver(f"the DynamoDB ledger needs boto3: {EXTRA}") from exc
-    return boto3
-
-
-def _aiobotocore_session() -> Any:
-    try:
-        import aiobotocore.session
-    except ImportError as exc:
-        raise MissingDriver(f"the async DynamoDB ledger needs aiobotocore: {EXTRA}") from exc
-    return aiobotocore.session
-
-
-def sync_factory(target: Target) -> Any:
-    """A callable that builds a new boto3 client for ``target`` (again in a forked child)."""
-    boto3 = _boto3()
-
-    def make() -> Any:
-        try:
-            session = boto3.session.Session(profile_name=target.profile)
-            return install(session.client("dynamodb", **target.client_kwargs()))
-        except Exception as exc:
-            raise unavailable(exc, "client setup", target.location) from exc
-
-    return make
-
-
-def async_factory(target: Target) -> Any:
-    module = _aiobotocore_session()
-
-    async def make() -> Any:
-        try:
-            session = module.AioSession(profile=target.profile)
-            return await session.create_client("dynamodb", **target.client_kwargs()).__aenter__()
-        except Exception as exc:
-            raise unavailable(exc, "client setup", target.location) from exc
-
-    return make
-
-
-def client_target(client: Any, table: str, options: Mapping[str, Any]) -> Target:
-    """A :class:`Target` describing a host's client (its region and endpoint)."""
-    request = OpenRequest.build(f"dynamodb://{table}", **options)
-    request.check(CLIENT_OPTIONS)
-    meta = getattr(client, "meta", None)
-    if meta is not None and getattr(meta, "client", None) is not None:
-        # A resource's client serializes Python values itself (boto3 injects handlers):
-        # our low-level attribute values would be wrapped again and miss the key schema.
-        raise TypeError("pass a DynamoDB client (boto3.client('dynamodb')), not a resource")
-    if meta is None or getattr(meta, "service_model", None) is None:
-        raise TypeError(
-            f"expected a boto3/aiobotocore DynamoDB client, not {type(client).__name__}"
-        )
-    where = {"region": meta.region_name, "endpoint_url": _explicit_endpoint(meta)}
-    return parse(request.with_options(**{k: v for k, v in where.items() if v}))
-
-
-def _explicit_endpoint(meta: Any) -> str | None:
-    endpoint = getattr(meta, "endpoint_url", None)
-    return str(endpoint) if endpoint else None
-
-
-def _carry_credentials(old: Any, new: Any) -> Any:
-    # botocore keeps a client's credentials on its request signer (no public accessor);
-    # the child signs with the same (refreshable) credentials as the host's client.
-    creds = getattr(getattr(old, "_request_signer", None), "_credentials", None)
-    signer = getattr(new, "_request_signer", None)
-    if creds is not None and signer is not None:
-        signer._credentials = creds
-    return new
-
-
-def rebuild_sync(client: Any) -> Any:
-    """A new boto3 client like the host's ``client``, for a forked child."""
-    meta = client.meta
-    new = (
-        _boto3()
-        .session.Session()
-        .client(
-            "dynamodb",
-            region_name=meta.region_name,
-            endpoint_url=meta.endpoint_url,
-            config=meta.config,
-        )
-    )
-    return _carry_credentials(client, new)
-
-
-async def rebuild_async(client: Any) -> Any:
-    meta = client.meta
-    session = _aiobotocore_session().AioSession()
-    new = await session.create_client(
-        "dynamodb", region_name=meta.region_name, endpoint_url=meta.endpoint_url, config=meta.config
-    ).__aenter__()
-    return _carry_credentials(client, new)
-
-
-def _reroute_endpoint(value: str, route: Route) -> str | None:
-    """An ``endpoint_url`` value as written in the query (percent-encoded or not) with
-    its host:port sent through ``route``; every other byte kept."""
-    scheme = _ENDPOINT_START.match(value)
-    if scheme is None:
-        return None
-    start = scheme.end()
-    end = _AUTHORITY_END.search(value, start)
-    stop = len(value) if end is None else end.start()
-    written = value[start:stop]
-    authority = unquote(written)
-    try:
-        parts = urlsplit(f"//{authority}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host or "@" in authority:
-        return None
-    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
-    new_host, new_port = route(host, port)
-    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
-    if "%" in written:  # written encoded: encode ours alike
-        shown = quote(shown, safe="")
-    return value[:start] + shown + value[stop:]
+from .clients import async_factory, sync_factory
+from .options import parse
 
 
 class _DynamoDBBackend:
     """``dynamodb://TABLE?region=...&endpoint_url=...&profile=...``."""
+
+    testing = "ledger_dynamodb.testing:HOOKS"
 
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
@@ -182,54 +40,7 @@ class _DynamoDBBackend:
         finally:
             ledger.close()
 
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every item (records, markers, genesis) of the namespaces named
-        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
-        many namespaces. The URL's options and timeouts; a missing table is an error,
-        never created; the client is closed after."""
-        import time
-
-        from ledger_core.steps import run_steps
-
-        from .commands import Call, Request
-        from .decisions import remove_scratch_steps
-
-        checked = require_scratch_prefix(prefix)
-        target = parse(OpenRequest.build(url, create=False))
-        client = sync_factory(target)()
-
-        def perform(request: Request) -> Any:
-            if isinstance(request, Call):
-                return getattr(client, request.op)(**request.params)
-            time.sleep(getattr(request, "seconds", 0.0))
-            return None
-
-        try:
-            removed: int = run_steps(
-                remove_scratch_steps(target.table, target.location, checked), perform
-            )
-            return removed
-        finally:
-            client.close()
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        """The URL with its ``endpoint_url``'s host:port sent through ``route``, the rest
-        byte for byte; ``None`` without an endpoint in the URL (AWS picks the host)."""
-        head, _, rest = url.raw.partition("?")
-        query, hash_, fragment = rest.partition("#")
-        segments = query.split("&")
-        for i, segment in enumerate(segments):
-            key, eq, value = segment.partition("=")
-            if not eq or unquote(key) != "endpoint_url":
-                continue
-            routed = _reroute_endpoint(value, route)
-            if routed is None:
-                return None
-            segments[i] = f"{key}={routed}"
-            return f"{head}?{'&'.join(segments)}{hash_}{fragment}"
-        return None
-
 
 BACKEND = _DynamoDBBackend()
 
-__all__ = ["BACKEND", "LedgerError", "Settings", "client_config"]
+__all__ = ["BACKEND"]

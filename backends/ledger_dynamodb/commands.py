@@ -26,9 +26,8 @@ SCAN_SEGMENTS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: the client method's name and its keyword arguments; when
-    (``time.monotonic()``) the call must have ended, and how long one attempt may wait
-    on the network once sent. The shell enforces both."""
+    """One API call (client method, keyword arguments): by when (``time.monotonic()``)
+    it must have ended, and how long one attempt may wait; the shell enforces both."""
 
     op: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -46,10 +45,6 @@ class Sleep:
 Request = Call | Sleep
 
 
-def record_key(namespace: str, request_id: bytes) -> bytes:
-    return ledger_key(namespace, request_id)
-
-
 def record_prefix(namespace: str) -> bytes:
     """Every record key of ``namespace`` starts with this (and no other's does)."""
     return ledger_key(namespace, b"")
@@ -59,50 +54,41 @@ def genesis_key(namespace: str) -> bytes:
     return GENESIS_PREFIX + namespace.encode("utf-8")
 
 
-def put_new(table: str, key: bytes, token: bytes) -> Call:
-    """The spend: write the record only if no item has this key; on a conditional
-    failure, send back the stored item (its token tells a retry of ours from another)."""
+def _put(table: str, item: dict[str, bytes], condition: str) -> Call:
+    """A conditional put; on a conditional failure the stored item comes back."""
     return Call(
         "put_item",
         {
             "TableName": table,
-            "Item": {KEY: {"B": key}, TOKEN: {"B": token}},
-            "ConditionExpression": "attribute_not_exists(#k)",
+            "Item": {name: {"B": value} for name, value in item.items()},
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#k": KEY},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         },
     )
+
+
+def put_new(table: str, key: bytes, token: bytes) -> Call:
+    """The spend: write the record only if no item has this key (the stored item's
+    token tells a retry of ours from another's)."""
+    return _put(table, {KEY: key, TOKEN: token}, "attribute_not_exists(#k)")
 
 
 def put_as(table: str, key: bytes, token: bytes, digest: bytes) -> Call:
     """The re-entrant spend (C10): write the record with the attempt key's digest if no
     item has this key or the stored one holds the same digest (the winner re-entering
     rewrites the same record); a plain spend's record has no digest, so it never
-    matches. On a conditional failure, the stored item comes back."""
-    return Call(
-        "put_item",
-        {
-            "TableName": table,
-            "Item": {KEY: {"B": key}, TOKEN: {"B": token}, DIGEST: {"B": digest}},
-            "ConditionExpression": "attribute_not_exists(#k) OR #d = :d",
-            "ExpressionAttributeNames": {"#k": KEY, "#d": DIGEST},
-            "ExpressionAttributeValues": {":d": {"B": digest}},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        },
+    matches."""
+    call = _put(
+        table, {KEY: key, TOKEN: token, DIGEST: digest}, "attribute_not_exists(#k) OR #d = :d"
     )
+    call.params["ExpressionAttributeNames"]["#d"] = DIGEST
+    call.params["ExpressionAttributeValues"] = {":d": {"B": digest}}
+    return call
 
 
 def put_genesis(table: str, namespace: str, value: bytes) -> Call:
-    return Call(
-        "put_item",
-        {
-            "TableName": table,
-            "Item": {KEY: {"B": genesis_key(namespace)}, GENESIS: {"B": value}},
-            "ConditionExpression": "attribute_not_exists(#k)",
-            "ExpressionAttributeNames": {"#k": KEY},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        },
-    )
+    return _put(table, {KEY: genesis_key(namespace), GENESIS: value}, "attribute_not_exists(#k)")
 
 
 def get(table: str, key: bytes) -> Call:
@@ -146,23 +132,9 @@ def create_table(table: str) -> Call:
     )
 
 
-def scan(table: str, prefix: bytes, segment: int, start: dict[str, Any] | None) -> Call:
-    """One page of one parallel Scan segment, consistent, of the keys under ``prefix``
-    (a namespace's records, or every genesis item)."""
-    return scan_any(table, [prefix], segment, start)
-
-
-# ``decision-ledger check``'s scratch removal: record prefixes per Scan filter (one
-# ``begins_with`` each, OR'd: far below the 4 KB expression limit), BatchWriteItem's
-# 25 deletes per call, and how often its unprocessed items are sent again.
-SCRATCH_PREFIXES_PER_SCAN = 50
-DELETES_PER_BATCH = 25
-UNPROCESSED_ATTEMPTS = 8
-
-
-def scan_any(table: str, prefixes: list[bytes], segment: int, start: dict[str, Any] | None) -> Call:
-    """One page of one consistent Scan segment of the keys under any of ``prefixes``
-    (``begins_with`` on the binary key: literal, no pattern)."""
+def scan(table: str, prefixes: list[bytes], segment: int, start: dict[str, Any] | None) -> Call:
+    """One page of one consistent parallel Scan segment of the keys under any of
+    ``prefixes`` (``begins_with`` on the binary key: literal, no pattern)."""
     names = [f":p{i}" for i in range(len(prefixes))]
     params: dict[str, Any] = {
         "TableName": table,
@@ -177,15 +149,6 @@ def scan_any(table: str, prefixes: list[bytes], segment: int, start: dict[str, A
     if start is not None:
         params["ExclusiveStartKey"] = start
     return Call("scan", params)
-
-
-def delete_requests(keys: list[bytes]) -> list[dict[str, Any]]:
-    return [{"DeleteRequest": {"Key": {KEY: {"B": key}}}} for key in keys]
-
-
-def batch_delete(table: str, requests: list[dict[str, Any]]) -> Call:
-    """Up to :data:`DELETES_PER_BATCH` deletes; the unprocessed ones come back."""
-    return Call("batch_write_item", {"RequestItems": {table: requests}})
 
 
 def binary(item: dict[str, Any] | None, name: str) -> bytes | None:

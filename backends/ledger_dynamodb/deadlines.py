@@ -27,9 +27,8 @@ IDLE = 1.0  # seconds the watchdog sleeps when nothing is armed (arming wakes it
 
 class Watchdog:
     """Armed sockets and their due times; a thread shuts each one that passes its time.
-
-    Renewed in a forked child (``os.register_at_fork``): the child never inherits a
-    lock a parent thread held, nor a watchdog thread that does not exist there."""
+    Renewed in a forked child: it never inherits a lock a parent thread held, nor a
+    watchdog thread that does not exist there."""
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
@@ -120,9 +119,10 @@ class _Armed:
 def install(client: Any) -> Any:
     """Arm the requests of ``client`` (one the ledger built) with their due times.
 
-    botocore keeps its connection pools on the client's HTTP session; the pool classes
-    are urllib3's own extension point. A botocore without them keeps only its per-read
-    timeouts (``docs/dynamodb.md``)."""
+    No public botocore API reaches a request's socket (``read_timeout`` bounds each
+    read, not a reply), so this swaps the pool classes, urllib3's own extension point,
+    on the client's private HTTP session; a botocore without them keeps only its
+    per-read timeouts (``docs/dynamodb.md``)."""
     session = getattr(getattr(client, "_endpoint", None), "http_session", None)
     manager = getattr(session, "_manager", None)
     if session is None or manager is None or not hasattr(manager, "pool_classes_by_scheme"):

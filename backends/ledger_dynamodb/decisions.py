@@ -36,7 +36,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
-from ledger_core.ids import is_marker
+from ledger_core.ids import is_marker, ledger_key
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
 
@@ -62,8 +62,7 @@ POLL = 0.1  # seconds between DescribeTable polls while it is created
 
 
 class ProcessLock:
-    """A lock per process: a forked child gets its own, never one a parent thread held
-    at the moment of the fork."""
+    """A lock per process: a forked child never gets one a parent thread held."""
 
     def __init__(self) -> None:
         self._locks: dict[int, threading.Lock] = {}
@@ -88,7 +87,7 @@ class Handle:
         return os.getpid() != self.pid
 
     def adopt(self, client: Any) -> Any:
-        """Use ``client`` (built in this process) from now on; ours to close."""
+        """``client``, built in this process, from now on: ours to close."""
         self.client, self.pid, self.owned = client, os.getpid(), True
         return client
 
@@ -149,10 +148,8 @@ def server_header(answer: Any) -> str:
 
 
 def send(session: Session, call: commands.Call, deadline: float) -> Steps[Request, Any]:
-    """``call`` within the call's ``deadline``: each attempt waits on the network at
-    most its share of the timeout, a transient failure is sent again after a short
-    pause while time is left; the last failure is raised, marked as retried when an
-    earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
+    """``call`` within ``deadline``; the last failure is raised, marked as retried when
+    an earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
     share = per_attempt(session.settings.timeout)
     attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
     if time.monotonic() >= deadline:
@@ -198,8 +195,7 @@ def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
 def read_facts(
     session: Session, deadline: float, *, create: bool, wait: bool = True
 ) -> Steps[Request, TableFacts]:
-    """Describe the table (creating it when asked and missing, waiting while it is being
-    created unless ``wait`` is false), with its TTL setting."""
+    """The table's description (created when asked and missing) and TTL setting."""
     try:
         answer = yield from send(session, commands.describe_table(session.table), deadline)
         table = _table(answer)
@@ -353,10 +349,8 @@ def checked(session: Session) -> Steps[Request, float]:
 
 
 def proven(session: Session, deadline: float, *, wrote: bool) -> Steps[Request, None]:
-    """After an answer that could let a call run: the namespace's genesis still holds
-    the value this ledger opened (a consistent read, after the answer). Otherwise fail
-    closed for good. A read that fails after our write landed is an ambiguity: the id
-    is recorded, in a store we could not name (treat as spent)."""
+    """The genesis proof (C6), else fail closed for good. A read that fails after our
+    write landed is an ambiguity: the id is recorded, in a store we could not name."""
     try:
         found = yield from _read_genesis(session, deadline)
     except LedgerError as exc:
@@ -371,27 +365,26 @@ def proven(session: Session, deadline: float, *, wrote: bool) -> Steps[Request, 
         raise session.fail(identity.forgot(session.location, f"the namespace's genesis is {gone}"))
 
 
-def _owner(item: dict[str, Any], token: bytes) -> bool:
-    """Whose write the stored record is: ours (a retry met it) or another's."""
-    return binary(item, TOKEN) == token
-
-
-def spend_steps(session: Session, request_id: bytes, token: bytes) -> Steps[Request, bool]:
-    """The conditional put, then (on True) the genesis proof."""
+def spend_steps(
+    session: Session, request_id: bytes, token: bytes, digest: bytes | None = None
+) -> Steps[Request, bool]:
+    """The conditional put (re-entrant under an attempt key's ``digest``: C10), then
+    (on True) the genesis proof."""
     deadline = yield from checked(session)
-    won = yield from _put_new(session, request_id, token, deadline)
+    key = ledger_key(session.namespace, request_id)
+    if digest is None:
+        won = yield from _put_new(session, key, token, deadline)
+    else:
+        won = yield from _put_as(session, key, token, digest, deadline)
     if won:
         yield from proven(session, deadline, wrote=True)
     return won
 
 
-def _put_new(
-    session: Session, request_id: bytes, token: bytes, deadline: float
-) -> Steps[Request, bool]:
-    """One conditional ``PutItem`` of our token; a conditional failure is settled by the
-    stored token (ours: an earlier attempt of ours landed and the resend met it, so
-    True), a lost reply by a consistent read of it, else :class:`AmbiguousSpend` (C5)."""
-    key = commands.record_key(session.namespace, request_id)
+def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Steps[Request, bool]:
+    """A conditional failure is settled by the stored token (ours: an earlier attempt
+    of ours landed and the resend met it, so True), a lost reply by a consistent read
+    of it, else :class:`AmbiguousSpend` (C5)."""
     try:
         yield from send(session, commands.put_new(session.table, key, token), deadline)
         return True
@@ -399,7 +392,7 @@ def _put_new(
         if is_conditional(exc):
             item = old_item(exc)
             if item is not None:
-                return _owner(item, token)
+                return binary(item, TOKEN) == token
             if not retried(exc):
                 # Sent once and refused: no write of ours exists to find (dynalite and
                 # other emulators return no ALL_OLD item; this spares them a read).
@@ -421,7 +414,7 @@ def _put_new(
         ) from failure
     item = answer.get("Item") if isinstance(answer, dict) else None
     if item:
-        return _owner(item, token)
+        return binary(item, TOKEN) == token
     if is_conditional(failure):
         session.suspect = True
         raise LedgerUnavailable(
@@ -434,38 +427,14 @@ def _put_new(
     ) from failure
 
 
-def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
-    """A strongly consistent ``GetItem`` of the record's key (C3); absent, then proven."""
-    deadline = yield from checked(session)
-    key = commands.record_key(session.namespace, request_id)
-    answer = yield from _read(session, commands.exists(session.table, key), "is_spent", deadline)
-    if answer.get("Item"):
-        return True
-    yield from proven(session, deadline, wrote=False)
-    return False
-
-
-def spend_as_steps(
-    session: Session, request_id: bytes, token: bytes, digest: bytes
-) -> Steps[Request, bool]:
-    """The re-entrant put, then (on True) the genesis proof."""
-    deadline = yield from checked(session)
-    won = yield from _put_as(session, request_id, token, digest, deadline)
-    if won:
-        yield from proven(session, deadline, wrote=True)
-    return won
-
-
 def _put_as(
-    session: Session, request_id: bytes, token: bytes, digest: bytes, deadline: float
+    session: Session, key: bytes, token: bytes, digest: bytes, deadline: float
 ) -> Steps[Request, bool]:
-    """C10 in one conditional ``PutItem`` (:func:`commands.put_as`): it succeeds when
-    no record exists or ours (same digest) does, so success is ``True``. A conditional
-    failure is ``False``: the stored record holds another digest or none, and a digest
-    never changes once written, so no earlier attempt of ours can have landed. A lost
-    reply is settled by the same put again (idempotent for this key, within the call's
-    deadline), else :class:`AmbiguousSpend` (C5)."""
-    key = commands.record_key(session.namespace, request_id)
+    """The put succeeds when no record exists or ours (same digest) does: True. A
+    conditional failure is False: the stored record holds another digest or none, and a
+    digest never changes once written, so no earlier attempt of ours can have landed. A
+    lost reply is settled by the same put again (idempotent for this key, within the
+    call's deadline), else :class:`AmbiguousSpend` (C5)."""
     try:
         yield from send(session, commands.put_as(session.table, key, token, digest), deadline)
         return True
@@ -483,150 +452,65 @@ def _put_as(
         ) from exc
 
 
-def scan_page_steps(
-    session: Session, segment: int, start: dict[str, Any] | None
-) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
-    """One page of one consistent Scan segment: the namespace's ids (never markers, the
-    genesis or another namespace's records) and where the next page starts; proven."""
+def is_spent_steps(session: Session, request_id: bytes) -> Steps[Request, bool]:
+    """A strongly consistent ``GetItem`` of the record's key (C3); absent, then proven."""
     deadline = yield from checked(session)
-    prefix = commands.record_prefix(session.namespace)
-    keys, following = yield from _scan_steps(session, prefix, segment, start, deadline)
-    ids = [raw.decode("utf-8") for raw in keys if raw and not is_marker(raw)]
-    return ids, following
+    key = ledger_key(session.namespace, request_id)
+    answer = yield from _read(session, commands.exists(session.table, key), "is_spent", deadline)
+    if answer.get("Item"):
+        return True
+    yield from proven(session, deadline, wrote=False)
+    return False
 
 
-def namespace_page_steps(
-    session: Session, segment: int, start: dict[str, Any] | None
-) -> Steps[Request, tuple[list[str], dict[str, Any] | None]]:
-    """One page of one consistent Scan segment of the table's genesis items: the
-    namespaces (a record is only ever written under its namespace's genesis)."""
-    deadline = yield from checked(session)
-    keys, following = yield from _scan_steps(
-        session, commands.GENESIS_PREFIX, segment, start, deadline
-    )
-    return [raw.decode("utf-8") for raw in keys if raw], following
-
-
-PageSteps = Callable[
-    [Session, int, "dict[str, Any] | None"],
-    Steps[Request, "tuple[list[str], dict[str, Any] | None]"],
-]
+Page = tuple[list[bytes], "dict[str, Any] | None"]
 
 
 class ParallelScan:
-    """Where each parallel Scan segment stands: the shells fetch one page of every
-    live segment at once (threads or tasks), hand the answers back, and stream what
-    they list, so memory stays bounded by the segments times one page."""
+    """Where each consistent parallel Scan segment over the keys under ``prefix``
+    stands: the shells fetch one page of every live segment at once (threads or tasks),
+    hand the answers back, and stream what they list, so memory stays bounded by the
+    segments times one page. Every page is proven: one read from a store that forgot
+    would list too little."""
 
-    def __init__(self, session: Session, page: PageSteps) -> None:
-        self._session, self._page = session, page
+    def __init__(self, session: Session, prefix: bytes, keep: Callable[[bytes], bool]):
+        self._session, self._prefix, self._keep = session, prefix, keep
         self._starts: dict[int, dict[str, Any] | None] = dict.fromkeys(range(SCAN_SEGMENTS))
         self._asked: list[int] = []
 
-    def next_pages(self) -> list[Steps[Request, Any]]:
-        """The steps of the next page of every segment not finished (none: all done)."""
-        self._asked = list(self._starts)
-        return [self._page(self._session, s, self._starts[s]) for s in self._asked]
+    @classmethod
+    def ids(cls, session: Session) -> ParallelScan:
+        """The namespace's ids: never markers, the genesis or another namespace's."""
+        prefix = commands.record_prefix(session.namespace)
+        return cls(session, prefix, lambda raw: not is_marker(raw))
 
-    def listed(self, answers: list[tuple[list[str], dict[str, Any] | None]]) -> list[str]:
+    @classmethod
+    def namespaces(cls, session: Session) -> ParallelScan:
+        """The genesis items: a record is only ever written under its namespace's."""
+        return cls(session, commands.GENESIS_PREFIX, lambda raw: True)
+
+    def next_pages(self) -> list[Steps[Request, Page]]:
+        """The next page of every segment not finished (none: all done)."""
+        self._asked = list(self._starts)
+        return [self._page(segment, self._starts[segment]) for segment in self._asked]
+
+    def _page(self, segment: int, start: dict[str, Any] | None) -> Steps[Request, Page]:
+        session, prefix = self._session, self._prefix
+        deadline = yield from checked(session)
+        call = commands.scan(session.table, [prefix], segment, start)
+        answer = yield from _read(session, call, "Scan", deadline)
+        yield from proven(session, deadline, wrote=False)
+        keys = [binary(item, commands.KEY) or b"" for item in answer.get("Items") or []]
+        following = answer.get("LastEvaluatedKey")
+        return [k[len(prefix) :] for k in keys if k.startswith(prefix)], following or None
+
+    def listed(self, answers: list[Page]) -> list[str]:
         """What those pages listed; finished segments drop out."""
         found: list[str] = []
-        for segment, (names, following) in zip(self._asked, answers, strict=True):
-            found.extend(names)
-            if following is None:
-                del self._starts[segment]
-            else:
+        for segment, (keys, following) in zip(self._asked, answers, strict=True):
+            found += [raw.decode("utf-8") for raw in keys if raw and self._keep(raw)]
+            if isinstance(following, dict):
                 self._starts[segment] = following
-        return found
-
-
-def _scan_steps(
-    session: Session,
-    prefix: bytes,
-    segment: int,
-    start: dict[str, Any] | None,
-    deadline: float,
-) -> Steps[Request, tuple[list[bytes], dict[str, Any] | None]]:
-    """The keys under ``prefix`` on one page, with the prefix cut off, then the genesis
-    proof (a page read from a store that forgot would list too little)."""
-    call = commands.scan(session.table, prefix, segment, start)
-    answer = yield from _read(session, call, "Scan", deadline)
-    yield from proven(session, deadline, wrote=False)
-    keys: list[bytes] = []
-    for item in answer.get("Items") or []:
-        key = binary(item, commands.KEY)
-        if key is not None and key.startswith(prefix):
-            keys.append(key[len(prefix) :])
-    following = answer.get("LastEvaluatedKey")
-    return keys, following if isinstance(following, dict) and following else None
-
-
-# ---------------------------------------------------------------- scratch removal
-
-
-def remove_scratch_steps(table: str, location: str, prefix: str) -> Steps[Request, int]:
-    """``decision-ledger check``'s scratch removal (the backend's hook, never a
-    ledger's), for a checked scratch ``prefix``: the namespaces' genesis items found
-    as ``namespaces()`` finds them (``begins_with`` ``g:`` + prefix), then every record
-    and marker of those namespaces deleted (``begins_with`` their record prefixes), then
-    the genesis items, last, so an interrupted removal still lists what is left."""
-    genesis = yield from _sweep(table, location, [commands.genesis_key(prefix)], delete=False)
-    names = [key[len(commands.GENESIS_PREFIX) :].decode("utf-8") for key in genesis]
-    step = commands.SCRATCH_PREFIXES_PER_SCAN
-    for i in range(0, len(names), step):
-        prefixes = [commands.record_prefix(name) for name in names[i : i + step]]
-        yield from _sweep(table, location, prefixes, delete=True)
-    yield from _delete(table, location, genesis)
-    return len(genesis)
-
-
-def _sweep(
-    table: str, location: str, prefixes: list[bytes], *, delete: bool
-) -> Steps[Request, list[bytes]]:
-    """Every key under ``prefixes`` (every segment, page by page), each page deleted
-    when ``delete`` (then nothing is kept), else returned."""
-    found: list[bytes] = []
-    for segment in range(SCAN_SEGMENTS):
-        start: dict[str, Any] | None = None
-        while True:
-            try:
-                answer = yield commands.scan_any(table, prefixes, segment, start)
-            except Exception as exc:
-                fail(exc, "remove_scratch Scan", location)
-            keys = [
-                key
-                for item in answer.get("Items") or []
-                if (key := binary(item, commands.KEY)) is not None
-                and any(key.startswith(p) for p in prefixes)
-            ]
-            if delete:
-                yield from _delete(table, location, keys)
             else:
-                found += keys
-            following = answer.get("LastEvaluatedKey")
-            if not (isinstance(following, dict) and following):
-                break
-            start = following
-    return found
-
-
-def _delete(table: str, location: str, keys: list[bytes]) -> Steps[Request, None]:
-    """Delete ``keys`` in batches; unprocessed items are sent again (backing off), at
-    most :data:`~.commands.UNPROCESSED_ATTEMPTS` times, then it fails (never silently)."""
-    size = commands.DELETES_PER_BATCH
-    for i in range(0, len(keys), size):
-        requests = commands.delete_requests(keys[i : i + size])
-        for attempt in range(commands.UNPROCESSED_ATTEMPTS):
-            try:
-                answer = yield commands.batch_delete(table, requests)
-            except Exception as exc:
-                fail(exc, "remove_scratch BatchWriteItem", location)
-            requests = (answer.get("UnprocessedItems") or {}).get(table) or []
-            if not requests:
-                break
-            yield commands.Sleep(min(0.05 * 2**attempt, 1.0))
-        else:
-            raise LedgerUnavailable(
-                f"DynamoDB remove_scratch on {location}: {len(requests)} deletes still "
-                f"unprocessed after {commands.UNPROCESSED_ATTEMPTS} attempts"
-            )
+                del self._starts[segment]
+        return found

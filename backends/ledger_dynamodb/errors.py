@@ -66,26 +66,26 @@ def code_of(exc: BaseException) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def retried(exc: BaseException) -> bool:
-    """Whether botocore sent the request more than once (unknown counts as yes)."""
+def _meta(exc: BaseException) -> dict[str, Any]:
     response = getattr(exc, "response", None)
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
-    attempts = meta.get("RetryAttempts") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request more than once (unknown counts as yes)."""
+    attempts = _meta(exc).get("RetryAttempts")
     return not isinstance(attempts, int) or attempts > 0
 
 
 def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None)
-    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
-    status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
+    status = _meta(exc).get("HTTPStatusCode")
     return status if isinstance(status, int) else 0
 
 
 def old_item(exc: BaseException) -> dict[str, Any] | None:
-    """The item a ``ConditionalCheckFailedException`` returned (``ALL_OLD``), if any.
-
-    DynamoDB sends it; dynalite and some emulators do not, and the caller then reads it.
-    """
+    """The item a ``ConditionalCheckFailedException`` returned (``ALL_OLD``): DynamoDB
+    sends it; dynalite and some emulators do not, and the caller then reads it."""
     response = getattr(exc, "response", None)
     item = response.get("Item") if isinstance(response, dict) else None
     return item if isinstance(item, dict) else None
@@ -100,12 +100,10 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 def write_fate(exc: BaseException) -> Fate:
-    """Whether a failed write can have landed.
-
-    A 4xx answer to the only attempt is a refusal. A 5xx (DynamoDB: "the request may or
-    may not have succeeded"), a lost connection, a timeout, or any error after botocore
-    retried (an earlier attempt may have landed) is unknown.
-    """
+    """Whether a failed write can have landed. A 4xx answer to the only attempt is a
+    refusal. A 5xx (DynamoDB: "the request may or may not have succeeded"), a lost
+    connection, a timeout, or any error after a retry (an earlier attempt may have
+    landed) is unknown."""
     if isinstance(exc, LedgerError):
         return Fate.REJECTED  # our own shell refused (closed): nothing was sent
     bc = _botocore()
@@ -143,10 +141,8 @@ def transient(exc: BaseException) -> bool:
 def mark_attempts(exc: BaseException, attempts: int) -> BaseException:
     """Record on a ``ClientError`` how many times its request was sent, as botocore's
     retries did (:func:`retried` reads it): an earlier attempt may have landed."""
-    response = getattr(exc, "response", None)
-    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
-    if isinstance(meta, dict):
-        meta["RetryAttempts"] = max(attempts - 1, meta.get("RetryAttempts") or 0)
+    meta = _meta(exc)
+    meta["RetryAttempts"] = max(attempts - 1, meta.get("RetryAttempts") or 0)
     return exc
 
 

@@ -1,9 +1,8 @@
 """Facts read from DynamoDB -> :class:`LedgerInfo`: identity, durability, refusals. No I/O.
 
 ``store_id`` is derived from the table's own identity (``TableId``, ARN, creation time:
-a deleted and re-created table, or a restore from backup, gets new ones) plus the
-namespace's genesis value (random, written once by the first opener) and the namespace.
-"""
+a re-created or restored table gets new ones), the namespace's genesis value (random,
+written once by the first opener) and the namespace."""
 
 from __future__ import annotations
 
@@ -121,49 +120,28 @@ def refusals(facts: TableFacts, settings: Settings, endpoint_url: str | None) ->
 def judged(
     facts: TableFacts, settings: Settings, endpoint_url: str | None
 ) -> list[tuple[str, str]]:
-    """:func:`refusals`, each with the fact it is about (``ttl``, ``replicas``,
-    ``endpoint``, ``identity``): the doctor shows each on that fact's line."""
+    """:func:`refusals`, each with the fact (the doctor's line) it is about."""
     reasons: list[tuple[str, str]] = []
     if facts.ttl_status in ("ENABLED", "ENABLING") and facts.ttl_attribute in OUR_ATTRIBUTES:
-        reasons.append(
-            (
-                "ttl",
-                f"Time to Live is on for attribute {facts.ttl_attribute!r}, which the ledger "
-                "writes: DynamoDB may delete spent records (C2)",
-            )
-        )
+        why = f"Time to Live is on for attribute {facts.ttl_attribute!r}, which the ledger "
+        reasons.append(("ttl", why + "writes: DynamoDB may delete spent records (C2)"))
     if facts.replicas and facts.multi_region.upper() != "STRONG":
-        reasons.append(
-            (
-                "replicas",
-                "a global table with multi-Region eventual consistency (replicas: "
-                f"{', '.join(facts.replicas)}): two Regions can both accept one id, last "
-                "writer wins",
-            )
-        )
+        why = "a global table with multi-Region eventual consistency (replicas: "
+        why += f"{', '.join(facts.replicas)}): two Regions can both accept one id, last "
+        reasons.append(("replicas", why + "writer wins"))
     if not is_aws_endpoint(endpoint_url) and settings.durability != Durability.PROCESS:
-        reasons.append(
-            (
-                "endpoint",
-                f"endpoint {shown_endpoint(endpoint_url)} is not AWS DynamoDB: an emulator's "
-                "persistence "
-                "cannot be read through the API (dynalite without --path and DynamoDB Local "
-                "-inMemory keep nothing); pass durability=process if it keeps its data on disk",
-            )
-        )
+        why = f"endpoint {shown_endpoint(endpoint_url)} is not AWS DynamoDB: an emulator's "
+        why += "persistence cannot be read through the API (dynalite without --path and "
+        why += "DynamoDB Local -inMemory keep nothing); pass durability=process if it keeps "
+        reasons.append(("endpoint", why + "its data on disk"))
     if is_moto(facts, endpoint_url):
-        reasons.append(
-            (
-                "endpoint",
-                "the endpoint is moto (server mode): it keeps everything in memory, and its "
-                "conditional put is not atomic under contention (the conformance suite saw "
-                "two concurrent spends of one id both return True); never a proof",
-            )
-        )
+        why = "the endpoint is moto (server mode): it keeps everything in memory, and its "
+        why += "conditional put is not atomic under contention (the conformance suite saw "
+        why += "two concurrent spends of one id both return True); "
+        reasons.append(("endpoint", why + "never a proof"))
     if not facts.table_id and not facts.arn:
-        reasons.append(
-            ("identity", "the table has neither a TableId nor an ARN to derive an identity from")
-        )
+        why = "the table has neither a TableId nor an ARN to derive an identity from"
+        reasons.append(("identity", why))
     return reasons
 
 
@@ -234,8 +212,7 @@ BOTOCORE_NEEDS = "ReturnValuesOnConditionCheckFailure on conditional puts (the e
 
 
 def shown_endpoint(endpoint_url: str | None) -> str:
-    """An endpoint as errors and reports say it: scheme, host and port, never user info,
-    a path or a query (which could carry a secret)."""
+    """Scheme, host and port: never user info, a path or a query (could hold a secret)."""
     parts = urlsplit(endpoint_url or "")
     try:
         port = f":{parts.port}" if parts.port else ""
@@ -245,7 +222,6 @@ def shown_endpoint(endpoint_url: str | None) -> str:
 
 
 def endpoint_kind(facts: TableFacts, endpoint_url: str | None) -> str:
-    """Where requests go, said without anything secret (no user info, no path)."""
     if is_aws_endpoint(endpoint_url):
         return "AWS DynamoDB (a managed service: no server version to check)"
     where = shown_endpoint(endpoint_url)
@@ -262,10 +238,9 @@ def doctor_checks(
     endpoint_url: str | None,
     botocore_version: str,
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines for a DynamoDB ledger, from the facts it read at
-    open (``DescribeTable``, ``DescribeTimeToLive``), each judged by :func:`judged`; no
-    I/O. Point-in-time recovery is not read: it restores into a new table (a new
-    store_id), so it decides nothing here."""
+    """``decision-ledger doctor``'s lines, from the facts read at open; no I/O.
+    Point-in-time recovery is not read: it restores into a new table (a new store_id),
+    so it decides nothing here."""
     parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
     version = version_check(
         "botocore",
@@ -284,11 +259,9 @@ def doctor_checks(
         endpoint = "AWS DynamoDB: writes are replicated before they are acknowledged"
     else:
         endpoint = "an emulator, accepted with durability=process"
-    ttl = f"Time to Live {facts.ttl_status}" + (
-        f" on {facts.ttl_attribute!r} (not an attribute the ledger writes)"
-        if facts.ttl_attribute
-        else ""
-    )
+    ttl = f"Time to Live {facts.ttl_status}"
+    if facts.ttl_attribute:
+        ttl += f" on {facts.ttl_attribute!r} (not an attribute the ledger writes)"
     passing = [
         ("status", f"table {facts.name} {facts.status}, key {KEY!r} (binary hash key)"),
         ("ttl", ttl),

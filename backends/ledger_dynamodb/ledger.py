@@ -5,9 +5,9 @@ bounded by its due time (:mod:`.deadlines`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
@@ -16,12 +16,13 @@ from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
 from . import decisions, identity
+from .clients import ClientFactory, client_target, host_sync_factory
 from .commands import SCAN_SEGMENTS, Call, Request
 from .deadlines import bounded
 from .decisions import Handle, Session
 from .options import Settings, Target
 
-ClientFactory = Callable[[], Any]
+R = TypeVar("R")
 
 
 class DynamoDBLedger(ReentrantLedgerBase):
@@ -39,7 +40,6 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def open(
         cls, target: Target, make_client: ClientFactory, *, owned: bool = True
     ) -> DynamoDBLedger:
-        """Build a client and read the table's identity, once (C6)."""
         session = Session(target.table, target.settings, target.location, target.endpoint_url)
         client = make_client()
         ledger = cls(session, Handle(make_client, client, owned))
@@ -52,16 +52,10 @@ class DynamoDBLedger(ReentrantLedgerBase):
 
     @classmethod
     def from_client(cls, client: Any, table: str, **options: Any) -> DynamoDBLedger:
-        """A ledger on a boto3 DynamoDB client the host already has (never closed by us).
-
-        Options: those of the URL (``namespace``, ``create``, ``durability``...).
-        A forked child gets a new client with the same region, endpoint, configuration
-        and (frozen) credentials.
-        """
-        from .backend import client_target, rebuild_sync
-
+        """A ledger on a boto3 DynamoDB client the host already has (never closed by us),
+        with the URL's options (``namespace``, ``create``, ``durability``...)."""
         target = client_target(client, table, options)
-        return cls.open(target, _first_then(client, lambda: rebuild_sync(client)), owned=False)
+        return cls.open(target, host_sync_factory(client), owned=False)
 
     def __enter__(self) -> DynamoDBLedger:
         return self
@@ -88,71 +82,47 @@ class DynamoDBLedger(ReentrantLedgerBase):
         time.sleep(request.seconds)
         return None
 
-    def _run(self, steps: Steps[Request, Any]) -> Any:
+    def _run(self, steps: Steps[Request, R]) -> R:
         self._current()  # a forked child's client is built before the call's deadline starts
         return run_steps(steps, self._perform)
 
     def _spend(self, request_id: bytes) -> bool:
-        result: bool = self._run(decisions.spend_steps(self._session, request_id, new_token()))
-        return result
+        return self._run(decisions.spend_steps(self._session, request_id, new_token()))
 
     def _is_spent(self, request_id: bytes) -> bool:
-        result: bool = self._run(decisions.is_spent_steps(self._session, request_id))
-        return result
+        return self._run(decisions.is_spent_steps(self._session, request_id))
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        steps = decisions.spend_as_steps(self._session, request_id, new_token(), digest)
-        result: bool = self._run(steps)
-        return result
+        return self._run(decisions.spend_steps(self._session, request_id, new_token(), digest))
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace (migration source): parallel consistent Scan
         segments, streamed; markers, the genesis item and other namespaces are skipped."""
-        return self._scan(decisions.scan_page_steps)
+        return self._scan(decisions.ParallelScan.ids(self._session))
 
     def namespaces(self) -> Iterator[str]:
-        """Every namespace of this table (each has a genesis item), each once, streamed."""
-        return self._scan(decisions.namespace_page_steps)
+        """Every namespace of this table, each once, streamed."""
+        return self._scan(decisions.ParallelScan.namespaces(self._session))
 
-    def _scan(self, page: decisions.PageSteps) -> Iterator[str]:
-        scan = decisions.ParallelScan(self._session, page)
+    def _scan(self, scan: decisions.ParallelScan) -> Iterator[str]:
         with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
             while pages := scan.next_pages():
                 yield from scan.listed(list(pool.map(self._run, pages)))
 
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines, from the facts
-        read at open or at the last re-check (no I/O)."""
+        """From the facts read at open or at the last re-check (no I/O)."""
         import botocore
 
-        session = self._session
-        assert session.facts is not None  # read at open
-        assert session.info is not None
+        s = self._session
+        assert s.facts is not None  # read at open
+        assert s.info is not None
         return identity.doctor_checks(
-            session.facts,
-            session.info,
-            session.settings,
-            session.endpoint_url,
-            str(botocore.__version__),
+            s.facts, s.info, s.settings, s.endpoint_url, botocore.__version__
         )
 
     def close(self) -> None:
         if self._handle.closes():
             self._handle.client.close()
-
-
-def _first_then(first: Any, then: ClientFactory) -> ClientFactory:
-    """A factory that returns ``first`` once (the host's client), then builds new ones."""
-    used = False
-
-    def make() -> Any:
-        nonlocal used
-        if not used:
-            used = True
-            return first
-        return then()
-
-    return make
 
 
 __all__ = ["DynamoDBLedger", "Settings"]

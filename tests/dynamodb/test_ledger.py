@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -372,9 +374,27 @@ def test_reroute_sends_only_the_endpoint_through_the_route(url: str, routed: str
     """The suite's URL mode (C4/C5 through the fault proxy) asks this hook; every byte
     but the endpoint's host:port stays as written."""
     from ledger_core.urls import LedgerURL
-    from ledger_dynamodb import BACKEND
+    from ledger_dynamodb.testing import HOOKS
 
-    assert BACKEND.reroute(LedgerURL.parse(url), lambda h, p: ("127.0.0.9", p + 1)) == routed
+    assert HOOKS.reroute(LedgerURL.parse(url), lambda h, p: ("127.0.0.9", p + 1)) == routed
+
+
+def test_a_ledger_never_imports_its_testing_module(dynamodb_url: str, namespace: str) -> None:
+    """Test support is loaded only through the backend's ``testing`` reference."""
+    args = f"{dynamodb_url!r}, namespace={namespace!r}, **{tools.ledger_options(dynamodb_url)!r}"
+    script = f"""
+import asyncio, sys
+from ledger_core import open_async_ledger, open_ledger
+with open_ledger({args}) as ledger:
+    assert ledger.spend("a") and ledger.is_spent("a") and list(ledger.spent_ids()) == ["a"]
+    ledger.doctor_checks()
+async def main():
+    async with await open_async_ledger({args}) as ledger:
+        assert not await ledger.spend("a") and [i async for i in ledger.spent_ids()] == ["a"]
+asyncio.run(main())
+assert "ledger_dynamodb.testing" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
 
 def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
@@ -440,3 +460,70 @@ def test_a_resource_is_refused(dynamodb_url: str) -> None:
     )
     with pytest.raises(TypeError, match="not a resource"):
         DynamoDBLedger.from_client(resource, tools.url_parts(dynamodb_url)[0])
+
+
+@pytest.fixture
+def host_credentials(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Credentials given to a host's client alone: the standard chain holds none."""
+    if os.environ.get(servers.URL_ENV):
+        pytest.skip("real AWS: the standard chain is left alone")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    return {"aws_access_key_id": servers.LOCAL_KEY, "aws_secret_access_key": servers.LOCAL_KEY}
+
+
+def test_a_child_of_a_host_client_signs_with_its_credentials(
+    dynamodb_url: str, namespace: str, host_credentials: dict[str, Any]
+) -> None:
+    """The child's new client carries the host client's credentials (not the chain's)."""
+    import boto3
+
+    table, query = tools.url_parts(dynamodb_url)
+    where: dict[str, Any] = {
+        "region_name": query.get("region"),
+        "endpoint_url": query.get("endpoint_url"),
+    }
+    client = boto3.session.Session().client("dynamodb", **where, **host_credentials)
+    opts = tools.ledger_options(dynamodb_url)
+    opts.pop("timeout")
+    with DynamoDBLedger.from_client(client, table, namespace=namespace, **opts) as ledger:
+        assert ledger.spend("parent") is True
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if ledger.spend("child") is True else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        assert ledger.is_spent("child") is True
+
+
+def test_a_rebuilt_async_host_client_signs_with_its_credentials(
+    dynamodb_url: str, host_credentials: dict[str, Any]
+) -> None:
+    import asyncio
+
+    import aiobotocore.session
+
+    from ledger_dynamodb.clients import host_async_factory
+
+    table, query = tools.url_parts(dynamodb_url)
+    where: dict[str, Any] = {
+        "region_name": query.get("region"),
+        "endpoint_url": query.get("endpoint_url"),
+    }
+
+    async def main() -> None:
+        session = aiobotocore.session.AioSession()
+        async with session.create_client("dynamodb", **where, **host_credentials) as client:
+            make = host_async_factory(client)
+            assert await make() is client
+            rebuilt = await make()
+            try:
+                await rebuilt.describe_table(TableName=table)
+            finally:
+                await rebuilt.close()
+
+    asyncio.run(main())

@@ -4,15 +4,14 @@ items; every other item stays; a missing table is never created."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ledger_core.errors import LedgerUnavailable
-from ledger_core.steps import run_steps
 from ledger_dynamodb import commands
-from ledger_dynamodb.decisions import remove_scratch_steps
+from ledger_dynamodb.testing import remove_namespaces
 from tests.dynamodb import tools
 from tests.scratch_removal import exercise, new_prefix, refuses, remove
 from tests.servers import dynamodb as servers
@@ -37,11 +36,6 @@ def test_never_creates_a_table(dynamodb_url: str) -> None:
         remove(url, new_prefix())
     with pytest.raises(LedgerUnavailable, match="no-such-table"):
         remove(url.replace("no-such-table", "no-such-table-2"), new_prefix())
-
-
-def _drive(steps: Generator[Any, Any, int], answer: Callable[[Any], Any]) -> int:
-    """Run the decision with ``answer(call)`` standing in for the store."""
-    return run_steps(steps, answer)
 
 
 def _scan(call: commands.Call, genesis: bytes) -> dict[str, Any]:
@@ -76,11 +70,11 @@ def test_unprocessed_deletes_are_sent_again_until_done() -> None:
         calls.append(n)
         return n < 3
 
-    assert _drive(remove_scratch_steps("t", "here", prefix), _store(prefix, unprocessed)) == 1
+    assert remove_namespaces(_store(prefix, unprocessed), "t", "here", prefix) == 1
     assert calls == [1, 2, 3]
 
 
 def test_unprocessed_deletes_fail_after_a_bound() -> None:
     prefix = new_prefix()
     with pytest.raises(LedgerUnavailable, match="still unprocessed after 8 attempts"):
-        _drive(remove_scratch_steps("t", "here", prefix), _store(prefix, lambda n: True))
+        remove_namespaces(_store(prefix, lambda n: True), "t", "here", prefix)

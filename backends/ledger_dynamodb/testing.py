@@ -1,0 +1,167 @@
+"""Test and operations support for ``dynamodb://`` URLs (the suite's and the CLI's
+hooks, loaded through ``Backend.testing``): a ledger never imports this module."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from ledger_core.errors import LedgerUnavailable
+from ledger_core.opening import OpenRequest, Route
+from ledger_core.scratch import require_scratch_prefix
+from ledger_core.urls import LedgerURL
+
+from . import commands
+from .clients import sync_factory
+from .commands import KEY, SCAN_SEGMENTS, Call, Request, binary
+from .errors import fail
+from .options import parse
+
+_ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
+_AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Record prefixes per Scan filter (one ``begins_with`` each, OR'd: far below the 4 KB
+# expression limit), BatchWriteItem's 25 deletes per call, and how often its
+# unprocessed items are sent again.
+PREFIXES_PER_SCAN = 50
+DELETES_PER_BATCH = 25
+UNPROCESSED_ATTEMPTS = 8
+
+Perform = Callable[[Request], Any]
+
+
+def _reroute_endpoint(value: str, route: Route) -> str | None:
+    """An ``endpoint_url`` value as written in the query (percent-encoded or not) with
+    its host:port sent through ``route``; every other byte kept."""
+    scheme = _ENDPOINT_START.match(value)
+    if scheme is None:
+        return None
+    start = scheme.end()
+    end = _AUTHORITY_END.search(value, start)
+    stop = len(value) if end is None else end.start()
+    written = value[start:stop]
+    authority = unquote(written)
+    try:
+        parts = urlsplit(f"//{authority}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or "@" in authority:
+        return None
+    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
+    new_host, new_port = route(host, port)
+    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
+    if "%" in written:  # written encoded: encode ours alike
+        shown = quote(shown, safe="")
+    return value[:start] + shown + value[stop:]
+
+
+def remove_namespaces(perform: Perform, table: str, location: str, prefix: str) -> int:
+    """Delete the namespaces named ``prefix...`` (checked): their genesis items found as
+    ``namespaces()`` finds them, then every record and marker of theirs, then the
+    genesis items, last, so an interrupted removal still lists what is left."""
+    genesis = _sweep(perform, table, location, [commands.genesis_key(prefix)], delete=False)
+    names = [key[len(commands.GENESIS_PREFIX) :].decode("utf-8") for key in genesis]
+    for i in range(0, len(names), PREFIXES_PER_SCAN):
+        prefixes = [commands.record_prefix(name) for name in names[i : i + PREFIXES_PER_SCAN]]
+        _sweep(perform, table, location, prefixes, delete=True)
+    _delete(perform, table, location, genesis)
+    return len(genesis)
+
+
+def _sweep(
+    perform: Perform, table: str, location: str, prefixes: list[bytes], *, delete: bool
+) -> list[bytes]:
+    """Every key under ``prefixes`` (every segment, page by page), each page deleted
+    when ``delete`` (then nothing is kept), else returned."""
+    found: list[bytes] = []
+    for segment in range(SCAN_SEGMENTS):
+        start: dict[str, Any] | None = None
+        while True:
+            try:
+                answer = perform(commands.scan(table, prefixes, segment, start))
+            except Exception as exc:
+                fail(exc, "remove_scratch Scan", location)
+            keys = [
+                key
+                for item in answer.get("Items") or []
+                if (key := binary(item, KEY)) is not None
+                and any(key.startswith(p) for p in prefixes)
+            ]
+            if delete:
+                _delete(perform, table, location, keys)
+            else:
+                found += keys
+            start = answer.get("LastEvaluatedKey")
+            if not (isinstance(start, dict) and start):
+                break
+    return found
+
+
+def _delete(perform: Perform, table: str, location: str, keys: list[bytes]) -> None:
+    """Delete ``keys`` in batches; unprocessed items are sent again (backing off), at
+    most :data:`UNPROCESSED_ATTEMPTS` times, then it fails (never silently)."""
+    for i in range(0, len(keys), DELETES_PER_BATCH):
+        requests = [
+            {"DeleteRequest": {"Key": {KEY: {"B": k}}}} for k in keys[i : i + DELETES_PER_BATCH]
+        ]
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            try:
+                answer = perform(Call("batch_write_item", {"RequestItems": {table: requests}}))
+            except Exception as exc:
+                fail(exc, "remove_scratch BatchWriteItem", location)
+            requests = (answer.get("UnprocessedItems") or {}).get(table) or []
+            if not requests:
+                break
+            perform(commands.Sleep(min(0.05 * 2**attempt, 1.0)))
+        else:
+            raise LedgerUnavailable(
+                f"DynamoDB remove_scratch on {location}: {len(requests)} deletes still "
+                f"unprocessed after {UNPROCESSED_ATTEMPTS} attempts"
+            )
+
+
+class _Hooks:
+    def reroute(self, url: LedgerURL, route: Route) -> str | None:
+        """The URL with its ``endpoint_url``'s host:port sent through ``route``, the rest
+        byte for byte; ``None`` without an endpoint in the URL (AWS picks the host)."""
+        head, _, rest = url.raw.partition("?")
+        query, hash_, fragment = rest.partition("#")
+        segments = query.split("&")
+        for i, segment in enumerate(segments):
+            key, eq, value = segment.partition("=")
+            if not eq or unquote(key) != "endpoint_url":
+                continue
+            routed = _reroute_endpoint(value, route)
+            if routed is None:
+                return None
+            segments[i] = f"{key}={routed}"
+            return f"{head}?{'&'.join(segments)}{hash_}{fragment}"
+        return None
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Delete every item (records, markers, genesis) of the namespaces named
+        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
+        many namespaces. The URL's options and timeouts; a missing table is an error,
+        never created; the client is closed after."""
+        checked = require_scratch_prefix(prefix)
+        target = parse(OpenRequest.build(url, create=False))
+        client = sync_factory(target)()
+
+        def perform(request: Request) -> Any:
+            if isinstance(request, Call):
+                return getattr(client, request.op)(**request.params)
+            time.sleep(request.seconds)
+            return None
+
+        try:
+            return remove_namespaces(perform, target.table, target.location, checked)
+        finally:
+            client.close()
+
+
+HOOKS = _Hooks()
