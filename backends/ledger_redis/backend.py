@@ -7,16 +7,22 @@ built here have finite timeouts and no driver retries.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.opening import OpenRequest, Route, reroute_address
-from ledger_core.scratch import require_scratch_prefix
+from ledger_core.opening import OpenRequest, Route
 from ledger_core.urls import LedgerURL
 
 from .driver import redis_module
 from .errors import driver_error, url_refused
 from .options import Target, parse
+
+if TYPE_CHECKING:
+    from .transport import Transport
+
+# What a scheme opens: the parsed URL, the transport, and how to close what it opened.
+Opening = tuple[Target, "Transport", Any]
 
 
 def _target(request: OpenRequest, *, cluster: bool) -> Target:
@@ -59,102 +65,71 @@ def _pool(target: Target, pool_type: Any, url: LedgerURL) -> Any:
     )
 
 
+def _hooks(backend: Any) -> Any:
+    """The scheme's test support (``testing``), imported only when a hook is asked for."""
+    module, _, name = backend.testing.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class _RedisBackend:
     """Standalone Redis: one connection pool owned by the ledger."""
+
+    testing = "ledger_redis.testing:HOOKS"
 
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
         redis = redis_module()
         module = redis.asyncio if aio else redis
         return _pool(target, module.BlockingConnectionPool, url)
 
-    def open(self, request: OpenRequest) -> Any:
-        from .ledger import RedisLedger
+    def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
         from .transport import PoolTransport
 
         target = _target(request, cluster=False)
-        pool = self._pool(target, request.url, aio=False)
+        pool = self._pool(target, request.url, aio=aio)
         transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        return target, transport, pool.disconnect
+
+    def open(self, request: OpenRequest) -> Any:
+        from .ledger import RedisLedger
+
+        target, transport, close = self.transport(request)
         return RedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
+            transport, namespace=target.namespace, options=target.options, on_close=close
         )
 
     async def open_async(self, request: OpenRequest) -> Any:
         from .aio import AsyncRedisLedger
-        from .transport import PoolTransport
 
-        target = _target(request, cluster=False)
-        pool = self._pool(target, request.url, aio=True)
-        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        target, transport, close = self.transport(request, aio=True)
         return await AsyncRedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=pool.disconnect
+            transport, namespace=target.namespace, options=target.options, on_close=close
         )
 
+    # Delegates to ``testing`` for callers that look hooks up on the backend itself.
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Remove every genesis and record key of the namespaces named ``prefix...`` (a
-        check's own scratch prefix, else refused before any I/O): ``SCAN MATCH`` pages,
-        each ``UNLINK``ed; how many namespaces. The URL's own options and timeouts; the
-        pool is closed after."""
-        from .ledger import remove_scratch
-        from .transport import PoolTransport
-
-        checked = require_scratch_prefix(prefix)
-        target = _target(OpenRequest.build(url, create=False), cluster=False)
-        pool = _pool(target, redis_module().BlockingConnectionPool, url)
-        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
-        try:
-            return remove_scratch(transport, checked)
-        finally:
-            transport.close()
-            pool.disconnect()
+        count: int = _hooks(self).remove_scratch(url, prefix)
+        return count
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        """One host:port (``unix://`` has none)."""
-        return None if url.scheme == "unix" else reroute_address(url, route, 6379)
+        routed: str | None = getattr(_hooks(self), "reroute", lambda url, route: None)(url, route)
+        return routed
 
 
-class _ClusterBackend:
-    """``redis+cluster://host:port`` (any node; the rest are discovered). No
-    ``reroute``: the nodes redirect clients to each other's own addresses."""
+class _ClusterBackend(_RedisBackend):
+    """``redis+cluster://host:port`` (any node; the rest are discovered)."""
 
-    def open(self, request: OpenRequest) -> Any:
-        from .ledger import RedisLedger
+    testing = "ledger_redis.testing:CLUSTER_HOOKS"
+    reroute = None  # type: ignore[assignment]  # no single address: see testing.py
+
+    def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
         from .transport import ClusterTransport
 
         target = _target(request, cluster=True)
-        cluster = _client(target, redis_module().cluster.RedisCluster.from_url, request.url)
-        return RedisLedger.open_on(
-            ClusterTransport(cluster, target.location, target.options.timeout),
-            namespace=target.namespace,
-            options=target.options,
-            on_close=cluster.close,
-        )
-
-    async def open_async(self, request: OpenRequest) -> Any:
-        from .aio import AsyncRedisLedger
-        from .transport import ClusterTransport
-
-        target = _target(request, cluster=True)
-        cluster = _client(target, redis_module().asyncio.cluster.RedisCluster.from_url, request.url)
-        return await AsyncRedisLedger.open_on(
-            ClusterTransport(cluster, target.location, target.options.timeout),
-            namespace=target.namespace,
-            options=target.options,
-            on_close=cluster.aclose,
-        )
-
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """:meth:`_RedisBackend.remove_scratch` on every master of the Cluster."""
-        from .ledger import remove_scratch
-        from .transport import ClusterTransport
-
-        checked = require_scratch_prefix(prefix)
-        target = _target(OpenRequest.build(url, create=False), cluster=True)
-        cluster = _client(target, redis_module().cluster.RedisCluster.from_url, url)
-        try:
-            transport = ClusterTransport(cluster, target.location, target.options.timeout)
-            return remove_scratch(transport, checked)
-        finally:
-            cluster.close()
+        redis = redis_module()
+        factory = (redis.asyncio if aio else redis).cluster.RedisCluster.from_url
+        cluster = _client(target, factory, request.url)
+        transport = ClusterTransport(cluster, target.location, target.options.timeout)
+        return target, transport, cluster.aclose if aio else cluster.close
 
 
 def _sentinel_pool(target: Target, flavour: Any, url: LedgerURL) -> Any:
@@ -186,13 +161,11 @@ class _SentinelBackend(_RedisBackend):
     """``redis+sentinel://``: the master a quorum of Sentinels names, followed across
     failovers (each new connection asks them); the same ledger as standalone."""
 
+    testing = "ledger_redis.testing:SENTINEL_HOOKS"
+
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
         redis = redis_module()
         return _sentinel_pool(target, (redis.asyncio if aio else redis).sentinel, url)
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        """None: the Sentinels hand out the master's own address."""
-        return None
 
 
 BACKEND = _RedisBackend()

@@ -101,53 +101,6 @@ def glob_escape(prefix: bytes) -> bytes:
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", prefix)
 
 
-def scratch_pattern(prefix: str, cluster: bool) -> bytes:
-    """``SCAN MATCH`` for the genesis and record keys of the namespaces named
-    ``prefix...`` in this layout (a check's scratch removal). It over-matches (an id
-    holding ``:`` + the prefix, a look-alike tag): :func:`scratch_namespace` decides."""
-    head = b"{dl-" + b"?" * 16 + b"}" if cluster else b"{}"
-    return head + b"dl*:" + glob_escape(prefix.encode("utf-8")) + b"*"
-
-
-def scratch_namespace(key: bytes, prefix: str, cluster: bool) -> str | None:
-    """The namespace a genesis or record key of this layout names, when it starts with
-    ``prefix``; ``None`` for every other key (another namespace's, another layout's, a
-    tag that is not its namespace's, anything no ledger writes)."""
-    body, tag = key, b""
-    if cluster:
-        tag, brace, rest = key.partition(b"}")
-        if not brace:
-            return None
-        body = b"{}" + rest
-    if body.startswith(GENESIS_PREFIX):
-        name = body[len(GENESIS_PREFIX) :]
-    elif body.startswith(RECORD_PREFIX):
-        length, colon, tail = body[len(RECORD_PREFIX) :].partition(b":")
-        if not colon or not length.isdigit() or tail[int(length) : int(length) + 1] != b":":
-            return None
-        name = tail[: int(length)]
-    else:
-        return None
-    try:
-        namespace = name.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not namespace.startswith(prefix):
-        return None
-    if cluster and cluster_tag(namespace) != tag + b"}":
-        return None
-    return namespace
-
-
-def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[Command]:
-    """``UNLINK`` of a page's (namespace, key) pairs: one command standalone; one per
-    namespace on a Cluster (its keys share one slot; a command may not span slots)."""
-    by_namespace: dict[str, list[bytes]] = {}
-    for namespace, key in doomed:
-        by_namespace.setdefault(namespace if cluster else "", []).append(key)
-    return [("UNLINK", *keys) for keys in by_namespace.values()]
-
-
 # The identity proof every spend and read makes in its own round trip. KEYS[1] is the
 # genesis key; ARGV[1] is the genesis value this ledger opened with (32 hex digits),
 # then, unless failover_may_lose_spends=accept, ":" and the replication epoch it opened

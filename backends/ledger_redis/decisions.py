@@ -33,9 +33,6 @@ from .commands import (
     Plan,
     epoch_command,
     glob_escape,
-    scratch_namespace,
-    scratch_pattern,
-    unlink_commands,
 )
 from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
 from .options import RedisOptions
@@ -527,39 +524,3 @@ class NamespaceScan(Scan):
                 f"namespaces: genesis key {key!r:.80} names no valid namespace: something "
                 "else wrote it; refusing to guess"
             ) from None
-
-
-class ScratchScan(Scan):
-    """``decision-ledger check``'s scratch removal (the backend's hook, never a
-    ledger's): the genesis and record keys of the namespaces named ``prefix...`` on
-    every master; each page lists the namespaces it met first and keeps its keys for
-    :meth:`unlink_steps`."""
-
-    what = "remove_scratch"
-
-    def __init__(self, prefix: str, cluster: bool, count: int) -> None:
-        self._prefix, self._cluster = prefix, cluster
-        self._doomed: list[tuple[str, bytes]] = []
-        super().__init__(scratch_pattern(prefix, cluster), count, None)
-
-    def keep(self, key: bytes) -> str | None:
-        namespace = scratch_namespace(key, self._prefix, self._cluster)
-        if namespace is not None:
-            self._doomed.append((namespace, key))
-        return namespace
-
-    def unlink_steps(self) -> Steps:
-        doomed, self._doomed = self._doomed, []
-        for command in unlink_commands(doomed, self._cluster):
-            yield (CALL, [command], self.what)
-
-
-def remove_scratch_steps(scan: ScratchScan) -> Generator[Request, Any, int | None]:
-    """One page: ``SCAN``, then ``UNLINK`` what it matched; how many namespaces it met
-    for the first time (``None``: every master is done). Deleting between pages is
-    safe: ``SCAN`` still returns every key that stays for the whole scan."""
-    names = yield from scan.page_steps()
-    if names is None:
-        return None
-    yield from scan.unlink_steps()
-    return len(names)

@@ -186,23 +186,3 @@ class RedisLedger(Shell, ReentrantLedgerBase):
             self._io.close()
             if self._on_close is not None:
                 self._on_close()
-
-
-def remove_scratch(transport: Transport, prefix: str, count: int = 1000) -> int:
-    """Remove the namespaces named ``prefix...`` (every genesis and record key; every
-    master of a Cluster), page by page, each page bounded like one ledger operation;
-    how many namespaces. The caller checked ``prefix`` and closes ``transport``."""
-    ops = SyncOps(transport)
-    scan = decisions.ScratchScan(prefix, transport.cluster, count)
-    removed = 0
-    while True:
-        steps = through(transport, decisions.remove_scratch_steps(scan), deadline_for(transport))
-        try:
-            found: int | None = run_steps(steps, ops)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unexpected(exc, "remove_scratch", spend=False) from exc
-        if found is None:
-            return removed
-        removed += found
