@@ -14,12 +14,11 @@ from ledger_core.errors import InvalidLedgerURL
 from ledger_core.opening import OpenRequest, Route
 from ledger_core.urls import LedgerURL
 
-from .driver import redis_module
-from .errors import driver_error, url_refused
+from .errors import driver_error, redis_module, url_refused
 from .options import Target, parse
 
 if TYPE_CHECKING:
-    from .transport import Transport
+    from .decisions import Transport
 
 # What a scheme opens: the parsed URL, the transport, and how to close what it opened.
 Opening = tuple[Target, "Transport", Any]
@@ -82,11 +81,11 @@ class _RedisBackend:
         return _pool(target, module.BlockingConnectionPool, url)
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
-        from .transport import PoolTransport
+        from .decisions import Pool
 
         target = _target(request, cluster=False)
         pool = self._pool(target, request.url, aio=aio)
-        transport = PoolTransport(pool, target.location, budget=target.options.timeout)
+        transport = Pool(pool, target.location, budget=target.options.timeout)
         return target, transport, pool.disconnect
 
     def open(self, request: OpenRequest) -> Any:
@@ -122,13 +121,13 @@ class _ClusterBackend(_RedisBackend):
     reroute = None  # type: ignore[assignment]  # no single address: see testing.py
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
-        from .transport import ClusterTransport
+        from .decisions import Cluster
 
         target = _target(request, cluster=True)
         redis = redis_module()
         factory = (redis.asyncio if aio else redis).cluster.RedisCluster.from_url
         cluster = _client(target, factory, request.url)
-        transport = ClusterTransport(cluster, target.location, target.options.timeout)
+        transport = Cluster(cluster, target.location, target.options.timeout)
         return target, transport, cluster.aclose if aio else cluster.close
 
 

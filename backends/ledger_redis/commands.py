@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -297,3 +297,43 @@ def redis_options(command: Command) -> dict[str, Any]:
     """What redis-py's ``execute_command`` needs beside ``command``: ``SET`` with ``GET``
     must come back raw (redis-py parses replies by command name)."""
     return {"get": True} if command[0] == "SET" and "GET" in command else {}
+
+
+# What the decisions ask of redis-py, one operation at a time (``ledger.py`` and
+# ``aio.py`` perform them): a pooled connection, then send and read on it, or a Cluster
+# client's own command.
+@dataclass(frozen=True, slots=True)
+class Borrow:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    conn: Any
+    commands: Sequence[Command]
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    conn: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    conn: Any
+    drop: bool = False  # failed mid-exchange: disconnected, never reused
+
+
+@dataclass(frozen=True, slots=True)
+class Exec:
+    command: Command
+    options: Mapping[str, Any] = field(default_factory=dict)  # redis-py's (target_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Primaries:
+    pass
+
+
+Op = Borrow | Send | Read | Release | Exec | Primaries
+BORROW, PRIMARIES = Borrow(), Primaries()

@@ -1,23 +1,41 @@
 """Open, spend, spend_as, is_spent, the listings and the periodic re-check, decided
-once as I/O-free steps.
+once as I/O-free steps, and what each failure on the way to Redis means.
 
-Each generator yields a :data:`~.transport.Request` (one trip of commands, the servers'
-facts, the nodes to scan, one ``SCAN`` page), receives the replies or has the
-transport's ``LedgerError`` thrown into it, and returns the result. The sync and async
-ledgers drive the same generators (``ledger_core.steps``), so they cannot decide
-differently (C9).
+A decision (a :class:`Session` method) ``yield from``s its transport's steps
+(:meth:`Pool.call`, ...), which yield the typed operations of :mod:`.commands`; the sync
+and async ledgers perform those with redis-py's objects and drive the same generator
+(``ledger_core.steps``), so they cannot decide differently (C9).
+
+Standalone ledgers borrow one connection from a redis-py pool per exchange and speak on
+it directly. That is what lets a failure be told apart precisely: a pool that cannot
+hand out a connected connection has sent nothing (``LedgerUnavailable``), a failure after
+sending is a lost reply (``ReplyLost``, which a spend resolves), and no layer in between
+resends a command behind the ledger's back. Commands of one exchange share one trip (a
+spend and its ``WAIT`` are pipelined).
+
+Cluster ledgers go through redis-py's Cluster client, which follows ``MOVED``/``ASK``
+and retries on its own; its spends therefore use ``SET NX GET``, which a resend cannot
+fool. Every failure there counts as possibly sent.
+
+Every wait of an operation (its re-check, its trips, a ``NOSCRIPT`` resend, the resolving
+retry, a Cluster client's own retries) ends by its deadline (:data:`DEADLINE`, enforced
+on each socket wait by ``ledger.py`` and on each await by ``aio.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator, Iterator, Sequence
+import time
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
+    LedgerClosed,
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
@@ -28,18 +46,258 @@ from ledger_core.tokens import TOKEN_BYTES, attempt_outcome, new_token
 
 from . import identity
 from .commands import (
+    BORROW,
+    FACT_COMMANDS,
+    PRIMARIES,
     Command,
+    Exec,
     Keys,
+    Op,
     Plan,
+    Read,
+    Release,
+    Send,
+    as_eval,
     epoch_command,
     glob_escape,
+    redis_options,
+    scan_command,
 )
-from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
+from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, redis_module, unexpected
+from .identity import ServerFacts, facts_from_replies
 from .options import RedisOptions
-from .transport import CALL, FACTS, NODES, SCAN, Page, Request
 
-Steps = Generator[Request, Any, Any]
+R = TypeVar("R")
+Steps = Generator[Op, Any, R]
 DIGEST_BYTES = 32  # ledger_core.reentry.attempt_digest
+BATCH = 1000  # spend scripts per pipelined trip
+
+# When the running ledger operation must be over (time.monotonic()), or None.
+# Context-local: concurrent callers (threads, tasks) each keep their own.
+DEADLINE: ContextVar[float | None] = ContextVar("ledger_redis_deadline", default=None)
+
+
+def in_time(what: str) -> None:
+    deadline = DEADLINE.get()
+    if deadline is not None and deadline - time.monotonic() <= 0.0:
+        raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
+
+
+@contextmanager
+def operation(io: Transport, what: str, *, spend: bool) -> Iterator[None]:
+    """One ledger operation: its deadline for every wait of it, and nothing raw out of it
+    (C4): after a spend was handed to the transport its outcome is unknown."""
+    DEADLINE.set(None if io.budget is None else time.monotonic() + io.budget)
+    try:
+        yield
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise unexpected(exc, what, spend=spend) from exc
+    finally:
+        DEADLINE.set(None)  # a host's own commands on its client are never cut short
+
+
+# ---------------------------------------------------------------- transports
+
+
+class _Transport:
+    """Where a ledger points and how one request reaches it. ``budget``: seconds one
+    operation may take in all; ``None`` for a host's client without a socket timeout."""
+
+    cluster = False
+
+    def __init__(self, client: Any, location: str, budget: float | None = None) -> None:
+        self.client, self.location, self.budget = client, location, budget
+        self.closed = False
+        exceptions = redis_module().exceptions
+        self._refused: type[Exception] = exceptions.ResponseError
+        self._noscript: type[Exception] = exceptions.NoScriptError
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _start(self, what: str) -> None:
+        """No new trip (nor a new connection, nor a Cluster client's retry) after the
+        ledger closed or the operation's budget ran out."""
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        in_time(what)
+
+
+class Pool(_Transport):
+    """Standalone: one pooled connection per exchange (never the caller's retries).
+
+    Reads never pass ``read_response(timeout=...)``: redis-py's asyncio connection
+    answers ``None`` when that timeout expires, which a spend would read as "written
+    now" (a double spend); the socket timeout raises instead.
+    """
+
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
+        if getattr(pool, "cache", None) is not None:
+            raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        super().__init__(pool, location, budget)
+
+    def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        """One trip; each reply. The first command's error reply raises; later ones are
+        the decisions' to judge (a ``WAIT`` that fails after the write landed)."""
+        replies = yield from self._exchange(commands, what)
+        if isinstance(replies[0], self._noscript) and commands[0][0] == "EVALSHA":
+            # The server lost its script cache: the script did not run; resend as EVAL.
+            replies = yield from self._exchange(as_eval(commands), what)
+        if isinstance(replies[0], Exception):
+            raise driver_error(replies[0], what, sent=True) from replies[0]
+        return replies
+
+    def facts(self) -> Steps[list[ServerFacts]]:
+        replies = yield from self._exchange(FACT_COMMANDS, "read the configuration")
+        return [facts_from_replies(self.location, *replies)]
+
+    def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
+        """One ``SCAN`` page, then the proof in the same trip: (proved, cursor, keys)."""
+        replies = yield from self._exchange([command] if proof is None else [command, proof], what)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise driver_error(reply, what, sent=True) from reply
+        cursor, keys = replies[0]
+        return (None if proof is None else replies[1]), cursor, keys
+
+    def _exchange(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        """Send ``commands`` in one trip; each reply, or the server's error for it.
+
+        Every ``Exception`` counts (redis-py raises some outside ``RedisError``; none
+        leaks raw: C4). No cleanup is ever yielded from an ``except BaseException`` or
+        a ``finally``: a cancelled operation is cleaned up by the driver itself.
+        """
+        self._start(what)
+        try:
+            conn = yield BORROW
+        except Exception as exc:
+            raise driver_error(exc, what, sent=False) from exc
+        try:
+            in_time(what)
+        except LedgerUnavailable:
+            yield Release(conn)
+            raise
+        try:
+            yield Send(conn, commands)
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append((yield Read(conn)))
+                except self._refused as exc:
+                    replies.append(exc)  # the connection stays in step: read the rest
+        except Exception as exc:
+            yield Release(conn, drop=True)
+            raise driver_error(exc, what, sent=True) from exc
+        yield Release(conn)
+        return replies
+
+
+class Cluster(_Transport):
+    """Redis Cluster: one command per trip through redis-py's Cluster client."""
+
+    cluster = True
+
+    def __init__(self, cluster: Any, location: str, budget: float | None = None) -> None:
+        if getattr(cluster, "read_from_replicas", False) or getattr(
+            cluster, "load_balancing_strategy", None
+        ):
+            raise UnsafeStoreConfig(
+                "a Cluster client that reads from replicas can miss a fresh spend (C3): "
+                "build it without read_from_replicas / load_balancing_strategy"
+            )
+        if cluster.get_encoder().decode_responses:
+            raise UnsafeStoreConfig(
+                "a Cluster client with decode_responses=True cannot hold tokens"
+            )
+        super().__init__(cluster, location, budget)
+
+    def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        (command,) = commands  # no WAIT here: see plan_for
+        self._start(what)
+        try:
+            try:
+                return [(yield Exec(command, redis_options(command)))]
+            except self._noscript:
+                (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                return [(yield Exec(command))]
+        except Exception as exc:
+            raise driver_error(exc, what, sent=True) from exc
+
+    def primaries(self, what: str) -> Steps[list[Any]]:
+        """Every master: a namespace lives in one slot, but the slot may move mid-scan."""
+        self._start(what)
+        try:
+            return list((yield PRIMARIES))
+        except Exception as exc:
+            raise driver_error(exc, what, sent=False) from exc
+
+    def facts(self) -> Steps[list[ServerFacts]]:
+        what = "read the configuration"
+        out = []
+        for node in (yield from self.primaries(what)):
+            replies = []
+            for command in FACT_COMMANDS:
+                try:
+                    replies.append((yield Exec(command, {"target_nodes": node})))
+                except self._refused as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
+                except Exception as exc:
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, what, sent=False) from exc
+            out.append(facts_from_replies(f"node {node.name}", *replies))
+        return out
+
+    def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
+        self._start(what)
+        try:
+            cursors, keys = yield Exec(command, {"target_nodes": node})
+            # The proof is routed by its slot, right after the page.
+            proved = None if proof is None else (yield Exec(proof))
+        except Exception as exc:
+            raise driver_error(exc, what, sent=True) from exc
+        # redis-py's Cluster SCAN answers {node: cursor}; one node was asked.
+        if isinstance(cursors, dict) and len(cursors) == 1:
+            cursors = next(iter(cursors.values()))
+        return proved, cursors, keys
+
+
+Transport = Pool | Cluster
+
+
+def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
+    """The transport over a host's redis-py client, pool or Cluster client (sync or
+    asyncio, as the ledger is); the ledger never closes it."""
+    redis = redis_module()
+    flavour = redis.asyncio if asyncio_client else redis
+    if isinstance(client, flavour.cluster.RedisCluster):
+        nodes = client.get_nodes()
+        where = f"redis+cluster://{nodes[0].name}" if nodes else ""
+        return Cluster(client, where, _budget(client.get_connection_kwargs()))
+    pool = client.connection_pool if isinstance(client, flavour.Redis) else client
+    if isinstance(pool, flavour.ConnectionPool):
+        kwargs = pool.connection_kwargs
+        return Pool(pool, _describe(kwargs, type(client).__name__), _budget(kwargs))
+    raise InvalidLedgerURL(
+        f"expected a {'redis.asyncio' if asyncio_client else 'redis-py'} Redis, "
+        f"ConnectionPool or RedisCluster, not {type(client).__name__}"
+    )
+
+
+def _budget(kwargs: Mapping[str, Any]) -> float | None:
+    """A host's client: its socket timeout bounds each ledger operation as a whole."""
+    seconds = kwargs.get("socket_timeout")
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def _describe(kwargs: Mapping[str, Any], kind: str) -> str:
+    """Where a host's pool points, without any credential."""
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    if "host" in kwargs:
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+    return f"<{kind}>"
 
 
 @dataclass(frozen=True)
@@ -47,7 +305,7 @@ class Opened:
     plan: Plan
     info: LedgerInfo
     options: RedisOptions
-    facts: tuple[identity.ServerFacts, ...] = ()  # as read at open (the doctor shows them)
+    facts: tuple[ServerFacts, ...] = ()  # as read at open (the doctor shows them)
     replication: identity.Replication | None = None  # None: not read (accepted, or no store)
 
 
@@ -94,50 +352,49 @@ def plan_for(
 # ---------------------------------------------------------------- opening
 
 
-def open_steps(
-    namespace: str, options: RedisOptions, *, cluster: bool, location: str
-) -> Generator[Request, Any, Opened]:
-    """Read the servers' facts, then the namespace's genesis (create it if allowed)."""
-    facts = yield (FACTS, None, "open")
-    identity.check_topology(facts, options, cluster=cluster)
-    verdict = identity.judge(facts, options)
-    keys = Keys(namespace, cluster)
-    writable = all(f.role in (None, "master") for f in facts)
-    genesis = yield from genesis_steps(keys, options.create, writable)
-    replication = None
-    if genesis is not None and not options.failover_may_lose_spends:
-        replication = yield from replication_steps(keys)
-        verdict = identity.judge_replication(verdict, replication, options)
-    epoch = None if replication is None or replication.error else replication.epoch
-    plan = plan_for(
-        options, identity.server_version(facts), cluster=cluster, keys=keys, genesis=genesis or b""
-    )
-    plan = replace(plan, epoch=epoch)
-    if plan.probe_waitaof:
-        # The version is unknown (INFO denied): ask the server itself, never guess.
-        try:
-            yield (CALL, [("WAITAOF", 0, 0, 0)], "open (WAITAOF probe)")
-        except LedgerError as exc:
-            raise UnsafeStoreConfig(
-                f"option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server refused it ({exc})"
-            ) from exc
-    info = identity.ledger_info(
-        kind="redis-cluster" if cluster else "redis",
-        location=location,
-        namespace=namespace,
-        genesis=genesis,
-        verdict=verdict,
-        keys=keys,
-        epoch=epoch,
-    )
-    return Opened(plan, info, options, tuple(facts), replication)
+def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Opened]:
+    """Read the servers' facts, then the namespace's genesis (create it if allowed) and
+    the replication it is bound to (C6)."""
+    with operation(io, "open", spend=False):
+        facts = yield from io.facts()
+        identity.check_topology(facts, options, cluster=io.cluster)
+        verdict = identity.judge(facts, options)
+        keys = Keys(namespace, io.cluster)
+        writable = all(f.role in (None, "master") for f in facts)
+        genesis = yield from _genesis(io, keys, options.create, writable)
+        replication = None
+        if genesis is not None and not options.failover_may_lose_spends:
+            replication = yield from _replication(io, keys)
+            verdict = identity.judge_replication(verdict, replication, options)
+        epoch = None if replication is None or replication.error else replication.epoch
+        version = identity.server_version(facts)
+        plan = plan_for(options, version, cluster=io.cluster, keys=keys, genesis=genesis or b"")
+        plan = replace(plan, epoch=epoch)
+        if plan.probe_waitaof:
+            # The version is unknown (INFO denied): ask the server itself, never guess.
+            try:
+                yield from io.call([("WAITAOF", 0, 0, 0)], "open (WAITAOF probe)")
+            except LedgerError as exc:
+                raise UnsafeStoreConfig(
+                    f"option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server refused it ({exc})"
+                ) from exc
+        info = identity.ledger_info(
+            kind="redis-cluster" if io.cluster else "redis",
+            location=io.location,
+            namespace=namespace,
+            genesis=genesis,
+            verdict=verdict,
+            keys=keys,
+            epoch=epoch,
+        )
+        return Opened(plan, info, options, tuple(facts), replication)
 
 
-def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replication]:
+def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
     """The replication facts of the master that owns the namespace's slot, by the route
     every spend takes (the genesis key); a refusal (ACL without INFO) is unknown."""
     try:
-        (reply,) = yield (CALL, [epoch_command(keys)], "open (replication)")
+        (reply,) = yield from io.call([epoch_command(keys)], "open (replication)")
     except IdentityLost:
         raise
     except LedgerError as exc:
@@ -147,16 +404,14 @@ def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replicatio
     return identity.replication_from(reply)
 
 
-def genesis_steps(
-    keys: Keys, create: bool, writable: bool
-) -> Generator[Request, Any, bytes | None]:
+def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[bytes | None]:
     """The namespace's genesis value; written (``SET NX``: the first opener wins) only
     when ``create`` and the server takes writes. A read never creates a store."""
-    (value,) = yield (CALL, [("GET", keys.genesis)], "open")
+    (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if value is None:
         legacy = keys.legacy_genesis
         if legacy is not None:
-            (old,) = yield (CALL, [("GET", legacy)], "open")
+            (old,) = yield from io.call([("GET", legacy)], "open")
             if old is not None:
                 raise UnsafeStoreConfig(
                     "this namespace holds a Cluster ledger in the old key layout (keys not "
@@ -172,8 +427,8 @@ def genesis_steps(
             )
         if not writable:
             return None
-        yield (CALL, [("SET", keys.genesis, identity.new_genesis(), "NX")], "open")
-        (value,) = yield (CALL, [("GET", keys.genesis)], "open")
+        yield from io.call([("SET", keys.genesis, identity.new_genesis(), "NX")], "open")
+        (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if not isinstance(value, bytes) or not identity.GENESIS_PATTERN.match(value):
         raise UnsafeStoreConfig(
             f"key {keys.genesis!r} does not hold a ledger identity: something else wrote "
@@ -182,41 +437,111 @@ def genesis_steps(
     return value
 
 
-# ---------------------------------------------------------------- spending
+# ---------------------------------------------------------------- operations
 
 
-def spend_steps(
-    plan: Plan, request_id: bytes, token: bytes, digest: bytes | None = None
-) -> Generator[Request, Any, bool]:
-    """One trip; after a lost reply, the same script with the same value settles it.
+class Session:
+    """One open ledger: its transport, what open found, and its guard (the periodic
+    re-check, and the failure that keeps a ledger closed once its store forgot or
+    changed: never a new identity)."""
 
-    With ``digest`` (``spend_as``, C10) the value written is the token followed by the
-    attempt's digest, in the same script: ``True`` also when the stored value carries
-    the same digest (the same attempt re-entering); a plain spend's record has none.
-    """
-    value = token if digest is None else token + digest
-    replies, failure = yield from settle_steps(plan.spend_commands(request_id, value), "spend")
-    if failure is not None:
-        return resolve_outcome(plan, replies, value, failure)
-    return spend_outcome(plan, replies, value)
+    def __init__(self, io: Transport, opened: Opened) -> None:
+        self.io, self.opened, self.plan = io, opened, opened.plan
+        self.recheck = identity.Recheck(opened.options.recheck_interval)
+        self.failed: LedgerError | None = None
 
+    @contextmanager
+    def _guard(self, what: str, *, spend: bool) -> Iterator[None]:
+        if self.failed is not None:
+            raise type(self.failed)(str(self.failed)) from self.failed
+        with operation(self.io, what, spend=spend):
+            try:
+                yield
+            except IdentityLost as exc:
+                self.failed = exc
+                raise
 
-def settle_steps(
-    commands: Sequence[Command], what: str
-) -> Generator[Request, Any, tuple[list[Any], ReplyLost | None]]:
-    """One trip; after a lost reply, the same commands again (the spend script finds its
-    own value: SET NX GET), and the loss, for the caller to weigh. A second failure is
-    ambiguous (C5), unless the store forgot."""
-    try:
-        return (yield (CALL, commands, what)), None
-    except ReplyLost as failure:
+    def _recheck(self) -> Steps[None]:
+        """When due, read the configuration again: what would now withdraw the proof
+        fails the ledger for good."""
+        if not self.recheck.due():
+            return
         try:
-            replies = yield (CALL, commands, f"{what} (resolve)")
-        except IdentityLost:
+            facts = yield from self.io.facts()
+            verdict = identity.judge(facts, self.opened.options)
+        except BaseException:
+            self.recheck.failed()
             raise
-        except LedgerError as exc:
-            raise ambiguous(failure, exc) from failure
-        return replies, failure
+        changed = identity.changed_since_open(self.opened.info, verdict)
+        if changed is not None:
+            self.failed = changed
+            raise changed
+
+    def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
+        """One trip; after a lost reply, the same script with the same value settles it.
+
+        With ``digest`` (``spend_as``, C10) the value written is the token followed by the
+        attempt's digest, in the same script: ``True`` also when the stored value carries
+        the same digest (the same attempt re-entering); a plain spend's record has none.
+        """
+        with self._guard("spend", spend=True):
+            yield from self._recheck()
+            value = new_token() if digest is None else new_token() + digest
+            commands = self.plan.spend_commands(request_id, value)
+            replies, failure = yield from self._settle(commands, "spend")
+            if failure is not None:
+                return resolve_outcome(self.plan, replies, value, failure)
+            return spend_outcome(self.plan, replies, value)
+
+    def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
+        """One pipelined trip for a batch; after a lost reply, the same scripts with the
+        same tokens settle every id (SET NX GET finds its own token)."""
+        with self._guard("spend_many", spend=True):
+            yield from self._recheck()
+            tokens = [new_token() for _ in request_ids]
+            commands = self.plan.spend_many_commands(request_ids, tokens)
+            replies, failure = yield from self._settle(commands, "spend_many")
+            return spend_many_outcome(self.plan, replies, tokens, failure)
+
+    def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
+        """``spend_many``'s operations: pipelined trips of :data:`BATCH` ids, or one
+        spend each on a Cluster (whose client sends one command per trip)."""
+        if self.io.cluster:
+            return (self.spend(raw) for raw in request_ids)
+        return (
+            self.spend_many(request_ids[i : i + BATCH]) for i in range(0, len(request_ids), BATCH)
+        )
+
+    def _settle(
+        self, commands: Sequence[Command], what: str
+    ) -> Steps[tuple[list[Any], ReplyLost | None]]:
+        """One trip; after a lost reply, the same commands again (the spend script finds
+        its own value: SET NX GET), and the loss, for the caller to weigh. A second
+        failure is ambiguous (C5), unless the store forgot."""
+        try:
+            return (yield from self.io.call(commands, what)), None
+        except ReplyLost as failure:
+            try:
+                replies = yield from self.io.call(commands, f"{what} (resolve)")
+            except IdentityLost:
+                raise
+            except LedgerError as exc:
+                raise ambiguous(failure, exc) from failure
+            return replies, failure
+
+    def is_spent(self, request_id: bytes) -> Steps[bool]:
+        with self._guard("is_spent", spend=False):
+            yield from self._recheck()
+            (reply,) = yield from self.io.call(self.plan.read_commands(request_id), "is_spent")
+            return exists_reply(reply)
+
+    def page(self, scan: Scan) -> Steps[list[str] | None]:
+        """One page of a listing (one trip: the re-check stays with spends and reads)."""
+        with self._guard(scan.what, spend=False):
+            return (yield from scan.page(self.io))
+
+
+# ---------------------------------------------------------------- outcomes
 
 
 def stored_outcome(stored: Any, value: bytes) -> bool:
@@ -257,26 +582,6 @@ def resolve_outcome(
     if won:
         check_ack(plan, replies)
     return won
-
-
-BATCH = 1000  # spend scripts per pipelined trip
-
-
-def spend_many_batches(plan: Plan, request_ids: Sequence[bytes]) -> Iterator[Steps]:
-    """The steps of each pipelined trip of a batch, a fresh token per id."""
-    for i in range(0, len(request_ids), BATCH):
-        chunk = request_ids[i : i + BATCH]
-        yield spend_many_steps(plan, chunk, [new_token() for _ in chunk])
-
-
-def spend_many_steps(
-    plan: Plan, request_ids: Sequence[bytes], tokens: Sequence[bytes]
-) -> Generator[Request, Any, list[bool]]:
-    """One pipelined trip for a batch; after a lost reply, the same scripts with the
-    same tokens settle every id (SET NX GET finds its own token)."""
-    commands = plan.spend_many_commands(request_ids, tokens)
-    replies, failure = yield from settle_steps(commands, "spend_many")
-    return spend_many_outcome(plan, replies, tokens, failure)
 
 
 def spend_many_outcome(
@@ -335,14 +640,6 @@ def check_ack(plan: Plan, replies: Sequence[Any]) -> None:
     )
 
 
-# ---------------------------------------------------------------- reading
-
-
-def read_steps(plan: Plan, request_id: bytes) -> Generator[Request, Any, bool]:
-    (reply,) = yield (CALL, plan.read_commands(request_id), "is_spent")
-    return exists_reply(reply)
-
-
 def exists_reply(reply: Any) -> bool:
     if reply in (1, True):
         return True
@@ -351,58 +648,12 @@ def exists_reply(reply: Any) -> bool:
     raise LedgerUnavailable(f"unexpected EXISTS reply {reply!r}")
 
 
-def recheck_steps(opened: Opened) -> Generator[Request, Any, UnsafeStoreConfig | None]:
-    """Read the configuration again: what would now withdraw the proof, if anything."""
-    facts = yield (FACTS, None, "re-check")
-    return identity.changed_since_open(opened.info, identity.judge(facts, opened.options))
-
-
-class Guard:
-    """What every operation of one ledger goes through: the periodic re-check, and the
-    failure that keeps a ledger closed once its store forgot or changed (never a new
-    identity)."""
-
-    def __init__(self, opened: Opened) -> None:
-        self.opened = opened
-        self.recheck = identity.Recheck(opened.options.recheck_interval)
-        self.failed: LedgerError | None = None
-
-    def raise_if_failed(self) -> None:
-        if self.failed is not None:
-            raise type(self.failed)(str(self.failed)) from self.failed
-
-    def steps(
-        self, steps: Generator[Request, Any, Any], what: str, *, spend: bool, recheck: bool = True
-    ) -> Steps:
-        """``steps`` behind the guard: refused when failed, the re-check first when due,
-        a forgotten store failing the ledger for good, nothing raw (C4)."""
-        self.raise_if_failed()
-        try:
-            if recheck and self.recheck.due():
-                try:
-                    changed = yield from recheck_steps(self.opened)
-                except BaseException:
-                    self.recheck.failed()
-                    raise
-                if changed is not None:
-                    self.failed = changed
-                    raise changed
-            return (yield from steps)
-        except IdentityLost as exc:
-            self.failed = exc
-            raise
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unexpected(exc, what, spend=spend) from exc
-
-
 # ---------------------------------------------------------------- listings
 
 
 class Scan:
-    """The decisions of a ``SCAN`` over every master, without I/O: which page to ask
-    for next, and what its keys mean (:meth:`keep`, per subclass).
+    """The decisions of a ``SCAN`` over every master: which page to ask for next, and
+    what its keys mean (:meth:`keep`, per subclass).
 
     ``SCAN`` may return a key twice (a rehash during the scan), so each listed item's
     16-byte BLAKE2b digest is kept for the scan's duration: memory is one page plus 16
@@ -414,29 +665,31 @@ class Scan:
     def __init__(self, pattern: bytes, count: int, proof: Command | None) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
-        self.pattern = pattern
-        self.count = count
-        self._proof = proof
+        self.pattern, self.count, self._proof = pattern, count, proof
         self._nodes: list[Any] | None = None
         self._cursor = 0
         self._started = False
         self._seen: set[bytes] = set()
 
-    def page_steps(self) -> Generator[Request, Any, list[str] | None]:
+    def page(self, io: Transport) -> Steps[list[str] | None]:
         """One page's items, or ``None`` when every master is done."""
         if self._nodes is None:
-            self._nodes = list((yield (NODES, None, self.what)))
+            self._nodes = (
+                (yield from io.primaries(self.what)) if isinstance(io, Cluster) else [None]
+            )
         if self._started and self._cursor == 0:
             self._nodes.pop(0)
             self._started = False
         if not self._nodes:
             return None
         self._started = True
-        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._proof)
-        proved, cursor, keys = yield (SCAN, page, self.what)
+        command = scan_command(self._cursor, self.pattern, self.count)
+        proved, cursor, keys = yield from io.scan(self._nodes[0], command, self._proof, self.what)
         return self.take(proved, cursor, keys)
 
     def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+        if isinstance(cursor, bytes) and cursor.isdigit():
+            cursor = int(cursor)
         if not isinstance(cursor, int) or cursor < 0:
             raise LedgerUnavailable(f"{self.what}: SCAN answered cursor {cursor!r}")
         self._cursor = cursor

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledger_core.errors import LedgerError
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.steps import run_steps
@@ -13,9 +12,8 @@ from ledger_core.urls import LedgerURL
 
 from .backend import Opening
 from .commands import GENESIS_PREFIX, RECORD_PREFIX, Command, cluster_tag, glob_escape
-from .decisions import Scan, Steps
-from .errors import unexpected
-from .transport import CALL, SyncOps, Transport, deadline_for, through
+from .decisions import Scan, Steps, Transport, operation
+from .ledger import SyncDriver
 
 
 def scratch_pattern(prefix: str, cluster: bool) -> bytes:
@@ -73,50 +71,39 @@ class ScratchScan(Scan):
 
     def __init__(self, prefix: str, cluster: bool, count: int) -> None:
         self._prefix, self._cluster = prefix, cluster
-        self._doomed: list[tuple[str, bytes]] = []
+        self.doomed: list[tuple[str, bytes]] = []
         super().__init__(scratch_pattern(prefix, cluster), count, None)
 
     def keep(self, key: bytes) -> str | None:
         namespace = scratch_namespace(key, self._prefix, self._cluster)
         if namespace is not None:
-            self._doomed.append((namespace, key))
+            self.doomed.append((namespace, key))
         return namespace
 
-    def unlink_steps(self) -> Steps:
-        doomed, self._doomed = self._doomed, []
-        for command in unlink_commands(doomed, self._cluster):
-            yield (CALL, [command], self.what)
+
+def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
+    """One page: ``SCAN``, then ``UNLINK`` what it matched, bounded like one ledger
+    operation; how many namespaces it met first (``None``: every master is done).
+    Deleting between pages is safe: ``SCAN`` still returns every key that stays."""
+    with operation(io, scan.what, spend=False):
+        names = yield from scan.page(io)
+        if names is None:
+            return None
+        doomed, scan.doomed = scan.doomed, []
+        for command in unlink_commands(doomed, io.cluster):
+            yield from io.call([command], scan.what)
+        return len(names)
 
 
-def remove_scratch_steps(scan: ScratchScan) -> Steps:
-    """One page: ``SCAN``, then ``UNLINK`` what it matched; how many namespaces it met
-    for the first time (``None``: every master is done). Deleting between pages is
-    safe: ``SCAN`` still returns every key that stays for the whole scan."""
-    names = yield from scan.page_steps()
-    if names is None:
-        return None
-    yield from scan.unlink_steps()
-    return len(names)
-
-
-def remove_scratch(transport: Transport, prefix: str, count: int = 1000) -> int:
-    """Remove the namespaces named ``prefix...``, page by page, each page bounded like
-    one ledger operation; how many. The caller checked ``prefix`` and closes
-    ``transport``."""
-    ops = SyncOps(transport)
-    scan = ScratchScan(prefix, transport.cluster, count)
+def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
+    """Remove the namespaces named ``prefix...``, page by page; how many. The caller
+    checked ``prefix`` and closes ``io``."""
+    driver = SyncDriver(io)
+    scan = ScratchScan(prefix, io.cluster, count)
     removed = 0
-    while True:
-        steps = through(transport, remove_scratch_steps(scan), deadline_for(transport))
-        try:
-            found: int | None = run_steps(steps, ops)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unexpected(exc, "remove_scratch", spend=False) from exc
-        if found is None:
-            return removed
+    while (found := run_steps(_remove_page(io, scan), driver)) is not None:
         removed += found
+    return removed
 
 
 class ScratchHooks:
