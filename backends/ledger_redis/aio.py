@@ -22,8 +22,7 @@ T = TypeVar("T")
 
 
 async def within(awaitable: Awaitable[T]) -> T:
-    """``awaitable`` cancelled when the running operation's deadline passes (a
-    ``TimeoutError``, judged as any failure of that operation)."""
+    """``awaitable``, cut by the running operation's deadline (a ``TimeoutError``)."""
     deadline = DEADLINE.get()
     if deadline is None:
         return await awaitable
@@ -92,8 +91,7 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
     async def from_client(
         cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
     ) -> AsyncRedisLedger:
-        """A ledger on a ``redis.asyncio`` client, pool or Cluster client the host
-        already has; the ledger never closes it."""
+        """A ledger on a host's ``redis.asyncio`` client, pool or Cluster (never closed)."""
         opts = RedisOptions.for_client(options)
         io = transport_for(client, asyncio_client=True)
         return await cls.open_on(io, namespace=validate_namespace(namespace), options=opts)

@@ -1,9 +1,5 @@
-"""``redis://``, ``rediss://``, ``unix://`` and ``redis+cluster://`` requests -> ledgers.
-
-The request is parsed by :func:`.options.parse` (no I/O); redis-py is imported only
-here, when a ledger is opened (``MissingDriver`` names the extra otherwise). Clients
-built here have finite timeouts and no driver retries.
-"""
+"""Redis URL requests -> ledgers. redis-py is imported only when one is opened; the
+clients built here have finite timeouts and no driver retries."""
 
 from __future__ import annotations
 

@@ -1,25 +1,17 @@
-"""Open, spend, spend_as, is_spent, the listings and the periodic re-check, decided
-once as I/O-free steps, and what each failure on the way to Redis means.
+"""Open, spend, spend_as, is_spent, the listings and the re-check, decided once as
+I/O-free steps, and what each failure on the way to Redis means.
 
-A decision (a :class:`Session` method) ``yield from``s its transport's steps
-(:meth:`Pool.call`, ...), which yield the typed operations of :mod:`.commands`; the sync
-and async ledgers perform those with redis-py's objects and drive the same generator
-(``ledger_core.steps``), so they cannot decide differently (C9).
+A :class:`Session` method ``yield from``s its transport's steps, which yield the typed
+operations of :mod:`.commands`; the sync and async drivers perform them (C9).
 
-Standalone ledgers borrow one connection from a redis-py pool per exchange and speak on
-it directly. That is what lets a failure be told apart precisely: a pool that cannot
-hand out a connected connection has sent nothing (``LedgerUnavailable``), a failure after
-sending is a lost reply (``ReplyLost``, which a spend resolves), and no layer in between
-resends a command behind the ledger's back. Commands of one exchange share one trip (a
-spend and its ``WAIT`` are pipelined).
+Standalone (:class:`Pool`): one pooled connection per exchange, spoken on directly, so a
+failure is told apart precisely: no connection, nothing sent (``LedgerUnavailable``);
+after sending, a lost reply (``ReplyLost``, which a spend resolves); nothing resends
+behind the ledger's back. A spend and its ``WAIT`` share one trip.
 
-Cluster ledgers go through redis-py's Cluster client, which follows ``MOVED``/``ASK``
-and retries on its own; its spends therefore use ``SET NX GET``, which a resend cannot
-fool. Every failure there counts as possibly sent.
-
-Every wait of an operation (its re-check, its trips, a ``NOSCRIPT`` resend, the resolving
-retry, a Cluster client's own retries) ends by its deadline (:data:`DEADLINE`, enforced
-on each socket wait by ``ledger.py`` and on each await by ``aio.py``).
+Cluster: redis-py's client follows ``MOVED``/``ASK`` and retries on its own, so every
+failure there counts as possibly sent (its spends are ``SET NX GET``: a resend cannot
+fool them). Every wait of an operation ends by its :data:`DEADLINE`.
 """
 
 from __future__ import annotations
@@ -27,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -83,27 +74,34 @@ def in_time(what: str) -> None:
         raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
 
 
-@contextmanager
-def operation(io: Transport, what: str, *, spend: bool) -> Iterator[None]:
-    """One ledger operation: its deadline for every wait of it, and nothing raw out of it
-    (C4): after a spend was handed to the transport its outcome is unknown."""
-    DEADLINE.set(None if io.budget is None else time.monotonic() + io.budget)
-    try:
-        yield
-    except LedgerError:
-        raise
-    except Exception as exc:
-        raise unexpected(exc, what, spend=spend) from exc
-    finally:
+class Operation:
+    """``with`` around one operation's steps: one deadline for all its waits, nothing raw
+    out of it (C4), and a store that forgot fails the ``session`` for good."""
+
+    __slots__ = ("_budget", "_session", "_spend", "_what")
+
+    def __init__(
+        self, io: Transport, what: str, *, spend: bool, session: Session | None = None
+    ) -> None:
+        self._budget, self._what, self._spend, self._session = io.budget, what, spend, session
+
+    def __enter__(self) -> None:
+        DEADLINE.set(None if self._budget is None else time.monotonic() + self._budget)
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         DEADLINE.set(None)  # a host's own commands on its client are never cut short
+        if isinstance(exc, IdentityLost) and self._session is not None:
+            self._session.failed = exc
+        if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
+            raise unexpected(exc, self._what, spend=self._spend) from exc
 
 
 # ---------------------------------------------------------------- transports
 
 
 class _Transport:
-    """Where a ledger points and how one request reaches it. ``budget``: seconds one
-    operation may take in all; ``None`` for a host's client without a socket timeout."""
+    """``budget``: seconds one operation may take in all (``None``: a host's client
+    without a socket timeout)."""
 
     cluster = False
 
@@ -118,20 +116,16 @@ class _Transport:
         self.closed = True
 
     def _start(self, what: str) -> None:
-        """No new trip (nor a new connection, nor a Cluster client's retry) after the
-        ledger closed or the operation's budget ran out."""
+        """No new trip, connection or Cluster retry once closed or out of time."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         in_time(what)
 
 
 class Pool(_Transport):
-    """Standalone: one pooled connection per exchange (never the caller's retries).
-
-    Reads never pass ``read_response(timeout=...)``: redis-py's asyncio connection
-    answers ``None`` when that timeout expires, which a spend would read as "written
-    now" (a double spend); the socket timeout raises instead.
-    """
+    """Standalone. Reads never pass ``read_response(timeout=...)``: redis-py's asyncio
+    connection answers ``None`` when it expires, which a spend would read as "written
+    now"; the socket timeout raises instead."""
 
     def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
         if getattr(pool, "cache", None) is not None:
@@ -139,8 +133,8 @@ class Pool(_Transport):
         super().__init__(pool, location, budget)
 
     def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
-        """One trip; each reply. The first command's error reply raises; later ones are
-        the decisions' to judge (a ``WAIT`` that fails after the write landed)."""
+        """One trip's replies; only the first one's error raises (a ``WAIT`` failing
+        after the write landed is the decisions' to judge)."""
         replies = yield from self._exchange(commands, what)
         if isinstance(replies[0], self._noscript) and commands[0][0] == "EVALSHA":
             # The server lost its script cache: the script did not run; resend as EVAL.
@@ -154,7 +148,7 @@ class Pool(_Transport):
         return [facts_from_replies(self.location, *replies)]
 
     def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
-        """One ``SCAN`` page, then the proof in the same trip: (proved, cursor, keys)."""
+        """(proved, cursor, keys): one ``SCAN`` page, the proof in the same trip."""
         replies = yield from self._exchange([command] if proof is None else [command, proof], what)
         for reply in replies:
             if isinstance(reply, Exception):
@@ -163,12 +157,9 @@ class Pool(_Transport):
         return (None if proof is None else replies[1]), cursor, keys
 
     def _exchange(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
-        """Send ``commands`` in one trip; each reply, or the server's error for it.
-
-        Every ``Exception`` counts (redis-py raises some outside ``RedisError``; none
-        leaks raw: C4). No cleanup is ever yielded from an ``except BaseException`` or
-        a ``finally``: a cancelled operation is cleaned up by the driver itself.
-        """
+        """Each reply of one trip, or the server's error for it. Every ``Exception``
+        counts (redis-py raises some outside ``RedisError``); no cleanup is yielded on a
+        ``BaseException``: the driver drops a cancelled operation's connection."""
         self._start(what)
         try:
             conn = yield BORROW
@@ -267,8 +258,7 @@ Transport = Pool | Cluster
 
 
 def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
-    """The transport over a host's redis-py client, pool or Cluster client (sync or
-    asyncio, as the ledger is); the ledger never closes it."""
+    """The transport over a host's client, pool or Cluster client (never closed)."""
     redis = redis_module()
     flavour = redis.asyncio if asyncio_client else redis
     if isinstance(client, flavour.cluster.RedisCluster):
@@ -317,11 +307,9 @@ def plan_for(
     keys: Keys | None = None,
     genesis: bytes = b"",
 ) -> Plan:
-    """The commands this server gets. ``version`` is ``None`` when the server would not
-    say (ACL without INFO): unknown is never taken for an old server; what depends on
-    it is asked of the server itself (``probe_waitaof``) or fails closed on its
-    refusal. The scripts carry the ``#!lua`` shebang for Redis >= 7 (an unknown
-    version counts as 7), which makes a read-only replica refuse reads too."""
+    """The commands this server gets. An unknown ``version`` (INFO denied) is never
+    taken for an old one: ``WAITAOF`` is probed, and the ``#!lua`` shebang (Redis >= 7,
+    which makes a read-only replica refuse reads too) is used."""
     if cluster and options.waits:
         raise InvalidLedgerURL(
             "wait_replicas / wait_aof are not available on Cluster ledgers: WAIT must "
@@ -353,9 +341,8 @@ def plan_for(
 
 
 def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Opened]:
-    """Read the servers' facts, then the namespace's genesis (create it if allowed) and
-    the replication it is bound to (C6)."""
-    with operation(io, "open", spend=False):
+    """The servers' facts, the namespace's genesis and its replication (C6)."""
+    with Operation(io, "open", spend=False):
         facts = yield from io.facts()
         identity.check_topology(facts, options, cluster=io.cluster)
         verdict = identity.judge(facts, options)
@@ -391,8 +378,8 @@ def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Op
 
 
 def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
-    """The replication facts of the master that owns the namespace's slot, by the route
-    every spend takes (the genesis key); a refusal (ACL without INFO) is unknown."""
+    """What the namespace's master says of its replication, routed as every spend is
+    (the genesis key); a refusal (ACL without INFO) is unknown."""
     try:
         (reply,) = yield from io.call([epoch_command(keys)], "open (replication)")
     except IdentityLost:
@@ -405,8 +392,8 @@ def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
 
 
 def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[bytes | None]:
-    """The namespace's genesis value; written (``SET NX``: the first opener wins) only
-    when ``create`` and the server takes writes. A read never creates a store."""
+    """The genesis; written (``SET NX``: the first opener wins) only when ``create``
+    and the server takes writes."""
     (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if value is None:
         legacy = keys.legacy_genesis
@@ -441,29 +428,21 @@ def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[b
 
 
 class Session:
-    """One open ledger: its transport, what open found, and its guard (the periodic
-    re-check, and the failure that keeps a ledger closed once its store forgot or
-    changed: never a new identity)."""
+    """One open ledger and its guard: the periodic re-check, and the failure that keeps
+    it closed once its store forgot or changed (never a new identity)."""
 
     def __init__(self, io: Transport, opened: Opened) -> None:
         self.io, self.opened, self.plan = io, opened, opened.plan
         self.recheck = identity.Recheck(opened.options.recheck_interval)
         self.failed: LedgerError | None = None
 
-    @contextmanager
-    def _guard(self, what: str, *, spend: bool) -> Iterator[None]:
+    def _guard(self, what: str, *, spend: bool) -> Operation:
         if self.failed is not None:
             raise type(self.failed)(str(self.failed)) from self.failed
-        with operation(self.io, what, spend=spend):
-            try:
-                yield
-            except IdentityLost as exc:
-                self.failed = exc
-                raise
+        return Operation(self.io, what, spend=spend, session=self)
 
     def _recheck(self) -> Steps[None]:
-        """When due, read the configuration again: what would now withdraw the proof
-        fails the ledger for good."""
+        """When due, the configuration again: what withdraws the proof fails for good."""
         if not self.recheck.due():
             return
         try:
@@ -478,24 +457,17 @@ class Session:
             raise changed
 
     def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
-        """One trip; after a lost reply, the same script with the same value settles it.
-
-        With ``digest`` (``spend_as``, C10) the value written is the token followed by the
-        attempt's digest, in the same script: ``True`` also when the stored value carries
-        the same digest (the same attempt re-entering); a plain spend's record has none.
-        """
+        """One trip; after a lost reply, the same script and value settle it (C5). With
+        ``digest`` (C10) the value is token + digest: the same attempt re-entering wins."""
         with self._guard("spend", spend=True):
             yield from self._recheck()
             value = new_token() if digest is None else new_token() + digest
             commands = self.plan.spend_commands(request_id, value)
             replies, failure = yield from self._settle(commands, "spend")
-            if failure is not None:
-                return resolve_outcome(self.plan, replies, value, failure)
-            return spend_outcome(self.plan, replies, value)
+            return spend_outcome(self.plan, replies, value, failure)
 
     def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
-        """One pipelined trip for a batch; after a lost reply, the same scripts with the
-        same tokens settle every id (SET NX GET finds its own token)."""
+        """One pipelined trip; after a lost reply, the same tokens settle every id."""
         with self._guard("spend_many", spend=True):
             yield from self._recheck()
             tokens = [new_token() for _ in request_ids]
@@ -504,8 +476,7 @@ class Session:
             return spend_many_outcome(self.plan, replies, tokens, failure)
 
     def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
-        """``spend_many``'s operations: pipelined trips of :data:`BATCH` ids, or one
-        spend each on a Cluster (whose client sends one command per trip)."""
+        """Pipelined trips of :data:`BATCH` ids; one spend each on a Cluster."""
         if self.io.cluster:
             return (self.spend(raw) for raw in request_ids)
         return (
@@ -515,9 +486,8 @@ class Session:
     def _settle(
         self, commands: Sequence[Command], what: str
     ) -> Steps[tuple[list[Any], ReplyLost | None]]:
-        """One trip; after a lost reply, the same commands again (the spend script finds
-        its own value: SET NX GET), and the loss, for the caller to weigh. A second
-        failure is ambiguous (C5), unless the store forgot."""
+        """The replies, and a lost first reply for the caller to weigh (the resend finds
+        its own value); a second failure is ambiguous (C5), unless the store forgot."""
         try:
             return (yield from self.io.call(commands, what)), None
         except ReplyLost as failure:
@@ -536,7 +506,7 @@ class Session:
             return exists_reply(reply)
 
     def page(self, scan: Scan) -> Steps[list[str] | None]:
-        """One page of a listing (one trip: the re-check stays with spends and reads)."""
+        """One listing page (the re-check stays with spends and reads)."""
         with self._guard(scan.what, spend=False):
             return (yield from scan.page(self.io))
 
@@ -557,28 +527,22 @@ def stored_outcome(stored: Any, value: bytes) -> bool:
     return bool(attempt_outcome(stored, value))
 
 
-def spend_outcome(plan: Plan, replies: Sequence[Any], value: bytes) -> bool:
-    """What the first trip's replies prove: ``True`` only if our write landed (or the
-    same attempt's, for ``spend_as``)."""
-    won = stored_outcome(replies[0], value)
-    if won:
-        check_ack(plan, replies)
-    return won
+LANDED = (
+    "the spend landed (its attempt token is stored) after a lost reply, but its "
+    "replication cannot be confirmed from another connection"
+)
 
 
-def resolve_outcome(
-    plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException
+def spend_outcome(
+    plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException | None = None
 ) -> bool:
-    """After a lost reply: did the retry find our value, a foreign one, or none?"""
+    """``True`` only if our write landed (or the same attempt's, C10). ``failure``: the
+    first reply was lost and these are the resend's; a write found landed then cannot be
+    vouched for by ``WAIT``, which counts only the writes of its own connection."""
     stored = replies[0]
     won = stored_outcome(stored, value)
-    if won and plan.wait is not None and stored is not None:
-        # Our write landed on the lost connection; WAIT counts only the writes of
-        # the connection it runs on, so it cannot vouch for that one.
-        raise AmbiguousSpend(
-            "the spend landed (its attempt token is stored) after a lost reply, but "
-            "its replication cannot be confirmed from another connection"
-        ) from failure
+    if won and failure is not None and plan.wait is not None and stored is not None:
+        raise AmbiguousSpend(LANDED) from failure
     if won:
         check_ack(plan, replies)
     return won
@@ -590,8 +554,7 @@ def spend_many_outcome(
     tokens: Sequence[bytes],
     failure: BaseException | None = None,
 ) -> list[bool]:
-    """Per id, what its script's reply proves; any error reply raises (the batch's
-    other outcomes are then unknown to the caller: fail closed)."""
+    """Per id, what :func:`spend_outcome` would say; any error reply raises (fail closed)."""
     stored = replies[: len(tokens)]
     for reply in stored:
         if isinstance(reply, Exception):
@@ -599,10 +562,7 @@ def spend_many_outcome(
     won = [stored_outcome(r, tok) for r, tok in zip(stored, tokens, strict=True)]
     landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
     if failure is not None and plan.wait is not None and landed:
-        raise AmbiguousSpend(
-            "a batch landed (attempt tokens stored) after a lost reply, but its "
-            "replication cannot be confirmed from another connection"
-        ) from failure
+        raise AmbiguousSpend(LANDED) from failure
     if any(won):
         check_ack(plan, [None, replies[-1]] if plan.wait is not None else replies)
     return won

@@ -67,12 +67,9 @@ REPLICATION_CHANGED = (
 
 
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
-    """Map one redis-py exception to the ledger's error tree (C4).
-
-    ``sent`` says whether the command may have reached the server: a connection that
-    failed before sending is plain unavailability, one that failed after is
-    :class:`ReplyLost`. A server error reply means the command did not apply.
-    """
+    """One redis-py exception -> the ledger's error tree (C4). ``sent``: the command may
+    have reached the server (a failure is then :class:`ReplyLost`); an error reply means
+    it did not apply."""
     exceptions = redis_module().exceptions
     if isinstance(exc, exceptions.MaxConnectionsError):
         # The client's pool was exhausted: no connection, so nothing was sent.

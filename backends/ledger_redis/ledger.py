@@ -1,10 +1,8 @@
 """The sync Redis ledger: :mod:`.decisions` driven with redis-py's sync objects.
 
-A socket timeout bounds one ``recv``; a server that trickles its reply a byte at a time
-restarts it with every byte, and redis-py reads a reply (and a new connection's
-handshake) in as many ``recv`` calls as it takes. So the ledger's connections wrap their
-socket so that each ``recv``/``send`` waits at most the running operation's time left
-(:data:`~.decisions.DEADLINE`).
+A socket timeout bounds one ``recv``, and a reply trickled a byte at a time restarts it
+with every byte; so the ledger's connections wrap their socket, and each ``recv`` or
+``send`` waits at most the running operation's time left (:data:`~.decisions.DEADLINE`).
 """
 
 from __future__ import annotations
@@ -124,9 +122,8 @@ def _bounded(cls: type) -> type:
 
 
 def bound_sync(client: Any, *, cluster: bool) -> None:
-    """Make the connections of a ledger's sync pool (or of every node of its Cluster
-    client, present and future) :class:`_Bounded`; idle ones are closed to reconnect so
-    (a host's busy ones keep theirs)."""
+    """The connections of a sync pool (or of every node of a Cluster client, present
+    and future) :class:`_Bounded`; idle ones reconnect so (busy ones keep theirs)."""
     if not cluster:
         _bound_pool(client)
         return
@@ -147,8 +144,7 @@ def bound_sync(client: Any, *, cluster: bool) -> None:
 
 
 def _bound_pool(pool: Any) -> None:
-    """New connections, and the pool's present ones, which reconnect with a bounded
-    socket (redis-py keeps a connection object across reconnects)."""
+    """New and present connections (redis-py keeps one object across reconnects)."""
     pool.connection_class = _bounded(pool.connection_class)
     for name in ("_available_connections", "_in_use_connections", "_connections"):
         for conn in getattr(pool, name, ()):
@@ -198,8 +194,7 @@ class SyncDriver:
 
 
 class Shell:
-    """What both ledgers hold: the session (transport, plan, guard), the driver that
-    performs its operations, and what closes an owned client."""
+    """What both ledgers hold: the session, its driver, what closes an owned client."""
 
     def __init__(self, session: Session, driver: Any, on_close: Callable[[], Any] | None) -> None:
         self._session, self._driver, self._on_close = session, driver, on_close
@@ -215,8 +210,7 @@ class Shell:
         return self._session.batches([validate_request_id(r) for r in request_ids])
 
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines, from the facts
-        read at open (no I/O)."""
+        """``decision-ledger doctor``'s lines, from the facts read at open (no I/O)."""
         opened = self._session.opened
         return identity.doctor_checks(
             opened.facts,
@@ -228,8 +222,7 @@ class Shell:
         )
 
     def _close_transport(self) -> Callable[[], Any] | None:
-        """What closes the owned client, on the first close only (the transport refuses
-        any trip after it)."""
+        """What closes the owned client, on the first close only."""
         io = self._session.io
         if io.closed:
             return None

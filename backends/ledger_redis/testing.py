@@ -12,7 +12,7 @@ from ledger_core.urls import LedgerURL
 
 from .backend import Opening
 from .commands import GENESIS_PREFIX, RECORD_PREFIX, Command, cluster_tag, glob_escape
-from .decisions import Scan, Steps, Transport, operation
+from .decisions import Operation, Scan, Steps, Transport
 from .ledger import SyncDriver
 
 
@@ -85,7 +85,7 @@ def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
     """One page: ``SCAN``, then ``UNLINK`` what it matched, bounded like one ledger
     operation; how many namespaces it met first (``None``: every master is done).
     Deleting between pages is safe: ``SCAN`` still returns every key that stays."""
-    with operation(io, scan.what, spend=False):
+    with Operation(io, scan.what, spend=False):
         names = yield from scan.page(io)
         if names is None:
             return None
@@ -96,8 +96,7 @@ def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
 
 
 def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
-    """Remove the namespaces named ``prefix...``, page by page; how many. The caller
-    checked ``prefix`` and closes ``io``."""
+    """How many namespaces named ``prefix...`` (checked by the caller) were removed."""
     driver = SyncDriver(io)
     scan = ScratchScan(prefix, io.cluster, count)
     removed = 0
