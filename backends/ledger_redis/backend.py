@@ -45,19 +45,10 @@ def _client(target: Target, factory: Any, url: LedgerURL, **kwargs: Any) -> Any:
         raise driver_error(exc, "open", sent=False) from exc
 
 
-def _pool(target: Target, pool_type: Any, url: LedgerURL) -> Any:
-    """A bounded pool that makes callers wait for a free connection (at most
-    ``timeout``) instead of failing at once when many tasks spend together."""
+# The ledger resolves lost replies itself (C5); the driver must never resend.
+def _no_retry() -> Any:
     redis = redis_module()
-    return _client(
-        target,
-        pool_type.from_url,
-        url,
-        # The ledger resolves lost replies itself (C5); the driver must not resend.
-        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
-        timeout=target.options.timeout,
-        max_connections=100,
-    )
+    return redis.retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
 def _hooks(backend: Any) -> Any:
@@ -72,9 +63,14 @@ class _RedisBackend:
     testing = "ledger_redis.testing:HOOKS"
 
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
+        """A bounded pool that makes callers wait for a free connection (at most
+        ``timeout``) instead of failing at once when many tasks spend together."""
         redis = redis_module()
-        module = redis.asyncio if aio else redis
-        return _pool(target, module.BlockingConnectionPool, url)
+        factory = (redis.asyncio if aio else redis).BlockingConnectionPool.from_url
+        timeout = target.options.timeout
+        return _client(
+            target, factory, url, retry=_no_retry(), timeout=timeout, max_connections=100
+        )
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
         from .decisions import Pool
@@ -127,31 +123,6 @@ class _ClusterBackend(_RedisBackend):
         return target, transport, cluster.aclose if aio else cluster.close
 
 
-def _sentinel_pool(target: Target, flavour: Any, url: LedgerURL) -> Any:
-    """A pool on the master the Sentinels name (asked again for every new connection,
-    so it follows a failover), with the ledger's timeouts and no driver retries."""
-    redis = redis_module()
-    seconds = {
-        "socket_timeout": target.options.timeout,
-        "socket_connect_timeout": target.options.connect_timeout,
-    }
-    try:
-        kwargs = redis.connection.parse_url(target.driver_url)
-    except (ValueError, TypeError) as exc:
-        raise url_refused(url, exc) from None
-    kwargs.pop("host", None)
-    kwargs.pop("port", None)
-    manager = flavour.Sentinel(list(target.sentinels), sentinel_kwargs=dict(seconds))
-    return flavour.SentinelConnectionPool(
-        target.service,
-        manager,
-        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
-        max_connections=100,
-        **seconds,
-        **kwargs,
-    )
-
-
 class _SentinelBackend(_RedisBackend):
     """``redis+sentinel://``: the master a quorum of Sentinels names, followed across
     failovers (each new connection asks them); the same ledger as standalone."""
@@ -159,8 +130,24 @@ class _SentinelBackend(_RedisBackend):
     testing = "ledger_redis.testing:SENTINEL_HOOKS"
 
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
+        """A pool on the master the Sentinels name, asked again for every new
+        connection (so it follows a failover)."""
         redis = redis_module()
-        return _sentinel_pool(target, (redis.asyncio if aio else redis).sentinel, url)
+        flavour = (redis.asyncio if aio else redis).sentinel
+        seconds = {
+            "socket_timeout": target.options.timeout,
+            "socket_connect_timeout": target.options.connect_timeout,
+        }
+        try:
+            kwargs = redis.connection.parse_url(target.driver_url)
+        except (ValueError, TypeError) as exc:
+            raise url_refused(url, exc) from None
+        kwargs.pop("host", None)
+        kwargs.pop("port", None)
+        manager = flavour.Sentinel(list(target.sentinels), sentinel_kwargs=dict(seconds))
+        return flavour.SentinelConnectionPool(
+            target.service, manager, retry=_no_retry(), max_connections=100, **seconds, **kwargs
+        )
 
 
 BACKEND = _RedisBackend()
