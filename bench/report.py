@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bench.run import Plan, StoreRun
 
 CLIP = 2.0  # the ratio panels' top
-TARGET = 0.95  # issue 16: every backend at least 0.95 of its raw call, or docs/bench.md says why
+TARGET = 0.95  # every backend at least 0.95 of its raw call, or docs/bench.md says why
 
 
 @dataclass
@@ -194,6 +194,15 @@ def _summary(runs: Sequence[StoreRun]) -> list[str]:
 
 
 README_START, README_END = "<!-- bench:summary -->", "<!-- /bench:summary -->"
+BY_HAND = "<!-- bench:by-hand: kept by every run -->"
+
+
+def keep_by_hand(old: str | None, new: str) -> str:
+    """``new`` with the part of ``old`` from :data:`BY_HAND` on appended: figures measured
+    by hand (other commands, targeted runs) survive a re-run of the bench."""
+    if not old or BY_HAND not in old:
+        return new
+    return new.rstrip("\n") + "\n\n" + old[old.index(BY_HAND) :]
 
 
 def splice_summary(readme: str, runs: Sequence[StoreRun], machine: Machine) -> str:

@@ -218,9 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         chart = out / "bench.png"
         report.chart(runs, machine, chart)
-        (out / "bench.md").write_text(
-            report.markdown(runs, machine, command.strip(), plan, chart.name, args.machine_note)
-        )
+        page = out / "bench.md"
+        fresh = report.markdown(runs, machine, command.strip(), plan, chart.name, args.machine_note)
+        page.write_text(report.keep_by_hand(page.read_text() if page.exists() else None, fresh))
         print(f"wrote {out / 'bench.md'} and {chart}")
         readme = REPO / "README.md"
         if out.resolve() == (REPO / "docs").resolve() and report.README_START in readme.read_text():

@@ -21,7 +21,6 @@ from .ids import (
 from .opening import OpenRequest
 from .protocol import LedgerInfo
 from .reentry import attempt_digest
-from .scratch import require_scratch_prefix
 from .urls import LedgerURL, redact_url
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
@@ -60,18 +59,8 @@ class MemoryStore:
         with self._lock:
             return sorted(self._keys)
 
-    def remove_namespaces(self, prefix: str) -> int:
-        """Drop every record of every namespace named ``prefix...`` (scratch removal:
-        ``decision-ledger check``'s own namespaces, never a ledger's call)."""
-        with self._lock:
-            doomed = {key for key in self._keys if _namespace_of(key).startswith(prefix)}
-            self._keys -= doomed
-            for key in doomed:
-                self._holders.pop(key, None)
-            return len({_namespace_of(key) for key in doomed})
 
-
-def _namespace_of(key: bytes) -> str:
+def namespace_of(key: bytes) -> str:
     """The namespace of a :func:`ledger_key` (its length prefix says where it ends)."""
     length, _, rest = key.partition(b":")
     return rest[: int(length)].decode("utf-8")
@@ -128,7 +117,7 @@ class MemoryLedger(LedgerBase):
     def namespaces(self) -> Iterator[str]:
         """Every namespace with a record (id or marker) in this store, each once, this
         ledger's own included (NamespaceListing; ``migrate --all-namespaces``)."""
-        yield from sorted({self._namespace, *map(_namespace_of, self._store.snapshot())})
+        yield from sorted({self._namespace, *map(namespace_of, self._store.snapshot())})
 
 
 class AsyncMemoryLedger(AsyncLedgerBase):
@@ -168,7 +157,7 @@ def default_ledger() -> MemoryLedger:
         return _default
 
 
-def _store_for(url: LedgerURL) -> MemoryStore:
+def store_for(url: LedgerURL) -> MemoryStore:
     name = url.parts.netloc + url.parts.path
     if not name:
         return default_ledger()._store
@@ -183,20 +172,17 @@ _OPTIONS = {"create"}
 class _MemoryBackend:
     """``memory://`` is the default ledger's store; ``memory://NAME`` a named one."""
 
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Remove the namespaces named ``prefix...`` (``decision-ledger check``'s scratch;
-        any other prefix is refused)."""
-        return _store_for(url).remove_namespaces(require_scratch_prefix(prefix))
+    testing = "ledger_core.testing:HOOKS"
 
     def open(self, request: OpenRequest) -> MemoryLedger:
         request.check(_OPTIONS)
         request.create()  # validated, then ignored
-        return MemoryLedger(_store_for(request.url), namespace=request.namespace)
+        return MemoryLedger(store_for(request.url), namespace=request.namespace)
 
     async def open_async(self, request: OpenRequest) -> AsyncMemoryLedger:
         request.check(_OPTIONS)
         request.create()
-        return AsyncMemoryLedger(_store_for(request.url), namespace=request.namespace)
+        return AsyncMemoryLedger(store_for(request.url), namespace=request.namespace)
 
 
 BACKEND = _MemoryBackend()

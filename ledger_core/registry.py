@@ -9,11 +9,12 @@ scheme is opened, so a missing optional driver costs nothing until it is used.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import threading
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 from . import notices
 from .errors import (
@@ -26,7 +27,7 @@ from .errors import (
 )
 from .migrate import allow_incomplete as waive_check
 from .migrate import check_opening, check_opening_async
-from .opening import OpenRequest, adapt_backend
+from .opening import LocalFaults, OpenRequest, Route, adapt_backend
 from .protocol import AsyncDecisionLedger, DecisionLedger, LedgerInfo, describe
 from .urls import LedgerURL, scrub, scrub_exception, secret_fragments
 
@@ -37,11 +38,8 @@ class Backend(Protocol):
     """What an entry point names: opens sync and async ledgers from one typed request.
 
     Optional, detected by name: ``setup(request) -> LedgerInfo`` (explicit creation,
-    ``decision-ledger setup``) and ``reroute(url, route) -> str | None`` (the URL with its
-    one network address sent through ``route``, for the conformance suite's fault proxy;
-    ``None`` when it has no single address) and ``local_faults(url) -> LocalFaults | None``
-    (the faults a store without an address can suffer, for the suite's C4 local-fault
-    clause: ``ledger_core.opening.LocalFaults``). See ``docs/backends.md``.
+    ``decision-ledger setup``) and ``testing = "module:attr"``, the lazy home of its test
+    and operations hooks (:func:`testing_hook`). See ``docs/backends.md``.
     """
 
     def open(self, request: OpenRequest) -> DecisionLedger: ...
@@ -81,11 +79,10 @@ def backend_for(scheme: str) -> Backend:
     )
 
 
-def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backend:
-    """Load an entry point; whatever goes wrong is a ``LedgerError`` naming it."""
-    where = f"the backend for {scheme}:// (entry point {name} = {value})"
+def _import(where: str, load: Callable[[], Any]) -> Any:
+    """``load()``; whatever goes wrong is a ``LedgerError`` naming ``where``."""
     try:
-        loaded: Any = load()
+        return load()
     except MissingDriver:
         raise
     except ImportError as exc:
@@ -95,10 +92,58 @@ def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backen
         ) from exc
     except Exception as exc:
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
+
+
+def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backend:
+    where = f"the backend for {scheme}:// (entry point {name} = {value})"
+    loaded = _import(where, load)
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
     backend: Backend = adapt_backend(loaded, where)
     return backend
+
+
+HookName = Literal["reroute", "local_faults", "remove_scratch"]
+
+
+@overload
+def testing_hook(
+    scheme: str, name: Literal["reroute"]
+) -> Callable[[LedgerURL, Route], str | None] | None: ...
+@overload
+def testing_hook(
+    scheme: str, name: Literal["local_faults"]
+) -> Callable[[LedgerURL], LocalFaults | None] | None: ...
+@overload
+def testing_hook(
+    scheme: str, name: Literal["remove_scratch"]
+) -> Callable[[LedgerURL, str], int] | None: ...
+def testing_hook(scheme: str, name: HookName) -> Callable[..., Any] | None:
+    """The backend's test or operations hook ``name`` for ``scheme``, or ``None``.
+
+    Looked up on the object its ``testing = "module:attr"`` reference names (imported only
+    now, so opening a ledger never loads test support), else on the backend itself (a
+    backend written before ``testing`` existed). A reference that cannot be loaded is a
+    ``LedgerError`` naming it, never "no hook": that would pass a clause unexercised.
+    """
+    backend = backend_for(scheme.lower())
+    reference = getattr(backend, "testing", None)
+    owners: list[object] = [backend]
+    if reference is not None:
+        where = f"the testing hooks of {scheme}:// ({reference!r})"
+        owners.insert(0, _import(where, lambda: _resolve(reference)))
+    for owner in owners:
+        found: object = getattr(owner, name, None)
+        if callable(found):
+            return found
+    return None
+
+
+def _resolve(reference: object) -> Any:
+    if not isinstance(reference, str) or reference.count(":") != 1:
+        raise TypeError("testing must be a 'module:attribute' string")
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def _opening_failure(parsed: LedgerURL, exc: Exception) -> BaseException:
@@ -254,4 +299,5 @@ __all__ = [
     "open_ledger",
     "register_backend",
     "setup_ledger",
+    "testing_hook",
 ]

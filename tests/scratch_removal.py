@@ -21,7 +21,7 @@ import pytest
 from ledger_core import open_ledger
 from ledger_core.errors import ScratchRefused
 from ledger_core.ids import marker_id
-from ledger_core.registry import backend_for
+from ledger_core.registry import testing_hook
 from ledger_core.urls import LedgerURL
 
 # What a hook must refuse before any I/O: nothing a check did not name itself.
@@ -84,9 +84,10 @@ def fill(url: str, namespace: str, prefix: str) -> str | None:
 
 
 def remove(url: str, prefix: str) -> int:
-    backend: Any = backend_for(LedgerURL.parse(url).scheme)
-    removed: int = backend.remove_scratch(LedgerURL.parse(url), prefix)
-    return removed
+    parsed = LedgerURL.parse(url)
+    hook = testing_hook(parsed.scheme, "remove_scratch")
+    assert hook is not None, f"the {parsed.scheme} backend has no remove_scratch hook"
+    return hook(parsed, prefix)
 
 
 def exercise(url: str) -> None:

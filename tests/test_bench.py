@@ -93,3 +93,12 @@ def test_the_readme_summary_is_rewritten_between_its_markers_only() -> None:
     assert new.endswith(f"{report.README_END}\nrest\n")
     assert "old figures" not in new
     assert "| store |" in new
+
+
+def test_a_rerun_keeps_what_was_measured_by_hand() -> None:
+    tail = f"{report.BY_HAND}\n\n## Migration\n\n28,823 ids/s\n"
+    kept = report.keep_by_hand(f"# Benchmark\n\nold figures\n\n{tail}", "# Benchmark\n\nnew\n")
+    assert kept == f"# Benchmark\n\nnew\n\n{tail}"
+    assert report.keep_by_hand(None, "fresh\n") == "fresh\n"
+    assert report.keep_by_hand("no marker\n", "fresh\n") == "fresh\n"
+    assert report.BY_HAND in (Path(__file__).resolve().parent.parent / "docs/bench.md").read_text()

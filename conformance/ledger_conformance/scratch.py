@@ -3,15 +3,16 @@
 Every namespace a check writes starts with one clearly named prefix
 (``ledger-conformance-<token>-``). Afterwards the check counts them (through the
 ledger's optional ``namespaces()`` listing) and removes them through the backend's
-optional ``remove_scratch(url, prefix)`` hook. A ledger itself never deletes records
-(C2: a spent id stays spent), so removal is a backend's administrative hook, never a
-ledger method, and is refused for any prefix that is not a check's own scratch prefix.
+optional ``remove_scratch(url, prefix)`` hook (``ledger_core.registry.testing_hook``).
+A ledger itself never deletes records (C2: a spent id stays spent), so removal is a
+backend's administrative hook, never a ledger method, and is refused for any prefix
+that is not a check's own scratch prefix.
 """
 
 from __future__ import annotations
 
 from ledger_core.errors import LedgerError
-from ledger_core.registry import backend_for, open_ledger
+from ledger_core.registry import open_ledger, testing_hook
 from ledger_core.scratch import is_scratch_prefix
 from ledger_core.urls import LedgerURL
 
@@ -47,15 +48,16 @@ def scratch_lines(url: str, scratch: str, *, keep: bool = False) -> list[str]:
     the backend can and ``keep`` is false)."""
     prefix = f"{scratch}-"
     parsed = LedgerURL.parse(url)
-    remover = getattr(backend_for(parsed.scheme), "remove_scratch", None)
-    if callable(remover) and not keep and is_scratch_prefix(prefix):
-        try:
-            removed = remover(parsed, prefix)
-        except Exception as exc:  # said with the reason; the table above stands
-            return [
-                f"scratch: removing the namespaces named {prefix}* failed ({error_text(exc)}); "
-                "drop them with the store's own tools"
-            ]
+    try:  # a hook that fails to load or to remove is said with the reason; the table stands
+        remover = testing_hook(parsed.scheme, "remove_scratch")
+        wanted = not keep and is_scratch_prefix(prefix)
+        removed = remover(parsed, prefix) if remover is not None and wanted else None
+    except Exception as exc:
+        return [
+            f"scratch: removing the namespaces named {prefix}* failed ({error_text(exc)}); "
+            "drop them with the store's own tools"
+        ]
+    if removed is not None:
         return [
             f"scratch: removed the {removed} namespace(s) named {prefix}* this run wrote; "
             "nothing else in the store was touched"
@@ -73,7 +75,7 @@ def scratch_lines(url: str, scratch: str, *, keep: bool = False) -> list[str]:
     lines = [f"scratch: this run left {what}; nothing else in the store was touched"]
     if keep:
         lines.append("scratch: kept, as asked (--keep-scratch)")
-    elif not callable(remover):
+    elif remover is None:
         lines.append(
             f"scratch: the {parsed.scheme} backend has no remove_scratch hook, and a ledger "
             "never deletes its own records (C2), so drop them with the store's own tools: "

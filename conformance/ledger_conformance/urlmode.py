@@ -1,12 +1,13 @@
 """``--ledger-url``: the suite builds ledgers itself, one namespace per store label.
 
 The URL's network address is sent through ``ctx.route`` so the fault proxy can sit in the
-path. The suite knows no scheme: the backend's own ``reroute(url, route)`` hook says how
-(see ``docs/backends.md``). A backend without the hook, or whose URL names no single
-address (a file, memory, a socket, a cluster whose nodes redirect elsewhere), is never
-routed, and the fault clauses then say "not exercised". A store without an address offers
-faults of its own instead through the backend's ``local_faults(url)`` hook (a file locked,
-read-only, full or removed), which C4's local-fault clause runs.
+path. The suite knows no scheme: the backend's ``reroute(url, route)`` hook says how
+(``ledger_core.registry.testing_hook``; ``docs/backends.md``). A backend without the
+hook, or whose URL names no single address (a file, memory, a socket, a cluster whose
+nodes redirect elsewhere), is never routed, and the fault clauses then say "not
+exercised". A store without an address offers faults of its own instead through the
+backend's ``local_faults(url)`` hook (a file locked, read-only, full or removed), which
+C4's local-fault clause runs.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import ledger_core
-from ledger_core.errors import LedgerError
+from ledger_core.errors import InvalidLedgerURL, UnknownScheme
 from ledger_core.ids import MAX_NAMESPACE_BYTES
 from ledger_core.opening import LocalFaults, Route
-from ledger_core.registry import backend_for
+from ledger_core.registry import testing_hook
 from ledger_core.urls import LedgerURL
 
 from .context import LedgerContext
@@ -31,10 +32,10 @@ from .context import LedgerContext
 def _reroute(url: str, route: Route) -> str | None:
     try:
         parsed = LedgerURL.parse(url)
-        hook = getattr(backend_for(parsed.scheme), "reroute", None)
-    except LedgerError:
+        hook = testing_hook(parsed.scheme, "reroute")
+    except (InvalidLedgerURL, UnknownScheme):  # opening it says why; a broken hook is raised
         return None
-    return hook(parsed, route) if callable(hook) else None
+    return None if hook is None else hook(parsed, route)
 
 
 def routable(url: str) -> bool:
@@ -53,13 +54,10 @@ def local_faults(url: str) -> LocalFaults | None:
     ``local_faults`` hook), or None. A hook that raises is not hidden: the clause fails."""
     try:
         parsed = LedgerURL.parse(url)
-        hook = getattr(backend_for(parsed.scheme), "local_faults", None)
-    except LedgerError:
+        hook = testing_hook(parsed.scheme, "local_faults")
+    except (InvalidLedgerURL, UnknownScheme):
         return None
-    if not callable(hook):
-        return None
-    faults: LocalFaults | None = hook(parsed)
-    return faults
+    return None if hook is None else hook(parsed)
 
 
 def namespace_for(run_id: str, label: str) -> str:

