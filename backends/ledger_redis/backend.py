@@ -3,11 +3,10 @@ clients built here have finite timeouts and no driver retries."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest
 from ledger_core.urls import LedgerURL
 
 from .errors import driver_error, redis_module, url_refused
@@ -51,14 +50,9 @@ def _no_retry() -> Any:
     return redis.retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
-def _hooks(backend: Any) -> Any:
-    """The scheme's test support (``testing``), imported only when a hook is asked for."""
-    module, _, name = backend.testing.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 class _RedisBackend:
-    """Standalone Redis: one connection pool owned by the ledger."""
+    """Standalone Redis: one connection pool owned by the ledger. Test support (the
+    suite's ``reroute``, a check's ``remove_scratch``) is in ``testing``."""
 
     testing = "ledger_redis.testing:HOOKS"
 
@@ -96,21 +90,11 @@ class _RedisBackend:
             transport, namespace=target.namespace, options=target.options, on_close=close
         )
 
-    # Delegates to ``testing`` for callers that look hooks up on the backend itself.
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        count: int = _hooks(self).remove_scratch(url, prefix)
-        return count
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        routed: str | None = getattr(_hooks(self), "reroute", lambda url, route: None)(url, route)
-        return routed
-
 
 class _ClusterBackend(_RedisBackend):
     """``redis+cluster://host:port`` (any node; the rest are discovered)."""
 
     testing = "ledger_redis.testing:CLUSTER_HOOKS"
-    reroute = None  # type: ignore[assignment]  # no single address: see testing.py
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
         from .decisions import Cluster
