@@ -15,7 +15,7 @@ import pytest
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.bridge import AsyncBridge, Bridge
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from ledger_sqlite.faults import locked
+from ledger_sqlite.testing import locked
 from tests.sqlite.test_conformance_sqlite import forget_everything
 
 

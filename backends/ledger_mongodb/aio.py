@@ -17,8 +17,8 @@ from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
-from .ledger import CODEC, where_of
-from .options import Settings, client_settings
+from .ledger import CODEC, host_client
+from .options import Settings
 
 
 class AsyncConnection:
@@ -56,12 +56,8 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         cls, conn: AsyncConnection, settings: Settings, location: str
     ) -> AsyncMongoLedger:
         try:
-            store = await run_steps_async(
-                decisions.open_steps(
-                    settings, database=conn.db.name, location=location, now=time.monotonic()
-                ),
-                conn.perform,
-            )
+            steps = decisions.open_steps(settings, conn.db.name, location, time.monotonic())
+            store = await run_steps_async(steps, conn.perform)
         except BaseException:
             await conn.close()
             raise
@@ -73,9 +69,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
     ) -> AsyncMongoLedger:
         """A ledger on a host's ``AsyncMongoClient`` or Motor ``AsyncIOMotorClient``
         (its default database unless named); never closed by the ledger."""
-        name = database or client.get_default_database("decision_ledger").name
-        settings = client_settings(options)
-        where = where_of(client, name, settings)
+        name, settings, where = host_client(client, database, options)
         return await cls.open_on(AsyncConnection(client, name, owned=False), settings, where)
 
     @classmethod
@@ -94,23 +88,17 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return await run_steps_async(steps, self._conn.perform)
 
     async def _spend(self, request_id: bytes) -> bool:
-        now = time.monotonic()
-        result: bool = await self._steps(
-            decisions.spend_steps(self._store, request_id, new_token(), now)
-        )
-        return result
+        steps = decisions.spend_steps(self._store, request_id, new_token(), time.monotonic())
+        return bool(await self._steps(steps))
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        result: bool = await self._steps(
-            decisions.is_spent_steps(self._store, request_id, time.monotonic())
-        )
-        return result
+        steps = decisions.is_spent_steps(self._store, request_id, time.monotonic())
+        return bool(await self._steps(steps))
 
     async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
         now = time.monotonic()
         steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
-        result: bool = await self._steps(steps)
-        return result
+        return bool(await self._steps(steps))
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch (see :meth:`MongoLedger.spend_many`)."""

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger_core.errors import InvalidLedgerURL, LedgerError, MissingDriver
-from ledger_core.opening import OpenRequest, Route, reroute_address
+from ledger_core.errors import InvalidLedgerURL, MissingDriver
+from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import require_scratch_prefix, scratch_request
-from ledger_core.urls import LedgerURL
 
 from .options import Target, parse
 
@@ -27,13 +25,11 @@ def _pymongo() -> Any:
 def _client(target: Target, cls: Any) -> Any:
     try:
         return cls(target.driver_url, **target.client_kwargs())
-    except (ValueError, TypeError, LookupError) as exc:
-        # PyMongo's message may quote the URL: never repeat it.
-        raise InvalidLedgerURL(
-            f"PyMongo cannot use {target.location} ({type(exc).__name__})"
-        ) from None
     except Exception as exc:
-        if type(exc).__module__.startswith("pymongo"):  # ConfigurationError, InvalidURI...
+        # A bad value, or PyMongo's ConfigurationError, InvalidURI...: its message may
+        # quote the URL, so never repeat it.
+        driver = type(exc).__module__.startswith("pymongo")
+        if driver or isinstance(exc, ValueError | TypeError | LookupError):
             raise InvalidLedgerURL(
                 f"PyMongo cannot use {target.location} ({type(exc).__name__})"
             ) from None
@@ -41,6 +37,8 @@ def _client(target: Target, cls: Any) -> Any:
 
 
 class _MongoBackend:
+    testing = "ledger_mongodb.testing:HOOKS"  # reroute, scratch removal
+
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
         pymongo = _pymongo()
@@ -73,36 +71,6 @@ class _MongoBackend:
             return info
         finally:
             ledger.close()
-
-    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every document (records, markers, probe, genesis) of the namespaces named
-        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
-        many namespaces. The URL's options and timeouts; nothing is created (a delete
-        on a missing collection removes nothing); the client is closed after."""
-        from ledger_core.steps import run_steps
-
-        from .decisions import remove_scratch_steps
-        from .errors import unavailable
-        from .ledger import SyncConnection
-
-        checked = require_scratch_prefix(prefix)
-        target = parse(scratch_request(url))
-        conn = SyncConnection(_client(target, _pymongo().MongoClient), target.database, owned=True)
-        try:
-            removed: int = run_steps(
-                remove_scratch_steps(target.settings.collection, checked), conn.perform
-            )
-            return removed
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unavailable(f"remove_scratch on {target.location}", exc) from exc
-        finally:
-            conn.close()
-
-    def reroute(self, url: LedgerURL, route: Route) -> str | None:
-        """One host:port (``mongodb+srv://`` names a DNS record of many: none)."""
-        return None if url.scheme == "mongodb+srv" else reroute_address(url, route, 27017)
 
 
 BACKEND = _MongoBackend()

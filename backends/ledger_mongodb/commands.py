@@ -14,7 +14,6 @@ never hex, never BinData, so no id can name it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,24 +85,18 @@ def _with_uuid(cmd: SON[str, Any], uuid: Any) -> SON[str, Any]:
     return cmd
 
 
+def write(fields: list[tuple[str, Any]], what: str, uuid: Any = None) -> Request:
+    """A write, acknowledged only once a majority journaled it (what a proof claims)."""
+    return Request(_with_uuid(SON([*fields, ("writeConcern", MAJORITY)]), uuid), what)
+
+
 def insert(
-    collection: str, key: Any, token: bytes, namespace: str, uuid: Any, what: str = "spend"
+    collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any, what: str
 ) -> Request:
-    doc = SON([("_id", key), ("t", Binary(token)), ("ns", namespace)])
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc]), ("ordered", True)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), what)
-
-
-def insert_many(
-    collection: str, keys: list[Any], token: bytes, namespace: str, uuid: Any
-) -> Request:
-    """A batch of records in one unordered ``insert``: each document succeeds or meets
-    its own duplicate key, whatever the others do (one token for the batch)."""
+    """Records in one unordered ``insert`` (one token for all): each document succeeds or
+    meets its own duplicate key, whatever the others do."""
     docs = [SON([("_id", key), ("t", Binary(token)), ("ns", namespace)]) for key in keys]
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", docs), ("ordered", False)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), "spend_many")
+    return write([("insert", collection), ("documents", docs), ("ordered", False)], what, uuid)
 
 
 def digest_value(digest: bytes, encoding: str) -> Any:
@@ -126,9 +119,9 @@ def spend_as(
             ("upsert", True),
         ]
     )
-    cmd: SON[str, Any] = SON([("update", collection), ("updates", [update]), ("ordered", True)])
-    cmd["writeConcern"] = MAJORITY
-    return Request(_with_uuid(cmd, uuid), "spend_as")
+    return write(
+        [("update", collection), ("updates", [update]), ("ordered", True)], "spend_as", uuid
+    )
 
 
 def read_many(
@@ -172,22 +165,11 @@ def _find(
 
 
 def find_one(collection: str, key: Any, uuid: Any, what: str) -> Request:
-    cmd: SON[str, Any] = SON(
-        [
-            ("find", collection),
-            ("filter", {"_id": key}),
-            ("limit", 1),
-            ("singleBatch", True),
-            ("readConcern", READ_MAJORITY),
-        ]
-    )
-    return Request(_with_uuid(cmd, uuid), what)
+    return _find(collection, {"_id": key}, {}, 1, uuid, what, 1)
 
 
 def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:
-    cmd: SON[str, Any] = SON([("insert", collection), ("documents", [doc])])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, what)
+    return write([("insert", collection), ("documents", [doc])], what)
 
 
 def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
@@ -213,24 +195,9 @@ def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any)
     return _find(collection, flt, {"_id": 1}, size, uuid, "spent_ids", 1)
 
 
-def hello() -> Request:
-    return Request(SON([("hello", 1)]), "hello", admin=True)
-
-
-def build_info() -> Request:
-    return Request(SON([("buildInfo", 1)]), "buildInfo", admin=True)
-
-
-def server_status() -> Request:
-    return Request(
-        SON([("serverStatus", 1), ("repl", 0), ("metrics", 0), ("locks", 0)]),
-        "serverStatus",
-        admin=True,
-    )
-
-
-def repl_config() -> Request:
-    return Request(SON([("replSetGetConfig", 1)]), "replSetGetConfig", admin=True)
+def admin(command: str, **fields: int) -> Request:
+    """A command on the ``admin`` database (``hello``, ``buildInfo``...)."""
+    return Request(SON([(command, 1), *fields.items()]), command, admin=True)
 
 
 def list_collection(collection: str) -> Request:
@@ -245,28 +212,4 @@ def list_indexes(collection: str) -> Request:
 
 def create(collection: str) -> Request:
     """The collection, with the simple (binary) collation: ids compare exactly (C8)."""
-    cmd: SON[str, Any] = SON([("create", collection), ("collation", {"locale": "simple"})])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, "create")
-
-
-def scratch_records(collection: str, prefix: str) -> Request:
-    """``decision-ledger check``'s scratch removal, first step: every document but the
-    genesis (records, markers, the key probe) whose ``ns`` starts with ``prefix``,
-    matched literally (an anchored, escaped regex)."""
-    flt = {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}}
-    return _delete(collection, flt, "remove_scratch")
-
-
-def scratch_genesis(collection: str, low: str, high: str) -> Request:
-    """Then the genesis documents of those namespaces, on the ``_id`` index (the range of
-    ``genesis\\0`` + the prefix: the same documents ``namespaces()`` lists); its count is
-    the number of namespaces removed. Last, so an interrupted removal still lists them."""
-    flt = {"_id": {"$gte": genesis_key(low), "$lt": genesis_key(high)}}
-    return _delete(collection, flt, "remove_scratch")
-
-
-def _delete(collection: str, flt: dict[str, Any], what: str) -> Request:
-    cmd: SON[str, Any] = SON([("delete", collection), ("deletes", [{"q": flt, "limit": 0}])])
-    cmd["writeConcern"] = MAJORITY
-    return Request(cmd, what)
+    return write([("create", collection), ("collation", {"locale": "simple"})], "create")

@@ -36,7 +36,6 @@ from bson.binary import Binary
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import is_marker
 from ledger_core.protocol import LedgerInfo
-from ledger_core.scratch import prefix_bounds
 from ledger_core.tokens import new_token
 
 from . import commands as cmd
@@ -102,9 +101,12 @@ def _collection_steps(settings: Settings, create: bool) -> Steps:
         except Exception as exc:
             if errors.code_of(exc) != errors.NAMESPACE_EXISTS:  # another opener made it
                 raise errors.unavailable("create collection", exc) from exc
-    raise LedgerUnavailable(
-        f"MongoDB collection {settings.collection!r} does not exist "
-        "(open with create=true, or run `decision-ledger setup URL`)"
+    raise _missing(f"collection {settings.collection!r} does not exist")
+
+
+def _missing(what: str) -> LedgerUnavailable:
+    return LedgerUnavailable(
+        f"MongoDB {what} (open with create=true, or run `decision-ledger setup URL`)"
     )
 
 
@@ -125,17 +127,17 @@ class NotPrimary(UnsafeStoreConfig):
 
 
 def facts_steps(settings: Settings, create: bool) -> Steps:
-    hello = yield cmd.hello()
+    hello = yield cmd.admin("hello")
     if not hello.get("isWritablePrimary", hello.get("ismaster")):
         raise NotPrimary(
             "the MongoDB server is not a writable primary: spends and reads must go to the "
             "primary (connect to the replica set, not directly to one member)"
         )
-    build = yield cmd.build_info()
-    status = yield from _optional(cmd.server_status())
+    build = yield cmd.admin("buildInfo")
+    status = yield from _optional(cmd.admin("serverStatus", repl=0, metrics=0, locks=0))
     repl = None
     if hello.get("setName"):
-        answer = yield from _optional(cmd.repl_config())
+        answer = yield from _optional(cmd.admin("replSetGetConfig"))
         repl = None if answer is None else answer.get("config")
     collection = yield from _collection_steps(settings, create)
     indexes = _first_batch((yield cmd.list_indexes(settings.collection)))
@@ -147,12 +149,16 @@ def _probe_steps(settings: Settings) -> Steps:
     else lowercase hex text (nx-27017 matches nothing on BinData equality)."""
     probe = cmd.probe_key(settings.namespace)
     doc: Any = {"_id": probe, "ns": settings.namespace}
-    reply = yield cmd.insert_doc(settings.collection, doc, "probe")
-    codes = {e.get("code") for e in reply.get("writeErrors") or []}
-    if codes - {errors.DUPLICATE_KEY}:
-        raise LedgerUnavailable(f"MongoDB refused the key probe: {sorted(codes)}")
+    _unless_duplicate((yield cmd.insert_doc(settings.collection, doc, "probe")), "key probe")
     found = _first_batch((yield cmd.find_one(settings.collection, probe, None, "probe")))
     return cmd.BIN if found and cmd.key_bytes(found[0]["_id"]) == bytes(probe) else cmd.HEX
+
+
+def _unless_duplicate(reply: Mapping[str, Any], what: str) -> None:
+    """An insert whose document is there now (ours, or a racing opener's)."""
+    codes = {e.get("code") for e in reply.get("writeErrors") or []}
+    if codes - {errors.DUPLICATE_KEY}:
+        raise LedgerUnavailable(f"MongoDB refused the {what}: {sorted(codes)}")
 
 
 def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Steps:
@@ -168,13 +174,11 @@ def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Ste
         doc = cmd.genesis_doc(settings.namespace, os.urandom(GENESIS_BYTES), encoding)
         reply = yield cmd.insert_doc(settings.collection, doc, "genesis")
         _raise_write_concern(reply, "genesis")
-        codes = {e.get("code") for e in reply.get("writeErrors") or []}
-        if codes - {errors.DUPLICATE_KEY}:
-            raise LedgerUnavailable(f"MongoDB refused the genesis document: {sorted(codes)}")
+        _unless_duplicate(reply, "genesis document")
     return None, cmd.BIN
 
 
-def open_steps(settings: Settings, *, database: str, location: str, now: float) -> Steps:
+def open_steps(settings: Settings, database: str, location: str, now: float) -> Steps:
     """Read the server's facts and the namespace's identity, once (C6)."""
     try:
         facts: Facts = yield from facts_steps(settings, settings.create)
@@ -187,9 +191,8 @@ def open_steps(settings: Settings, *, database: str, location: str, now: float) 
     except Exception as exc:
         raise errors.unavailable("open", exc) from exc
     if genesis is None and not settings.create:
-        raise LedgerUnavailable(
-            f"MongoDB namespace {settings.namespace!r} has no genesis document in "
-            f"{settings.collection!r} (open with create=true, or run `decision-ledger setup`)"
+        raise _missing(
+            f"namespace {settings.namespace!r} has no genesis document in {settings.collection!r}"
         )
     info = ledger_info(
         facts,
@@ -227,9 +230,7 @@ def _check(store: Store) -> None:
 
 
 def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
-    if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-        return _forgot(store, f"collection {store.collection!r} was dropped or replaced")
-    return errors.unavailable(what, exc)
+    return _dropped(store, errors.code_of(exc)) or errors.unavailable(what, exc)
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
@@ -308,19 +309,10 @@ def _read_many_steps(store: Store, keys: list[Any], what: str) -> Steps:
 _ABSENT = _Read(None, False)
 
 
-def _read_steps(store: Store, key: Any, what: str) -> Steps:
-    """The record and the genesis in one ``find``; the genesis must be ours."""
-    found = yield from _read_many_steps(store, [key], what)
-    read: _Read = found[key]
-    return read
-
-
 def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
     yield from _maybe_recheck(store, now)
-    read: _Read = yield from _read_steps(
-        store, cmd.record_key(store.namespace, request_id, store.encoding), "read"
-    )
-    return read.present
+    key = cmd.record_key(store.namespace, request_id, store.encoding)
+    return (yield from _read_many_steps(store, [key], "read"))[key].present
 
 
 def is_spent_many_steps(store: Store, request_ids: Sequence[bytes], now: float) -> Steps:
@@ -336,21 +328,34 @@ def _unique(keys: list[Any]) -> list[Any]:
     return list(dict.fromkeys(keys))
 
 
-def _insert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
-    """``True`` inserted, ``False`` duplicate, ``None`` unknown (write concern failed)."""
+def _dropped(store: Store, code: Any) -> LedgerError | None:
+    """A write error saying the collection by this name is not the one opened (sharded:
+    per write): fail closed for good."""
+    if code in errors.FORGOT_CODES and store.uuid is not None:
+        return _forgot(store, f"collection {store.collection!r} was dropped or replaced")
+    return None
+
+
+def _outcome(store: Store, reply: Mapping[str, Any], what: str) -> bool | None:
+    """What a spend's insert or a spend_as's upsert answered: ``True`` recorded (or, an
+    upsert, matched: the record holds our digest), ``False`` a duplicate key (another's
+    record), ``None`` unknown (the write concern failed: applied on the primary, not
+    confirmed)."""
     write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
     if write_errors:
         code = write_errors[0].get("code")
         if code == errors.DUPLICATE_KEY:
             return False
-        if code in errors.FORGOT_CODES and store.uuid is not None:  # sharded: per write
-            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
-        raise LedgerUnavailable(f"MongoDB refused the spend (code {code})")
+        raise _dropped(store, code) or LedgerUnavailable(
+            f"MongoDB refused the {what} (code {code})"
+        )
     if reply.get("writeConcernError"):
-        return None  # applied on the primary, majority/journal not confirmed
-    if reply.get("n") != 1:
-        raise LedgerUnavailable(f"MongoDB spend: unexpected reply n={reply.get('n')!r}")
-    return True
+        return None
+    if reply.get("upserted") or reply.get("n") == 1:
+        return True
+    if what == "spend_as":
+        return None
+    raise LedgerUnavailable(f"MongoDB {what}: unexpected reply n={reply.get('n')!r}")
 
 
 def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> Steps:
@@ -358,30 +363,43 @@ def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> St
     settled by inserting the same token again and reading whose token is stored."""
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
-    insert = cmd.insert(store.collection, key, token, store.namespace, store.uuid)
-    return (yield from _write_steps(store, insert, _insert_outcome, key, token, None))
+    insert = cmd.insert(store.collection, [key], token, store.namespace, store.uuid, "spend")
+    return (yield from _write_steps(store, insert, key, token, None))
 
 
-Judge = Callable[[Store, Mapping[str, Any]], "bool | None"]
+def spend_as_steps(
+    store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
+) -> Steps:
+    """C10 in one round trip (:func:`commands.spend_as`, an upsert on ``_id`` + digest),
+    proven and settled as a spend is (the same upsert again changes nothing once the
+    record exists)."""
+    yield from _maybe_recheck(store, now)
+    key = cmd.record_key(store.namespace, request_id, store.encoding)
+    stored = cmd.digest_value(digest, store.encoding)
+    request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
+    return (yield from _write_steps(store, request, key, token, digest))
 
 
 def _write_steps(
-    store: Store, request: Request, judge: Judge, key: Any, token: bytes, digest: bytes | None
+    store: Store, request: Request, key: Any, token: bytes, digest: bytes | None
 ) -> Steps:
-    """The one write that records an id (a spend's insert, a spend_as's upsert), judged
-    by ``judge`` (``True``/``False``, ``None``: the write concern failed), then the
-    genesis and the record read back before the answer (the proof: a ``deleteMany`` of
-    the namespace leaves the collection and its UUID); a lost reply is settled (C5)."""
+    """The one write that records an id, then the genesis and the record read back before
+    the answer (the proof: a ``deleteMany`` of the namespace leaves the collection and its
+    UUID); a lost reply is settled (C5)."""
+    what = request.what
+    failure: Exception | None = None
     try:
-        outcome = judge(store, (yield request))
+        outcome = _outcome(store, (yield request), what)
     except LedgerError:
         raise
     except Exception as exc:
-        _unless_unknown(store, request.what, exc)
-        return (yield from _settle(store, request, judge, key, token, digest, exc))
-    if outcome is None:
-        return (yield from _settle_by_read(store, key, token, None, digest))
-    read: _Read = yield from _read_steps(store, key, f"{request.what} (verify)")
+        _unless_unknown(store, what, exc)
+        failure, outcome = exc, None
+        yield from _resend(store, request, exc, lambda reply: _outcome(store, reply, what))
+    if outcome is None:  # unknown: the read decides (a duplicate may be our own write)
+        read = (yield from _read_back(store, [key], failure, what))[key]
+        return read.holds(token, digest)
+    read = (yield from _read_many_steps(store, [key], f"{what} (verify)"))[key]
     if not read.present:
         raise _forgot(store, "the record vanished right after its write")
     return outcome and read.holds(token, digest)
@@ -396,78 +414,38 @@ def _unless_unknown(store: Store, what: str, exc: Exception) -> None:
         raise _driver_failure(store, what, exc) from exc
 
 
-def _settle(
-    store: Store,
-    request: Request,
-    judge: Judge,
-    key: Any,
-    token: bytes,
-    digest: bytes | None,
-    failure: Exception,
+def _resend(
+    store: Store, request: Request, failure: Exception, judge: Callable[[Any], object]
 ) -> Steps:
-    """C5: the same write again, then read whose record it is (a duplicate may be our
-    own first write), with the genesis."""
+    """C5: the same write again after a lost reply; anything but an answer (or a store
+    found to have forgotten) leaves the outcome unknown."""
     again = replace(request, what=f"{request.what} (resolve)")
     try:
-        outcome = judge(store, (yield again))
+        judge((yield again))
     except UnsafeStoreConfig:
         raise
     except Exception as exc:
-        if errors.code_of(exc) in errors.FORGOT_CODES and store.uuid is not None:
-            raise _driver_failure(store, again.what, exc) from exc
+        dropped = _dropped(store, errors.code_of(exc))
+        if dropped is not None:
+            raise dropped from exc
         raise errors.ambiguous(failure, exc) from failure
-    del outcome  # inserted now or a duplicate: the read decides, and proves the genesis
-    return (yield from _settle_by_read(store, key, token, failure, digest))
 
 
-def _settle_by_read(
-    store: Store, key: Any, token: bytes, failure: Exception | None, digest: bytes | None = None
-) -> Steps:
+def _read_back(store: Store, keys: list[Any], failure: Exception | None, what: str) -> Steps:
+    """The records after a write whose outcome is unknown, with the genesis; every one
+    must be on the primary, or the outcome stays unknown."""
     try:
-        read: _Read = yield from _read_steps(store, key, "spend (resolve)")
+        found: dict[Any, _Read] = yield from _read_many_steps(store, keys, f"{what} (resolve)")
     except UnsafeStoreConfig:
         raise
     except LedgerError as exc:
         raise errors.ambiguous(failure or exc, exc) from (failure or exc)
-    if not read.present:
-        cause = failure or LedgerUnavailable("write concern not confirmed")
-        raise errors.ambiguous(cause, LedgerUnavailable("no record found on the primary"))
-    return read.holds(token, digest)
-
-
-def _upsert_outcome(store: Store, reply: Mapping[str, Any]) -> bool | None:
-    """What a ``spend_as`` upsert answered: ``True`` inserted or matched (the record holds
-    our digest), ``False`` a duplicate key (another's record), ``None`` unknown (the write
-    concern failed: applied on the primary, not confirmed)."""
-    write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
-    if write_errors:
-        code = write_errors[0].get("code")
-        if code == errors.DUPLICATE_KEY:
-            return False
-        if code in errors.FORGOT_CODES and store.uuid is not None:
-            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
-        raise LedgerUnavailable(f"MongoDB refused the spend_as (code {code})")
-    if reply.get("writeConcernError"):
-        return None
-    if reply.get("upserted") or reply.get("n") == 1:
-        return True
-    return None
-
-
-def spend_as_steps(
-    store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
-) -> Steps:
-    """C10 in one round trip (:func:`commands.spend_as`, an upsert on ``_id`` + digest):
-    ``True`` when it inserted the record or the record holds the same digest, ``False``
-    on a duplicate key. Identity as for a spend: the genesis (and the record) read back
-    before answering, ``collectionUUID`` where the server has one. A lost reply is
-    settled by the same upsert again (it changes nothing once the record exists), then by
-    a read of the stored token and digest (C5)."""
-    yield from _maybe_recheck(store, now)
-    key = cmd.record_key(store.namespace, request_id, store.encoding)
-    stored = cmd.digest_value(digest, store.encoding)
-    request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
-    return (yield from _write_steps(store, request, _upsert_outcome, key, token, digest))
+    if not all(read.present for read in found.values()):
+        raise errors.ambiguous(
+            failure or LedgerUnavailable("write concern not confirmed"),
+            LedgerUnavailable("a record written is not on the primary"),
+        )
+    return found
 
 
 BATCH = 1000  # records per insert (and keys per read) of a batch
@@ -494,10 +472,8 @@ def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bo
     won = [True] * count
     for error in reply.get("writeErrors") or []:
         code = error.get("code")
-        if code in errors.FORGOT_CODES and store.uuid is not None:
-            raise _forgot(store, f"collection {store.collection!r} was dropped or replaced")
         if code != errors.DUPLICATE_KEY:
-            raise AmbiguousSpend(
+            raise _dropped(store, code) or AmbiguousSpend(
                 f"MongoDB refused part of a spend_many batch (code {code}); the other ids "
                 "of the batch may be recorded (treat them as spent)"
             )
@@ -511,13 +487,12 @@ def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bo
 
 def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, now: float) -> Steps:
     """One unordered insert of the batch (w majority, journaled, ``collectionUUID``): each
-    id's answer is what ``spend`` would say (a repeat within the batch: ``False``). A
-    lost reply is settled by the same documents again and one read of whose token is
-    stored; the genesis and the tokens are read back before answering (the proof)."""
+    id's answer is what ``spend`` would say (a repeat within the batch: ``False``),
+    settled and proven as a spend is, with one read of the batch's tokens."""
     yield from _maybe_recheck(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
     unique = _unique(keys)
-    request = cmd.insert_many(store.collection, unique, token, store.namespace, store.uuid)
+    request = cmd.insert(store.collection, unique, token, store.namespace, store.uuid, "spend_many")
     failure: Exception | None = None
     try:
         won = _many_outcome(store, (yield request), len(unique))
@@ -525,35 +500,28 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
         raise
     except Exception as exc:
         _unless_unknown(store, "spend_many", exc)
-        failure = exc
-        try:
-            _many_outcome(store, (yield request), len(unique))
-        except UnsafeStoreConfig:
-            raise
-        except Exception as again:
-            if errors.code_of(again) in errors.FORGOT_CODES and store.uuid is not None:
-                raise _driver_failure(store, "spend_many (resolve)", again) from again
-            raise errors.ambiguous(failure, again) from failure
-        won = None  # a duplicate now may be our own first write: read the tokens
-    # The proof: the genesis after the write, with whose tokens are stored.
-    try:
-        found = yield from _read_many_steps(store, unique, "spend_many (verify)")
-    except UnsafeStoreConfig:
-        raise
-    except LedgerError as exc:
-        raise errors.ambiguous(failure or exc, exc) from (failure or exc)
-    if not all(found[key].present for key in unique):
-        raise errors.ambiguous(
-            failure or LedgerUnavailable("write concern not confirmed"),
-            LedgerUnavailable("a record of the batch is not on the primary"),
+        failure, won = exc, None  # a duplicate now may be our own first write
+        yield from _resend(
+            store, request, exc, lambda reply: _many_outcome(store, reply, len(unique))
         )
+    found = yield from _read_back(
+        store, unique, failure, "spend_many"
+    )  # the proof, with the tokens
     mine = [found[key].token == token for key in unique]
     won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
     answer = dict(zip(unique, won, strict=True))
-    out = []
-    for key in keys:  # a repeat within the batch: its first copy answered
-        out.append(answer.pop(key, False))
-    return out
+    return [answer.pop(key, False) for key in keys]  # a repeat: its first copy answered
+
+
+def _page(store: Store, request: Request) -> Steps:
+    """One listing page's documents, then a read of the genesis: the proof that the page
+    came from the store this ledger opened."""
+    try:
+        reply = yield request
+    except Exception as exc:
+        raise _driver_failure(store, request.what, exc) from exc
+    yield from _read_many_steps(store, [], f"{request.what} (verify)")
+    return _first_batch(reply)
 
 
 def namespace_steps(store: Store, after: Any, now: float) -> Steps:
@@ -561,12 +529,7 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
     index (a record is only ever written under its namespace's genesis)."""
     yield from _maybe_recheck(store, now)
     first = cmd.GENESIS_PREFIX if after is None else after
-    try:
-        reply = yield cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid)
-    except Exception as exc:
-        raise _driver_failure(store, "namespaces", exc) from exc
-    docs = _first_batch(reply)
-    yield from _read_many_steps(store, [], "namespaces (verify)")  # the genesis, after
+    docs = yield from _page(store, cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid))
     names = [
         doc["_id"][len(cmd.GENESIS_PREFIX) :]
         for doc in docs
@@ -578,43 +541,14 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
 def list_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the namespace's spent ids (markers and the genesis skipped)."""
     yield from _maybe_recheck(store, now)
-    try:
-        first = cmd.first_key(store.encoding) if after is None else after
-        reply = yield cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
-    except Exception as exc:
-        raise _driver_failure(store, "spent_ids", exc) from exc
-    yield from _read_many_steps(store, [], "spent_ids (verify)")  # the genesis, after
+    first = cmd.first_key(store.encoding) if after is None else after
+    request = cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
+    docs = yield from _page(store, request)
     prefix = cmd.record_prefix(store.namespace)
-    docs = _first_batch(reply)
     ids: list[str] = []
     for doc in docs:
         raw = cmd.key_bytes(doc["_id"])
         if raw is not None and raw.startswith(prefix) and not is_marker(raw[len(prefix) :]):
             ids.append(raw[len(prefix) :].decode("utf-8"))
-    last = None
-    if len(docs) == LIST_PAGE:
-        last_id = docs[-1]["_id"]
-        last = Binary(last_id) if isinstance(last_id, bytes) else last_id
-    return ids, last
-
-
-def remove_scratch_steps(collection: str, prefix: str) -> Steps:
-    """Remove the namespaces named ``prefix...`` (a checked scratch prefix): their
-    records, then their genesis documents; how many namespaces (the genesis count)."""
-    low, high = prefix_bounds(prefix)
-    if not (yield from _listed(collection)):
-        # Asked first: some servers (nx-27017) would create the collection to delete.
-        raise LedgerUnavailable(f"remove_scratch: no ledger collection {collection!r} here")
-    removed = 0
-    for request in (
-        cmd.scratch_records(collection, prefix),
-        cmd.scratch_genesis(collection, low, high),
-    ):
-        reply = yield request
-        _raise_write_concern(reply, request.what)
-        failures = reply.get("writeErrors") or []
-        if failures:
-            codes = sorted({f.get("code") for f in failures}, key=str)
-            raise LedgerUnavailable(f"MongoDB {request.what}: the delete failed {codes}")
-        removed = int(reply.get("n", 0))
-    return removed
+    last = docs[-1]["_id"] if len(docs) == LIST_PAGE else None
+    return ids, (Binary(last) if isinstance(last, bytes) else last)

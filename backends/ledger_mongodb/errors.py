@@ -19,7 +19,6 @@ from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 FORGOT_CODES = frozenset({361, 26})  # CollectionUUIDMismatch, NamespaceNotFound
 DUPLICATE_KEY = 11000
 NAMESPACE_EXISTS = 48
-UNAUTHORIZED = frozenset({13, 18})  # Unauthorized, AuthenticationFailed
 _CREDENTIALS = re.compile(r"(://)[^@/\s]*@")
 
 
@@ -68,23 +67,3 @@ def ambiguous(failure: BaseException, settle: BaseException) -> AmbiguousSpend:
         "MongoDB spend: the reply was lost and settling it failed too, so the write may "
         f"or may not have landed (treat as spent): {describe(failure)}; then {describe(settle)}"
     )
-
-
-def is_driver_error(exc: BaseException) -> bool:
-    return isinstance(exc, pm.PyMongoError)
-
-
-__all__ = [
-    "DUPLICATE_KEY",
-    "FORGOT_CODES",
-    "NAMESPACE_EXISTS",
-    "UNAUTHORIZED",
-    "Outcome",
-    "ambiguous",
-    "classify",
-    "code_of",
-    "describe",
-    "is_driver_error",
-    "scrub",
-    "unavailable",
-]

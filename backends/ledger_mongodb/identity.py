@@ -93,88 +93,48 @@ class Facts:
         """Every reason this store must never prove, each with the fact it is about
         (``deployment``, ``collection``, ``journal``, ``storage engine``), the first
         being :meth:`verdict`'s."""
-        found: list[tuple[str, str]] = []
-        if self.kind == "mongos":
-            found.append(
-                (
-                    "deployment",
-                    "a sharded cluster (mongos): _id is unique per shard only unless _id is "
-                    "the shard key, which this ledger does not verify",
-                )
-            )
         options: Mapping[str, Any] = self.collection.get("options") or {}
         kind = self.collection.get("type", "collection")
-        if kind != "collection":
-            found.append(("collection", f"the ledger's namespace is a {kind}, not a collection"))
-        if options.get("capped"):
-            found.append(
-                ("collection", "the collection is capped: MongoDB deletes the oldest documents")
-            )
-        if "expireAfterSeconds" in options:
-            found.append(("collection", "the collection expires documents (expireAfterSeconds)"))
-        if "timeseries" in options:
-            found.append(("collection", "the collection is a time series collection"))
-        collation = options.get("collation")
-        if collation and collation.get("locale", "simple") != "simple":
-            found.append(
-                (
-                    "collection",
-                    f"the collection's collation is {collation.get('locale')!r}, not simple: "
-                    "ids could compare loosely (e.g. case-insensitively)",
-                )
-            )
-        for index in self.indexes:
-            if "expireAfterSeconds" in index:
-                found.append(
-                    ("collection", f"index {index.get('name')!r} is a TTL index: documents expire")
-                )
-                break
-        if self.kind == "nx-27017":
-            if durability != Durability.PROCESS:
-                found.append(
-                    (
-                        "journal",
-                        "nx-27017 cannot promise that a journaled write survives a power "
-                        "loss: it turns j:true into PRAGMA synchronous=FULL on a SQLite "
-                        "connection shared by every client of the database (a concurrent "
-                        "w:1 writer sets NORMAL), and it reports neither its journal mode "
-                        "nor that level (open with durability=process to accept a "
-                        "server-process crash as the bound)",
-                    )
-                )
-            return found
+        locale = (options.get("collation") or {}).get("locale", "simple")
+        ttl = [i.get("name") for i in self.indexes if "expireAfterSeconds" in i]
+        nx = self.kind == "nx-27017"
         engine = (self.status or {}).get("storageEngine") or {}
-        if self.status is None:
-            found.append(
-                (
-                    "storage engine",
-                    "serverStatus is not permitted (grant clusterMonitor): storage engine unknown",
-                )
-            )
-        elif not engine:
-            found.append(("storage engine", "the server reports no storage engine"))
-        elif engine.get("name") == "inMemory" or engine.get("persistent") is False:
-            found.append(
-                ("storage engine", f"the storage engine {engine.get('name')!r} does not persist")
-            )
-        if self.kind == "replica-set":
-            if self.repl is None:
-                found.append(
-                    (
-                        "journal",
-                        "replSetGetConfig is not permitted (grant clusterMonitor): "
-                        "writeConcernMajorityJournalDefault unknown",
-                    )
-                )
-            elif self.repl.get("writeConcernMajorityJournalDefault") is False:
-                found.append(
-                    (
-                        "journal",
-                        "writeConcernMajorityJournalDefault is false: a majority write may "
-                        "be acknowledged before it is journaled on a majority",
-                    )
-                )
-        return found
+        repl = self.repl or {}
+        rules = [
+            (self.kind == "mongos", "deployment", "a sharded cluster (mongos): _id is unique "
+             "per shard only unless _id is the shard key, which this ledger does not verify"),
+            (kind != "collection", "collection",
+             f"the ledger's namespace is a {kind}, not a collection"),
+            (options.get("capped"), "collection",
+             "the collection is capped: MongoDB deletes the oldest documents"),
+            ("expireAfterSeconds" in options, "collection",
+             "the collection expires documents (expireAfterSeconds)"),
+            ("timeseries" in options, "collection", "the collection is a time series collection"),
+            (locale != "simple", "collection", f"the collection's collation is {locale!r}, not "
+             "simple: ids could compare loosely (e.g. case-insensitively)"),
+            (ttl, "collection", f"index {ttl[:1] and ttl[0]!r} is a TTL index: documents expire"),
+            (nx and durability != Durability.PROCESS, "journal",
+             "nx-27017 cannot promise that a journaled write survives a power loss: it turns "
+             "j:true into PRAGMA synchronous=FULL on a SQLite connection shared by every client "
+             "of the database (a concurrent w:1 writer sets NORMAL), and it reports neither its "
+             "journal mode nor that level (open with durability=process to accept a "
+             "server-process crash as the bound)"),
+            (not nx and self.status is None, "storage engine",
+             "serverStatus is not permitted (grant clusterMonitor): storage engine unknown"),
+            (not nx and self.status is not None and not engine, "storage engine",
+             "the server reports no storage engine"),
+            (not nx and bool(engine) and (engine.get("name") == "inMemory"
+             or engine.get("persistent") is False), "storage engine",
+             f"the storage engine {engine.get('name')!r} does not persist"),
+            (not nx and self.kind == "replica-set" and self.repl is None, "journal",
+             "replSetGetConfig is not permitted (grant clusterMonitor): "
+             "writeConcernMajorityJournalDefault unknown"),
+            (not nx and repl.get("writeConcernMajorityJournalDefault") is False
+             and self.kind == "replica-set", "journal",
+             "writeConcernMajorityJournalDefault is false: a majority write may be "
+             "acknowledged before it is journaled on a majority"),
+        ]  # fmt: skip
+        return [(fact, why) for when, fact, why in rules if when]
 
 
 def durability_of(facts: Facts) -> str:
@@ -196,24 +156,17 @@ def ledger_info(
     identity = f"{facts.deployment}/{database}/uuid={facts.uuid_text}"
     if reason is None and genesis is None:
         reason = "the namespace has no genesis document (open with create=true or run setup)"
-    if reason is not None:
-        return LedgerInfo(
-            backend="mongodb",
-            store_id=None,
-            reason=reason,
-            location=location,
-            namespace=namespace,
-            identity=identity,
-            durability=Durability.NONE,
-        )
-    assert genesis is not None
+    proof = None
+    if reason is None and genesis is not None:
+        proof = f"mongodb:{identity}/genesis={genesis.hex()}/ns={namespace}"
     return LedgerInfo(
         backend="mongodb",
-        store_id=f"mongodb:{identity}/genesis={genesis.hex()}/ns={namespace}",
+        store_id=proof,
+        reason=reason,
         location=location,
         namespace=namespace,
         identity=identity,
-        durability=durability_of(facts),
+        durability=Durability.NONE if proof is None else durability_of(facts),
     )
 
 

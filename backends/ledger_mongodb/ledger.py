@@ -25,6 +25,7 @@ from . import decisions, identity
 from .commands import Request
 from .options import CLIENT_OPTIONS, Settings, client_settings
 
+Rebuild = Callable[[], MongoClient[Any]] | None
 # Plain dicts, UUIDs as BSON Binary: the same decoding whatever the host's client says.
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
 
@@ -34,16 +35,14 @@ class SyncConnection:
     the child never touches the parent's sockets and never closes them."""
 
     def __init__(
-        self,
-        client: MongoClient[Any],
-        database: str,
-        *,
-        owned: bool,
-        rebuild: Callable[[], MongoClient[Any]] | None = None,
+        self, client: MongoClient[Any], database: str, *, owned: bool, rebuild: Rebuild = None
     ) -> None:
         self._lock = threading.Lock()
         self._database = database
-        self._rebuild = rebuild
+        # A host's client: PyMongo's private _duplicate, the only way to a client with its
+        # settings, since reusing it in a child "may not be entirely fork-safe" (PyMongo's
+        # warning; test_forked_child_rebuilds_its_client[host]).
+        self._rebuild = rebuild or client._duplicate
         self.owned = owned
         self._bind(client)
 
@@ -57,13 +56,9 @@ class SyncConnection:
         if self._pid == os.getpid():
             return
         with self._lock:
-            if self._pid == os.getpid():
-                return
-            if self._rebuild is not None:
+            if self._pid != os.getpid():
                 self._bind(self._rebuild())
-            else:  # a host's client: a duplicate with its settings, ours to close
-                self._bind(self.client._duplicate())
-            self.owned = True
+                self.owned = True
 
     def perform(self, request: Request) -> Any:
         db = self.admin if request.admin else self.db
@@ -89,15 +84,8 @@ class MongoLedger(ReentrantLedgerBase):
     @classmethod
     def open_on(cls, conn: SyncConnection, settings: Settings, location: str) -> MongoLedger:
         try:
-            store = cls._run(
-                conn,
-                decisions.open_steps(
-                    settings,
-                    database=conn.db.name,
-                    location=location,
-                    now=time.monotonic(),
-                ),
-            )
+            steps = decisions.open_steps(settings, conn.db.name, location, time.monotonic())
+            store = cls._run(conn, steps)
         except BaseException:
             conn.close()
             raise
@@ -108,9 +96,7 @@ class MongoLedger(ReentrantLedgerBase):
         cls, client: MongoClient[Any], *, database: str | None = None, **options: Any
     ) -> MongoLedger:
         """A ledger on a host's ``MongoClient`` (its default database unless named)."""
-        name = database or client.get_default_database("decision_ledger").name
-        settings = client_settings(options)
-        where = where_of(client, name, settings)
+        name, settings, where = host_client(client, database, options)
         return cls.open_on(SyncConnection(client, name, owned=False), settings, where)
 
     @classmethod
@@ -142,25 +128,21 @@ class MongoLedger(ReentrantLedgerBase):
         return self._run(self._conn, steps)
 
     def _spend(self, request_id: bytes) -> bool:
-        now = time.monotonic()
-        result: bool = self._steps(decisions.spend_steps(self._store, request_id, new_token(), now))
-        return result
+        steps = decisions.spend_steps(self._store, request_id, new_token(), time.monotonic())
+        return bool(self._steps(steps))
 
     def _is_spent(self, request_id: bytes) -> bool:
-        result: bool = self._steps(
-            decisions.is_spent_steps(self._store, request_id, time.monotonic())
-        )
-        return result
+        steps = decisions.is_spent_steps(self._store, request_id, time.monotonic())
+        return bool(self._steps(steps))
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
         now = time.monotonic()
         steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
-        result: bool = self._steps(steps)
-        return result
+        return bool(self._steps(steps))
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per 1000 ids, each answer what
-        :meth:`spend` would say (``True`` only if this call recorded it)."""
+        :meth:`spend` would say."""
         raws = [validate_request_id(r) for r in request_ids]
         batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
         return [won for steps in batches for won in self._steps(steps)]
@@ -172,8 +154,7 @@ class MongoLedger(ReentrantLedgerBase):
         return [spent for steps in batches for spent in self._steps(steps)]
 
     def spent_ids(self) -> Iterator[str]:
-        """Every spent request id of this namespace, streamed in pages (markers and the
-        genesis left out): the migration source."""
+        """Every spent request id of this namespace, streamed in pages."""
         return self._pages(decisions.list_steps)
 
     def namespaces(self) -> Iterator[str]:
@@ -197,13 +178,22 @@ class MongoLedger(ReentrantLedgerBase):
             self._conn.close()
 
 
-def where_of(client: Any, database: str, settings: Settings) -> str:
-    """Where a host's client points, without any credential."""
+def host_client(
+    client: Any, database: str | None, options: dict[str, Any]
+) -> tuple[str, Settings, str]:
+    """A host's client: the database (its default unless named), our settings, and where
+    it points, without any credential."""
+    name = database or client.get_default_database("decision_ledger").name
+    settings = client_settings(options)
     try:
         nodes = sorted(f"{h}:{p}" for h, p in client.topology_description.server_descriptions())
     except Exception:
         nodes = []
-    return f"mongodb://{','.join(nodes) or '?'}/{database}?collection={settings.collection}"
+    return (
+        name,
+        settings,
+        f"mongodb://{','.join(nodes) or '?'}/{name}?collection={settings.collection}",
+    )
 
 
 __all__ = ["CLIENT_OPTIONS", "MongoLedger", "SyncConnection"]

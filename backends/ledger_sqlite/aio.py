@@ -12,17 +12,13 @@ from typing import Any, TypeVar
 from ledger_core.base import AsyncReentrantLedgerBase
 
 from .ledger import SQLiteLedger
-from .options import Target
 
 R = TypeVar("R")
 
 
 class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
-    """The asyncio face of :class:`SQLiteLedger`, same semantics (C9).
-
-    ``options`` are :class:`SQLiteLedger`'s (``namespace``, ``busy_timeout``, ``create``,
-    ``durability``). Opening reads the file: prefer ``await AsyncSQLiteLedger.open(...)``.
-    """
+    """The asyncio face of :class:`SQLiteLedger` (its ``options``), same semantics (C9).
+    Opening reads the file: prefer ``await AsyncSQLiteLedger.open(...)``."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, max_workers: int = 4, **options: Any
@@ -37,10 +33,6 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
     async def open(cls, path: str | os.PathLike[str], **options: Any) -> AsyncSQLiteLedger:
         """Create the ledger without blocking the loop on the first open."""
         return await asyncio.to_thread(cls, path, **options)
-
-    @classmethod
-    async def open_target(cls, target: Target) -> AsyncSQLiteLedger:
-        return await cls.open(target.path, **target.keywords())
 
     async def __aenter__(self) -> AsyncSQLiteLedger:
         return self
@@ -67,14 +59,12 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
         return await self._off(self._core._is_spent, request_id)
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """:meth:`SQLiteLedger.spend_many` on a worker thread."""
         return await self._off(self._core.spend_many, request_ids)
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         return await self._off(self._core.is_spent_many, request_ids)
 
     async def spent_ids(self, page: int = 1000) -> AsyncIterator[str]:
-        """:meth:`SQLiteLedger.spent_ids`, a page at a time on a worker thread."""
         after: bytes | None = b""
         while after is not None:
             ids, after = await self._off(self._core._ids_page, after, page)
@@ -82,7 +72,6 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
                 yield request_id
 
     async def namespaces(self, page: int = 100) -> AsyncIterator[str]:
-        """:meth:`SQLiteLedger.namespaces`, a page at a time on a worker thread."""
         after: str | None = ""
         while after is not None:
             names, after = await self._off(self._core._namespaces_page, after, page)

@@ -103,13 +103,8 @@ IS_SPENT = (
     "SELECT EXISTS (SELECT 1 FROM decision_ledger WHERE namespace = ?1 AND request_id = ?2) "
     "FROM decision_ledger WHERE namespace = ?1 AND request_id = x'' AND token = ?3"
 )
-# (same store?, our token or NULL) after a spend whose outcome is unknown.
-READ_TOKEN = (
-    f"SELECT {_genesis('?1', '?3')}, "
-    "(SELECT token FROM decision_ledger WHERE namespace = ?1 AND request_id = ?2)"
-)
-# (same store?, token, holder) after a spend_as whose outcome is unknown.
-READ_HOLDER = (
+# (same store?, token, holder) after a spend or spend_as whose outcome is unknown.
+READ_BACK = (
     f"SELECT {_genesis('?1', '?3')}, t.token, t.holder FROM (SELECT 1) "
     "LEFT JOIN decision_ledger AS t ON t.namespace = ?1 AND t.request_id = ?2"
 )
@@ -129,15 +124,6 @@ MARKER_RANGE = (
 # The next namespace after ``?``: one primary-key seek each, whatever a namespace holds
 # (every namespace a ledger opened holds its genesis).
 NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?"
-
-# ``decision-ledger check``'s scratch removal (the backend's hook, never a ledger's): the
-# namespaces in [low, high) (ledger_core.scratch.prefix_bounds; BINARY collation: byte
-# order, no pattern), counted then deleted in one write transaction. Markers and the
-# genesis are rows like ids: a removed namespace's ledgers fail closed.
-COUNT_SCRATCH = (
-    "SELECT count(DISTINCT namespace) FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
-)
-DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
 
 BEGIN = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"

@@ -1,12 +1,7 @@
-"""What opening, spending, reading and listing decide, once, as I/O-free step generators.
-
-Each generator yields :mod:`.commands` requests (a statement on the call's connection, a
-look at the file, a pause), receives the answer or has the ``sqlite3`` exception thrown
-in, and returns the result. The sync shell (``ledger.py``) performs the requests; the
-async one (``aio.py``) runs the sync shell's calls on worker threads, so the two can
-never decide differently (C9). A transaction a decision leaves open when it raises is
-rolled back by the shell before the connection is pooled again.
-"""
+"""What opening, spending, reading and listing decide, once, as I/O-free step generators
+of :mod:`.commands` requests. The async shell runs the sync shell's calls on worker
+threads, so the two never decide differently (C9); a transaction a decision leaves open
+when it raises is rolled back by the shell before the connection is pooled again."""
 
 from __future__ import annotations
 
@@ -22,7 +17,6 @@ from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, U
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
-from ledger_core.tokens import attempt_outcome
 
 from . import commands as sql
 from . import errors, identity
@@ -182,12 +176,10 @@ def _due(store: Store) -> bool:
     return store.failed is not None or time.monotonic() >= store.next_check
 
 
-def _read_back(
-    store: Store, query: str, request_id: bytes, failure: Exception
-) -> Steps[Request, Any]:
+def _read_back(store: Store, request_id: bytes, failure: Exception) -> Steps[Request, Any]:
     """After a write that raised: the row that says whose record is there (C5)."""
     try:
-        row = yield Statement(query, (store.namespace, request_id, store.genesis))
+        row = yield Statement(sql.READ_BACK, (store.namespace, request_id, store.genesis))
     except sqlite3.Error as exc:
         if errors.no_table(exc) or errors.no_table(failure):
             raise store.forgot() from failure
@@ -199,41 +191,26 @@ def _read_back(
     return row
 
 
-def spend_steps(store: Store, request_id: bytes, token: bytes) -> Steps[Request, bool]:
-    """One guarded insert; when it raises (a forgotten store: NOT NULL; a lock; an I/O
-    error), the token stored for the id decides: ours True, another's False, none raises."""
+def spend_steps(
+    store: Store, request_id: bytes, token: bytes, digest: bytes | None = None
+) -> Steps[Request, bool]:
+    """One guarded insert (C10 with ``digest``: a row back means this call recorded the id
+    or the same key did before). When it raises (a forgotten store: NOT NULL; a lock; an
+    I/O error), the row stored decides: our token or the same digest True, another's
+    False, none raises."""
     if _due(store):
         yield from verify_steps(store)
     params = (store.namespace, request_id, store.genesis, token, time.time())
     try:
-        count = yield Statement(sql.SPEND, params, "count")
-        return bool(count == 1)  # 0: a conflict, in the store we opened
+        if digest is None:
+            return bool((yield Statement(sql.SPEND, params, "count")) == 1)  # 0: a conflict
+        return bool((yield Statement(sql.SPEND_AS, (*params, digest), "all")))
     except sqlite3.Error as exc:
         failure = exc
-    row = yield from _read_back(store, sql.READ_TOKEN, request_id, failure)
-    outcome = attempt_outcome(None if row[1] is None else bytes(row[1]), token)
-    if outcome is None:
-        raise LedgerUnavailable(f"spend did not land: {failure}") from failure
-    return outcome
-
-
-def spend_as_steps(
-    store: Store, request_id: bytes, digest: bytes, token: bytes
-) -> Steps[Request, bool]:
-    """C10 in one statement: a row back means this call recorded the id or the same key
-    did before; after a raise, our token or the same digest stored decides."""
-    if _due(store):
-        yield from verify_steps(store)
-    params = (store.namespace, request_id, store.genesis, token, time.time(), digest)
-    try:
-        rows = yield Statement(sql.SPEND_AS, params, "all")
-        return bool(rows)
-    except sqlite3.Error as exc:
-        failure = exc
-    row = yield from _read_back(store, sql.READ_HOLDER, request_id, failure)
-    stored, holder = row[1], row[2]
+    _, stored, holder = yield from _read_back(store, request_id, failure)
     if stored is None:
-        raise LedgerUnavailable(f"spend_as did not land: {failure}") from failure
+        what = "spend" if digest is None else "spend_as"
+        raise LedgerUnavailable(f"{what} did not land: {failure}") from failure
     return bytes(stored) == token or (holder is not None and bytes(holder) == digest)
 
 
@@ -258,9 +235,8 @@ def is_spent_steps(store: Store, request_id: bytes) -> Steps[Request, bool]:
 def spend_many_steps(
     store: Store, request_ids: Sequence[bytes], token: bytes
 ) -> Steps[Request, list[bool]]:
-    """The spend statement per id in ONE transaction (one fsync): each answer is what
-    ``spend`` would say. Nothing of a failed batch stays (rolled back), except after a
-    failed ``COMMIT``: ambiguous."""
+    """The spend statement per id in ONE transaction (one fsync). Nothing of a failed
+    batch stays (rolled back), except after a failed ``COMMIT``: ambiguous."""
     yield from verify_steps(store)
     if not request_ids:
         return []
@@ -352,19 +328,16 @@ def namespaces_page_steps(
 
 def _seek(after: str, page: int) -> Steps[Request, list[str]]:
     found: list[str] = []
-    cursor = after
     while len(found) < page:
-        row = yield Statement(sql.NEXT_NAMESPACE, (cursor,))
+        row = yield Statement(sql.NEXT_NAMESPACE, (found[-1] if found else after,))
         if row is None or row[0] is None:
             break
-        cursor = str(row[0])
-        found.append(cursor)
+        found.append(str(row[0]))
     return found
 
 
 def pragmas_steps(store: Store) -> Steps[Request, tuple[str, int]]:
-    """The doctor's re-read of a pooled connection's journal mode and synchronous level
-    (read-only: the pragmas are asked, never set)."""
+    """The doctor's re-read of a pooled connection's pragmas (asked, never set)."""
     try:
         mode = yield Statement("PRAGMA journal_mode")
         level = yield Statement("PRAGMA synchronous")

@@ -107,70 +107,29 @@ def doctor_checks(
     """``decision-ledger doctor``'s lines for a SQLite ledger, from what it read at open
     (the filesystem) and a re-read of its connection's pragmas; no I/O."""
     version = tuple(int(p) for p in library.split(".") if p.isdigit()) or None
-    checks = [
-        version_check(
-            "SQLite library",
-            version,
-            SQLITE_MINIMUM,
-            SQLITE_NEEDS,
-            f"Python sqlite3 module (Python {python})",
-        )
-    ]
-    if journal_mode.lower() == "wal":
-        checks.append(
-            Check("configuration", PASS, "journal_mode wal (verified on every connection)")
-        )
-    else:
-        checks.append(
-            Check(
-                "configuration",
-                FAIL,
-                f"journal_mode {journal_mode}: the ledger needs wal",
-                "reopen the ledger: it asks for WAL on every new connection",
-            )
-        )
+    shown = f"Python sqlite3 module (Python {python})"
     level = _SYNCHRONOUS.get(synchronous, str(synchronous))
-    if synchronous >= 2:
-        checks.append(
-            Check(
-                "configuration",
-                PASS,
-                f"synchronous {level} (set on each of the ledger's connections: another "
-                "process's setting affects only its own commits)",
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "configuration",
-                FAIL,
-                f"synchronous {level}: a commit may be lost with the machine",
-                "reopen the ledger: it sets synchronous=FULL on every new connection",
-            )
-        )
+    volatile = filesystem in VOLATILE_FILESYSTEMS
+    # (passes?, the line when it passes, when it fails, the fix)
+    lines = [
+        (journal_mode.lower() == "wal", "journal_mode wal (verified on every connection)",
+         f"journal_mode {journal_mode}: the ledger needs wal",
+         "reopen the ledger: it asks for WAL on every new connection"),
+        (synchronous >= 2, f"synchronous {level} (set on each of the ledger's connections: "
+         "another process's setting affects only its own commits)",
+         f"synchronous {level}: a commit may be lost with the machine",
+         "reopen the ledger: it sets synchronous=FULL on every new connection"),
+        (not volatile or info.store_id is not None, f"filesystem {filesystem}"
+         + (", accepted with durability=process" if volatile else ""),
+         f"filesystem {filesystem}: {info.reason}",
+         "put the file on a disk, or accept the risk with durability=process"),
+    ]  # fmt: skip
+    checks = [
+        Check("configuration", PASS, passed) if ok else Check("configuration", FAIL, failed, fix)
+        for ok, passed, failed, fix in lines
+    ]
     if filesystem is None:
-        checks.append(
-            Check(
-                "configuration",
-                INFO,
-                "filesystem unknown (/proc/self/mounts unreadable): taken as a disk",
-            )
-        )
-    elif filesystem not in VOLATILE_FILESYSTEMS:
-        checks.append(Check("configuration", PASS, f"filesystem {filesystem}"))
-    elif info.store_id is not None:
-        checks.append(
-            Check(
-                "configuration", PASS, f"filesystem {filesystem}, accepted with durability=process"
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "configuration",
-                FAIL,
-                f"filesystem {filesystem}: {info.reason}",
-                "put the file on a disk, or accept the risk with durability=process",
-            )
-        )
-    return [checks[0], *configuration_checks(info, checks[1:])]
+        unknown = "filesystem unknown (/proc/self/mounts unreadable): taken as a disk"
+        checks[-1] = Check("configuration", INFO, unknown)
+    version_line = version_check("SQLite library", version, SQLITE_MINIMUM, SQLITE_NEEDS, shown)
+    return [version_line, *configuration_checks(info, checks)]

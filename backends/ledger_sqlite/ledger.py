@@ -34,20 +34,19 @@ R = TypeVar("R")
 
 
 def _never_close(conn: sqlite3.Connection) -> None:
-    """Keep a connection inherited across ``fork()`` alive, unused, for good.
-
-    SQLite forbids using a connection in a child process, and closing one there may
-    write stale lock state into the WAL index the parent shares (mmap). So the child
-    neither uses nor closes it: an extra reference means it is never deallocated.
-    """
+    """Keep a connection inherited across ``fork()`` alive, unused, for good: SQLite
+    forbids using it in a child, and closing it there may write stale lock state into
+    the WAL index the parent shares (mmap)."""
+    # ctypes, since a module-level list is freed, closing them, when the child's
+    # interpreter exits (test_a_child_never_closes_an_inherited_connection_even_at_exit).
     try:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
-    except Exception:  # pragma: no cover - not CPython: keep it referenced instead
+    except Exception:  # pragma: no cover - not CPython: referenced until exit at least
         _INHERITED.append(conn)
 
 
 _INHERITED: list[sqlite3.Connection] = []
-_POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()
+_POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()  # for the fork hook; a closed one goes
 
 
 def _after_fork_in_child() -> None:
@@ -122,11 +121,11 @@ class Connections:
     def open(self, store: Store) -> Any:
         """The first connection (it alone may create the file), then the open decision."""
         target = self.target
-        if not target.create and not os.path.exists(target.path):
+        existed = os.path.exists(target.path)
+        if not target.create and not existed:
             raise decisions.missing(
                 target, f"no SQLite ledger at {target.path!r}: the file does not exist"
             )
-        existed = os.path.exists(target.path)
         self.idle.put(
             self.connect("rwc" if target.create else "rw", must_hold_ledger=not target.create)
         )
@@ -170,7 +169,6 @@ class Connections:
                 self.release(call.conn, call.spoiled)
 
     def forget_inherited(self) -> None:
-        """In a forked child: drop the parent's connections without using or closing them."""
         if self.pid == os.getpid():
             return
         for conn in self.all:
@@ -224,20 +222,9 @@ class _Call:
 
 
 class SQLiteLedger(ReentrantLedgerBase):
-    """A ledger in one SQLite file (WAL, ``synchronous=FULL``), safe across processes.
-
-    Connections are pooled (one per concurrent caller), so threads never share one,
-    and a forked child never uses one of its parent's. The ``store_id`` comes from the
-    namespace's genesis, a uuid in a row beside its records written by its first opener:
-    a new file or namespace (or one that forgot) is a new store, and every spend and read
-    proves, in its own statement, that the genesis is still there. A byte-for-byte copy
-    of the file carries the genesis with it; move a ledger with ``migrate``, never by
-    copying the file. With ``create=False`` a missing file or ledger is
-    :class:`LedgerUnavailable`: reads never create a store.
-
-    A file on tmpfs/ramfs survives a crash of the process but not of the machine: it
-    never proves (``store_id = None``) unless ``durability="process"`` accepts that.
-    """
+    """A ledger in one SQLite file (WAL, ``synchronous=FULL``), safe across threads and
+    processes; its ``store_id`` is the namespace's genesis (docs/sqlite.md). A copy of
+    the file carries the genesis with it: move a ledger with ``migrate``."""
 
     def __init__(
         self,
@@ -265,16 +252,14 @@ class SQLiteLedger(ReentrantLedgerBase):
         return self._conns.run(decisions.spend_steps(self._store, request_id, new_token()))
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        steps = decisions.spend_as_steps(self._store, request_id, digest, new_token())
-        return self._conns.run(steps)
+        return self._conns.run(decisions.spend_steps(self._store, request_id, new_token(), digest))
 
     def _is_spent(self, request_id: bytes) -> bool:
         return self._conns.run(decisions.is_spent_steps(self._store, request_id))
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch in ONE transaction (one fsync): each id's answer is what
-        :meth:`spend` would say (``True`` only if this call recorded it). Nothing of a
-        failed batch stays (rolled back), except after a failed ``COMMIT``: ambiguous."""
+        """Spend a batch in ONE transaction (one fsync), each answer what :meth:`spend`
+        would say."""
         raws = [validate_request_id(r) for r in request_ids]
         return self._conns.run(decisions.spend_many_steps(self._store, raws, new_token()))
 
@@ -305,20 +290,13 @@ class SQLiteLedger(ReentrantLedgerBase):
             yield from names
 
     def lineage(self) -> list[str]:
-        """The store_ids this store was migrated from (its lineage markers)."""
         return self._conns.run(decisions.lineage_steps(self._store))
 
     def doctor_checks(self) -> list[Check]:
         """``decision-ledger doctor``'s versions and configuration lines (reads only)."""
         mode, level = self._conns.run(decisions.pragmas_steps(self._store))
-        return identity.doctor_checks(
-            self._info,
-            self._store.filesystem,
-            mode,
-            level,
-            sqlite3.sqlite_version,
-            platform.python_version(),
-        )
+        versions = sqlite3.sqlite_version, platform.python_version()
+        return identity.doctor_checks(self._info, self._store.filesystem, mode, level, *versions)
 
     def close(self) -> None:
         self._store.failed = LedgerClosed(f"{self!r} is closed")

@@ -21,12 +21,11 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 # ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
 OPTIONS = frozenset({"busy_timeout", "create", "durability"})
 
-_DURABILITY = {
-    "machine": Durability.MACHINE,
-    Durability.MACHINE: Durability.MACHINE,
-    "process": Durability.PROCESS,
-    Durability.PROCESS: Durability.PROCESS,
-}
+_LEVELS = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
+_DURABILITY = {**_LEVELS, **{level: level for level in _LEVELS.values()}}  # names or levels
+
+
+KEYWORDS = ("namespace", "busy_timeout", "create", "durability")
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,7 @@ class Target:
 
     def keywords(self) -> dict[str, Any]:
         """The ledger's keyword options (``SQLiteLedger(path, **keywords)``)."""
-        return {
-            "namespace": self.namespace,
-            "busy_timeout": self.busy_timeout,
-            "create": self.create,
-            "durability": self.durability,
-        }
+        return {key: getattr(self, key) for key in KEYWORDS}
 
     @property
     def location(self) -> str:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -248,17 +251,27 @@ def test_async_spent_ids(mongo_url: str, coll: str) -> None:
     assert asyncio.run(main()) == ["a", "b"]
 
 
-def test_forked_child_rebuilds_its_client(ledger_url: str, coll: str) -> None:
-    """A child never uses the parent's sockets: it gets a client of its own, and the
-    parent's keeps working after the child exits."""
-    with _open(ledger_url, namespace="n", collection=coll) as ledger:
+@pytest.mark.parametrize("given", ["url", "host"])
+def test_forked_child_rebuilds_its_client(
+    ledger_url: str, coll: str, client: MongoClient[dict[str, Any]], given: str
+) -> None:
+    """A child never uses the parent's sockets: it gets a client of its own (a host's: a
+    duplicate, so PyMongo never warns that a client opened before the fork "may not be
+    entirely fork-safe"), and the parent's keeps working after the child exits."""
+    if given == "url":
+        ledger = _open(ledger_url, namespace="n", collection=coll)
+    else:
+        ledger = MongoLedger.from_collection(_db(client)[coll], namespace="n")
+    with ledger:
         assert ledger.spend("parent") is True
         parent_client = ledger._conn.client
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child reports through its exit code
             code = 1
             try:
-                fresh = ledger.spend("child") is True and ledger.spend("parent") is False
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    fresh = ledger.spend("child") is True and ledger.spend("parent") is False
                 code = 0 if fresh and ledger._conn.client is not parent_client else 2
             finally:
                 os._exit(code)
@@ -323,3 +336,21 @@ def test_secrets_never_shown() -> None:
     with pytest.raises(InvalidLedgerURL) as bad:
         open_ledger(url, nonsense=1)
     assert "s3cret-pw" not in str(bad.value)
+
+
+def test_a_ledger_never_imports_its_test_support(ledger_url: str, coll: str) -> None:
+    """Opening and using a ledger (sync and async) leaves ``ledger_mongodb.testing`` unloaded."""
+    code = (
+        "import asyncio, sys\n"
+        "from ledger_core import open_async_ledger, open_ledger\n"
+        "url, coll = sys.argv[1], sys.argv[2]\n"
+        "with open_ledger(url, collection=coll) as ledger:\n"
+        "    assert ledger.spend('a') and ledger.is_spent('a')\n"
+        "async def main():\n"
+        "    ledger = await open_async_ledger(url, collection=coll)\n"
+        "    assert await ledger.is_spent('a')\n"
+        "    await ledger.aclose()\n"
+        "asyncio.run(main())\n"
+        "assert 'ledger_mongodb.testing' not in sys.modules, 'imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code, ledger_url, coll], check=True)

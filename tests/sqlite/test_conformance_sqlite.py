@@ -13,7 +13,7 @@ import pytest
 from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from ledger_sqlite.faults import file_faults
+from ledger_sqlite.testing import file_faults
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 
 from ledger_core import LedgerError, UnsafeStoreConfig
 from ledger_sqlite import SQLiteLedger
-from ledger_sqlite.faults import file_faults
+from ledger_sqlite.testing import file_faults
 
 THREADS = 8
 TAKEN = [f"taken-{i}" for i in range(THREADS)]

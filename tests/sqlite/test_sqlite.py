@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -182,3 +184,21 @@ def test_async_ledger_does_not_block_the_loop(tmp_path: Path) -> None:
         await ledger.aclose()
 
     asyncio.run(main())
+
+
+def test_a_ledger_never_imports_its_test_support(tmp_path: Path) -> None:
+    """Opening and using a ledger (sync and async) leaves ``ledger_sqlite.testing`` unloaded."""
+    code = (
+        "import asyncio, sys\n"
+        "from ledger_core import open_ledger, open_async_ledger\n"
+        f"url = 'sqlite:///{tmp_path / 'l.db'}'\n"
+        "with open_ledger(url) as ledger:\n"
+        "    assert ledger.spend('a') and ledger.is_spent('a')\n"
+        "async def main():\n"
+        "    ledger = await open_async_ledger(url)\n"
+        "    assert await ledger.is_spent('a')\n"
+        "    await ledger.aclose()\n"
+        "asyncio.run(main())\n"
+        "assert 'ledger_sqlite.testing' not in sys.modules, 'imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,6 +14,8 @@ import os
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -140,6 +142,38 @@ def test_forked_children_never_use_the_parents_connections(tmp_path: Path) -> No
     ok = ledger._conns.acquire().execute("PRAGMA integrity_check").fetchone()
     assert ok == ("ok",)
     ledger.close()
+
+
+# A child that exits normally finalizes its interpreter: anything it merely references
+# is freed then, and freeing a sqlite3 connection closes it. The fork hook must keep the
+# inherited connections out of that (a module-level list of them fails this test).
+_EXITING_CHILD = """
+import os, sys
+from ledger_sqlite import SQLiteLedger, ledger
+read, write = os.pipe()
+def finalized(conn, _write=os.write, _pid=os.getpid, _fd=write):
+    _write(_fd, b"%d " % _pid())
+ledger._Connection.__del__ = finalized
+kept = SQLiteLedger(sys.argv[1])
+assert kept.spend("before-fork")
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)
+os.waitpid(pid, 0)
+os.close(write)
+print(pid, os.read(read, 1000).decode())
+"""
+
+
+def test_a_child_never_closes_an_inherited_connection_even_at_exit(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _EXITING_CHILD, str(tmp_path / "l.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    child, *finalized_in = run.stdout.split()
+    assert child not in finalized_in, "the child closed a connection it inherited"
 
 
 def test_async_ledger_in_a_forked_child_gets_its_own_workers(tmp_path: Path) -> None:

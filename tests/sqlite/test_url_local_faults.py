@@ -17,7 +17,7 @@ from ledger_conformance.runner import run_check
 from ledger_conformance.urlmode import URLFactory, local_faults
 from ledger_core import registry
 from ledger_core.opening import LOCAL_FAULTS, LocalFaults
-from ledger_sqlite import faults
+from ledger_sqlite import testing
 from tests.zoo.local import ENV as LOCAL_ENV
 from tests.zoo.local import SwallowsFull, url_backend
 
@@ -54,9 +54,9 @@ def test_a_fault_that_cannot_work_here_is_withheld_with_its_reason(
     def refused(path: Path, on: bool) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(faults, "_immutable", refused)
+    monkeypatch.setattr(testing, "_immutable", refused)
     seen: list[LocalFaults] = []
-    worker = threading.Thread(target=lambda: seen.append(faults.file_faults(tmp_path / "a.db")))
+    worker = threading.Thread(target=lambda: seen.append(testing.file_faults(tmp_path / "a.db")))
     worker.start()
     worker.join()
     assert sorted(seen[0]) == ["locked", "removed"]
@@ -68,7 +68,7 @@ def test_a_fault_that_cannot_work_here_is_withheld_with_its_reason(
 def test_removed_never_puts_the_file_back_over_a_new_one(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     path.write_bytes(b"records")
-    with pytest.raises(FileExistsError, match=r"a\.db\.removed"), faults.removed(path):
+    with pytest.raises(FileExistsError, match=r"a\.db\.removed"), testing.removed(path):
         path.write_bytes(b"a new file someone made meanwhile")
     assert path.read_bytes() == b"a new file someone made meanwhile"
     assert (tmp_path / "a.db.removed").read_bytes() == b"records"
@@ -105,7 +105,7 @@ def test_check_says_which_faults_it_could_not_offer(
     def refused(path: Path, on: bool) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(faults, "_immutable", refused)
+    monkeypatch.setattr(testing, "_immutable", refused)
     code = run_check(url=f"sqlite:///{tmp_path}/l.db", factory=None, profile="quick", select=SELECT)
     table = capsys.readouterr().out
     assert code == 0, table

@@ -3,7 +3,7 @@ address): the real ``SQLiteLedger`` as the control, and mutants that only a loca
 shows: "database is locked", a read-only file or a full disk turned into ``False``, a
 removed file read as "nothing spent", and a ledger that stays broken once a fault is
 over. The factories carry ``ledger_local_faults`` (locked, read-only, full, removed: the
-shipped ``ledger_sqlite.faults``). The file is ``LEDGER_ZOO_SQLITE`` (a path), else one
+shipped ``ledger_sqlite.testing``). The file is ``LEDGER_ZOO_SQLITE`` (a path), else one
 in the temp directory; ``url_backend`` opens a mutant from a URL, for URL-mode runs.
 """
 
@@ -21,8 +21,8 @@ from ledger_core.registry import Backend
 from ledger_core.urls import LedgerURL
 from ledger_sqlite import BACKEND as SQLITE
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
-from ledger_sqlite.faults import file_faults
 from ledger_sqlite.options import target
+from ledger_sqlite.testing import HOOKS, file_faults
 
 ENV = "LEDGER_ZOO_SQLITE"
 # Under the quick profile's 5 s fault, so the mutant sees "locked" and swallows it; well
@@ -132,7 +132,7 @@ class _URLBackend:
         return await SQLITE.open_async(request)
 
     def local_faults(self, url: LedgerURL) -> LocalFaults:
-        return SQLITE.local_faults(url)
+        return HOOKS.local_faults(url)
 
 
 def url_backend(cls: type[SQLiteLedger]) -> Backend:

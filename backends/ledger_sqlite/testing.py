@@ -1,30 +1,13 @@
-"""Local faults on a SQLite ledger file, for the conformance suite's C4 local-fault clause.
+"""Test and operations support for SQLite ledgers; a ledger never imports this module.
 
-A file has no network address for a fault proxy to stand in front of, so the faults are
-made on the file itself (the backend's ``local_faults`` hook offers them to
-``decision-ledger check sqlite:///...``; the tests use the same ones). Each is a context
-manager inside which the file suffers the fault; each is offered only where it works
-here and now (:func:`file_faults` probes), and a withheld one says why:
+The backend's ``testing`` reference names :data:`HOOKS`: ``local_faults(url)`` (the
+conformance suite's C4 local-fault clause) and ``remove_scratch(url, prefix)``
+(``decision-ledger check``'s own namespaces).
 
-- ``locked``: another connection holds ``BEGIN EXCLUSIVE`` (a backup, a long writer).
-- ``read-only``: the file and its WAL are made immutable (``FS_IMMUTABLE_FL``, what
-  ``chattr +i`` sets; it binds root too, where a chmod binds no one). Open connections
-  fail their writes with an I/O error; new ones open read-only ("attempt to write a
-  readonly database"). Setting the flag needs ``CAP_LINUX_IMMUTABLE`` (root) and a
-  filesystem that has it: probed on a scratch file beside the ledger, never on the
-  ledger itself (a probe killed half-way must not leave the user's file immutable).
-- ``full``: no write of this process may grow or land in any file (``RLIMIT_FSIZE`` of
-  one byte, ``SIGXFSZ`` ignored): SQLite sees its writes fail as on a full disk (an I/O
-  error or "database or disk is full"); reads still work. Process-wide, as a full disk
-  is machine-wide, and with no mount or tmpfs to set up. Python sets signal handlers
-  only on the main thread, so it is offered only there.
-- ``removed``: the file is renamed away (its WAL stays), so new connections find no
-  file, and put back when the fault ends (the same inode, so the records are all there),
-  never over a file someone created at the path meanwhile (that would destroy its
-  records: the fault raises instead, naming both).
-
-The faults hit the whole file, every namespace in it, and whoever else uses the file
-while they last: check a file that nothing else uses during the check.
+A file has no network address for a fault proxy to stand in front of, so the faults
+(``locked``, ``read-only``, ``full``, ``removed``: docs/sqlite.md, "Local faults") are made
+on the file itself, each a context manager inside which the whole file suffers it, each
+offered only where it works here and now (:func:`file_faults` probes).
 """
 
 from __future__ import annotations
@@ -41,10 +24,13 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
-from ledger_core.opening import LocalFault, LocalFaults
+from ledger_core.opening import LocalFault, LocalFaults, OpenRequest
+from ledger_core.scratch import prefix_bounds
 from ledger_core.urls import LedgerURL
 
-from .options import Target, url_path
+from .commands import BEGIN_WRITE, COMMIT
+from .errors import unavailable
+from .options import Target, target, url_path
 
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
@@ -80,15 +66,11 @@ def _immutable(path: Path, on: bool) -> None:
 def read_only(path: Path) -> Iterator[None]:
     wal = Path(f"{path}-wal")
     files = [path, *([wal] if wal.exists() else [])]  # no ledger file: the fault raises
-    done: list[Path] = []
-    try:
+    with contextlib.ExitStack() as undo:
         for file in files:
             _immutable(file, True)
-            done.append(file)
+            undo.callback(_immutable, file, False)
         yield
-    finally:
-        for file in done:
-            _immutable(file, False)
 
 
 @contextlib.contextmanager
@@ -135,7 +117,9 @@ def _put_back(aside: Path, path: Path) -> None:
 
 
 def _why_not_immutable(directory: Path) -> str | None:
-    """Why the immutable flag cannot be set on a file in ``directory``, or None (it can)."""
+    """Why the immutable flag cannot be set on a file in ``directory``, or None (it can):
+    probed on a file of its own, since a probe killed half-way must never leave the
+    user's ledger immutable."""
     if not sys.platform.startswith("linux"):
         return f"the immutable flag (FS_IMMUTABLE_FL) is Linux's; this is {sys.platform}"
     try:
@@ -170,25 +154,51 @@ def file_faults(path: str | os.PathLike[str]) -> LocalFaults:
     """The local faults on the ledger file ``path`` that work here and now (probed), and
     the reason for each withheld one: the factory contract's ``ledger_local_faults``."""
     file = Path(os.path.abspath(path))
-    made = {
-        "locked": partial(locked, file),
-        "read-only": partial(read_only, file),
-        "full": partial(full, file),
-        "removed": partial(removed, file),
+    why_not = {"read-only": _why_not_immutable(file.parent), "full": _why_not_full()}
+    withheld = {name: why for name, why in why_not.items() if why is not None}
+    made = {"locked": locked, "read-only": read_only, "full": full, "removed": removed}
+    offered: dict[str, LocalFault] = {
+        name: partial(fault, file) for name, fault in made.items() if name not in withheld
     }
-    withheld = {
-        name: why
-        for name, why in (
-            ("read-only", _why_not_immutable(file.parent)),
-            ("full", _why_not_full()),
-        )
-        if why is not None
-    }
-    offered: dict[str, LocalFault] = {n: f for n, f in made.items() if n not in withheld}
     return LocalFaults(offered, withheld)
 
 
-def url_faults(url: LedgerURL) -> LocalFaults:
-    """:func:`file_faults` on the file a ledger opened from ``url`` uses (the backend's
-    ``local_faults`` hook): the same path, resolved the same way."""
-    return file_faults(Target(url_path(url)).checked().path)
+# The namespaces in [low, high) (ledger_core.scratch.prefix_bounds; BINARY collation:
+# byte order, no pattern). Markers and the genesis are rows like ids: a removed
+# namespace's ledgers fail closed.
+COUNT_SCRATCH = (
+    "SELECT count(DISTINCT namespace) FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+)
+DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace < ?"
+
+
+class Hooks:
+    def local_faults(self, url: LedgerURL) -> LocalFaults:
+        """:func:`file_faults` on the file a ledger opened from ``url`` uses: the same
+        path, resolved the same way."""
+        return file_faults(Target(url_path(url)).checked().path)
+
+    def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
+        """Delete every row of the namespaces named ``prefix...`` (a check's own scratch
+        prefix, else refused before any I/O) in one write transaction; say how many
+        namespaces. The file is never created (``mode=rw``)."""
+        bounds = prefix_bounds(prefix)
+        found = target(OpenRequest.build(url, create=False))
+        uri = f"{Path(found.path).as_uri()}?mode=rw"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=found.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise unavailable("cannot open", found.path, exc) from exc
+        try:
+            conn.execute(BEGIN_WRITE)
+            (count,) = conn.execute(COUNT_SCRATCH, bounds).fetchone()
+            conn.execute(DELETE_SCRATCH, bounds)
+            conn.execute(COMMIT)
+            return int(count)
+        except sqlite3.Error as exc:
+            raise unavailable("cannot remove scratch namespaces from", found.path, exc) from exc
+        finally:
+            conn.close()  # a transaction left open is rolled back
+
+
+HOOKS = Hooks()
