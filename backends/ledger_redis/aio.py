@@ -1,20 +1,87 @@
-"""The async Redis ledger: the same decisions and transport steps as the sync shell,
-performed with ``redis.asyncio`` objects (:class:`~.transport.AsyncOps`), same
-semantics (C9)."""
+"""The async Redis ledger: the same decisions as the sync shell, performed with
+``redis.asyncio`` objects, same semantics (C9)."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace
 from ledger_core.steps import run_steps_async
 
-from . import decisions
-from .ledger import Shell, opening
+from .commands import Borrow, Exec, Op, Read, Release, Send
+from .decisions import DEADLINE, Scan, Session, Transport, open_steps, transport_for
+from .ledger import Shell, packed
 from .options import RedisOptions
-from .transport import AsyncOps, Transport, transport_for
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T]) -> T:
+    """``awaitable``, cut by the running operation's deadline (a ``TimeoutError``)."""
+    deadline = DEADLINE.get()
+    if deadline is None:
+        return await awaitable
+    left = deadline - time.monotonic()
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(left):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, left)
+
+
+class AsyncDriver:
+    """Performs the decisions' operations on redis-py's asyncio pool or Cluster client.
+
+    redis-py's async Cluster client fails at once when a node's connections are all in
+    use; a semaphore as wide as that limit makes many concurrent commands wait instead.
+    """
+
+    def __init__(self, io: Transport) -> None:
+        self.client = io.client
+        limit = 0
+        if io.cluster:
+            limit = int(self.client.get_connection_kwargs().get("max_connections") or 100)
+        self._slots = asyncio.Semaphore(limit or 1)
+
+    def __call__(self, op: Op) -> Awaitable[Any]:
+        if isinstance(op, Release):  # never waits on the server
+            return self._release(op)
+        return self._timed(op)
+
+    async def _release(self, op: Release) -> Any:
+        if op.drop:
+            await op.conn.disconnect(nowait=True)
+        return await self.client.release(op.conn)
+
+    async def _timed(self, op: Op) -> Any:
+        """``op`` within the operation's deadline. Its ``TimeoutError`` goes to the steps,
+        which drop the connection; a cancellation never does, so it is dropped here."""
+        try:
+            return await within(self._perform(op))
+        except Exception:
+            raise
+        except BaseException:
+            if isinstance(op, Read | Send):
+                await op.conn.disconnect(nowait=True)
+                await self.client.release(op.conn)
+            raise
+
+    async def _perform(self, op: Op) -> Any:
+        if isinstance(op, Read):
+            return await op.conn.read_response(disable_decoding=True)
+        if isinstance(op, Send):
+            return await op.conn.send_packed_command(packed(op.conn, op.commands))
+        if isinstance(op, Exec):
+            async with self._slots:  # a connection like any other command's
+                return await self.client.execute_command(*op.command, **op.options)
+        if isinstance(op, Borrow):
+            return await self.client.get_connection()
+        await self.client.initialize()
+        return self.client.get_primaries()
 
 
 class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
@@ -24,47 +91,43 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
     async def from_client(
         cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
     ) -> AsyncRedisLedger:
-        """A ledger on a ``redis.asyncio`` client, pool or Cluster client the host
-        already has; the ledger never closes it."""
+        """A ledger on a host's ``redis.asyncio`` client, pool or Cluster (never closed)."""
         opts = RedisOptions.for_client(options)
-        transport = transport_for(client, asyncio_client=True)
-        return await cls.open_on(transport, namespace=validate_namespace(namespace), options=opts)
+        io = transport_for(client, asyncio_client=True)
+        return await cls.open_on(io, namespace=validate_namespace(namespace), options=opts)
 
     @classmethod
     async def open_on(
         cls,
-        transport: Transport,
+        io: Transport,
         *,
         namespace: str,
         options: RedisOptions,
         on_close: Callable[[], Awaitable[Any]] | None = None,
     ) -> AsyncRedisLedger:
-        ops = AsyncOps(transport)
+        driver = AsyncDriver(io)
         try:
-            opened = await run_steps_async(opening(transport, namespace, options), ops)
+            opened = await run_steps_async(open_steps(io, namespace, options), driver)
         except BaseException:
             if on_close is not None:
                 await on_close()
             raise
-        return cls(transport, opened, ops, on_close)
+        return cls(Session(io, opened), driver, on_close)
 
     async def _spend(self, request_id: bytes) -> bool:
-        won: bool = await run_steps_async(self._spend_ops(request_id), self._perform)
-        return won
+        return await run_steps_async(self._session.spend(request_id), self._driver)
 
     async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        won: bool = await run_steps_async(self._spend_ops(request_id, digest), self._perform)
-        return won
+        return await run_steps_async(self._session.spend(request_id, digest), self._driver)
 
     async def _is_spent(self, request_id: bytes) -> bool:
-        spent: bool = await run_steps_async(self._read_ops(request_id), self._perform)
-        return spent
+        return await run_steps_async(self._session.is_spent(request_id), self._driver)
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """The asyncio face of :meth:`RedisLedger.spend_many`."""
         out: list[bool] = []
-        for ops in self._batches(request_ids):
-            answer = await run_steps_async(ops, self._perform)
+        for steps in self._batches(request_ids):
+            answer = await run_steps_async(steps, self._driver)
             out += answer if isinstance(answer, list) else [answer]
         return out
 
@@ -73,21 +136,18 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
         return self._scan(self._listing(count))
 
     async def lineage(self) -> list[str]:
-        return sorted(
-            [source async for source in self._scan(self._listing(1000, MarkerKind.LINEAGE))]
-        )
+        listed = self._scan(self._listing(1000, MarkerKind.LINEAGE))
+        return sorted([source async for source in listed])
 
     def namespaces(self, count: int = 1000) -> AsyncIterator[str]:
         """The asyncio face of :meth:`RedisLedger.namespaces`."""
         return self._scan(self._namespace_scan(count))
 
-    async def _scan(self, scan: decisions.Scan) -> AsyncIterator[str]:
-        while (items := await run_steps_async(self._page_ops(scan), self._perform)) is not None:
+    async def _scan(self, scan: Scan) -> AsyncIterator[str]:
+        while (items := await run_steps_async(self._session.page(scan), self._driver)) is not None:
             for item in items:
                 yield item
 
     async def aclose(self) -> None:
-        if not self._io.closed:
-            self._io.close()
-            if self._on_close is not None:
-                await self._on_close()
+        if (close := self._close_transport()) is not None:
+            await close()

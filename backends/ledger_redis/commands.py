@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger_core.ids import ledger_key
 from ledger_core.tokens import TOKEN_BYTES
@@ -99,53 +99,6 @@ def glob_escape(prefix: bytes) -> bytes:
     """``prefix`` for a ``SCAN ... MATCH`` pattern: the glob's special bytes escaped (a
     namespace may hold ``*``, ``?``, ``[``, ``\\``)."""
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", prefix)
-
-
-def scratch_pattern(prefix: str, cluster: bool) -> bytes:
-    """``SCAN MATCH`` for the genesis and record keys of the namespaces named
-    ``prefix...`` in this layout (a check's scratch removal). It over-matches (an id
-    holding ``:`` + the prefix, a look-alike tag): :func:`scratch_namespace` decides."""
-    head = b"{dl-" + b"?" * 16 + b"}" if cluster else b"{}"
-    return head + b"dl*:" + glob_escape(prefix.encode("utf-8")) + b"*"
-
-
-def scratch_namespace(key: bytes, prefix: str, cluster: bool) -> str | None:
-    """The namespace a genesis or record key of this layout names, when it starts with
-    ``prefix``; ``None`` for every other key (another namespace's, another layout's, a
-    tag that is not its namespace's, anything no ledger writes)."""
-    body, tag = key, b""
-    if cluster:
-        tag, brace, rest = key.partition(b"}")
-        if not brace:
-            return None
-        body = b"{}" + rest
-    if body.startswith(GENESIS_PREFIX):
-        name = body[len(GENESIS_PREFIX) :]
-    elif body.startswith(RECORD_PREFIX):
-        length, colon, tail = body[len(RECORD_PREFIX) :].partition(b":")
-        if not colon or not length.isdigit() or tail[int(length) : int(length) + 1] != b":":
-            return None
-        name = tail[: int(length)]
-    else:
-        return None
-    try:
-        namespace = name.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not namespace.startswith(prefix):
-        return None
-    if cluster and cluster_tag(namespace) != tag + b"}":
-        return None
-    return namespace
-
-
-def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[Command]:
-    """``UNLINK`` of a page's (namespace, key) pairs: one command standalone; one per
-    namespace on a Cluster (its keys share one slot; a command may not span slots)."""
-    by_namespace: dict[str, list[bytes]] = {}
-    for namespace, key in doomed:
-        by_namespace.setdefault(namespace if cluster else "", []).append(key)
-    return [("UNLINK", *keys) for keys in by_namespace.values()]
 
 
 # The identity proof every spend and read makes in its own round trip. KEYS[1] is the
@@ -344,3 +297,38 @@ def redis_options(command: Command) -> dict[str, Any]:
     """What redis-py's ``execute_command`` needs beside ``command``: ``SET`` with ``GET``
     must come back raw (redis-py parses replies by command name)."""
     return {"get": True} if command[0] == "SET" and "GET" in command else {}
+
+
+# What the decisions ask of redis-py, one operation at a time (``ledger.py`` and
+# ``aio.py`` perform them): a pooled connection, then send and read on it, or a Cluster
+# client's own command. Typed named tuples: immutable, and as cheap as a plain tuple on
+# the hot path (four per trip).
+class Borrow(NamedTuple):
+    pass
+
+
+class Send(NamedTuple):
+    conn: Any
+    commands: Sequence[Command]
+
+
+class Read(NamedTuple):
+    conn: Any
+
+
+class Release(NamedTuple):
+    conn: Any
+    drop: bool = False  # failed mid-exchange: disconnected, never reused
+
+
+class Exec(NamedTuple):
+    command: Command
+    options: Mapping[str, Any] = {}  # redis-py keywords (target_nodes); never mutated
+
+
+class Primaries(NamedTuple):
+    pass
+
+
+Op = Borrow | Send | Read | Release | Exec | Primaries
+BORROW, PRIMARIES = Borrow(), Primaries()

@@ -1,23 +1,32 @@
-"""Open, spend, spend_as, is_spent, the listings and the periodic re-check, decided
-once as I/O-free steps.
+"""Open, spend, spend_as, is_spent, the listings and the re-check, decided once as
+I/O-free steps, and what each failure on the way to Redis means.
 
-Each generator yields a :data:`~.transport.Request` (one trip of commands, the servers'
-facts, the nodes to scan, one ``SCAN`` page), receives the replies or has the
-transport's ``LedgerError`` thrown into it, and returns the result. The sync and async
-ledgers drive the same generators (``ledger_core.steps``), so they cannot decide
-differently (C9).
+A :class:`Session` method ``yield from``s its transport's steps, which yield the typed
+operations of :mod:`.commands`; the sync and async drivers perform them (C9).
+
+Standalone (:class:`Pool`): one pooled connection per exchange, spoken on directly, so a
+failure is told apart precisely: no connection, nothing sent (``LedgerUnavailable``);
+after sending, a lost reply (``ReplyLost``, which a spend resolves); nothing resends
+behind the ledger's back. A spend and its ``WAIT`` share one trip.
+
+Cluster: redis-py's client follows ``MOVED``/``ASK`` and retries on its own, so every
+failure there counts as possibly sent (its spends are ``SET NX GET``: a resend cannot
+fool them). Every wait of an operation ends by its :data:`DEADLINE`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator, Iterator, Sequence
+import time
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
+    LedgerClosed,
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
@@ -28,21 +37,257 @@ from ledger_core.tokens import TOKEN_BYTES, attempt_outcome, new_token
 
 from . import identity
 from .commands import (
+    BORROW,
+    FACT_COMMANDS,
+    PRIMARIES,
     Command,
+    Exec,
     Keys,
+    Op,
     Plan,
+    Read,
+    Release,
+    Send,
+    as_eval,
     epoch_command,
     glob_escape,
-    scratch_namespace,
-    scratch_pattern,
-    unlink_commands,
+    redis_options,
+    scan_command,
 )
-from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, unexpected
+from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, redis_module, unexpected
+from .identity import ServerFacts, facts_from_replies
 from .options import RedisOptions
-from .transport import CALL, FACTS, NODES, SCAN, Page, Request
 
-Steps = Generator[Request, Any, Any]
+R = TypeVar("R")
+Steps = Generator[Op, Any, R]
 DIGEST_BYTES = 32  # ledger_core.reentry.attempt_digest
+BATCH = 1000  # spend scripts per pipelined trip
+
+# When the running ledger operation must be over (time.monotonic()), or None.
+# Context-local: concurrent callers (threads, tasks) each keep their own.
+DEADLINE: ContextVar[float | None] = ContextVar("ledger_redis_deadline", default=None)
+
+
+def in_time(what: str) -> None:
+    deadline = DEADLINE.get()
+    if deadline is not None and deadline - time.monotonic() <= 0.0:
+        raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
+
+
+class Operation:
+    """``with`` around one operation's steps: one deadline for all its waits, nothing raw
+    out of it (C4), and a store that forgot fails the ``session`` for good."""
+
+    __slots__ = ("_budget", "_session", "_spend", "_what")
+
+    def __init__(
+        self, io: Transport, what: str, *, spend: bool, session: Session | None = None
+    ) -> None:
+        self._budget, self._what, self._spend, self._session = io.budget, what, spend, session
+
+    def __enter__(self) -> None:
+        DEADLINE.set(None if self._budget is None else time.monotonic() + self._budget)
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        DEADLINE.set(None)  # a host's own commands on its client are never cut short
+        if isinstance(exc, IdentityLost) and self._session is not None:
+            self._session.failed = exc
+        if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
+            raise unexpected(exc, self._what, spend=self._spend) from exc
+
+
+# ---------------------------------------------------------------- transports
+
+
+class _Transport:
+    """``budget``: seconds one operation may take in all (``None``: a host's client
+    without a socket timeout)."""
+
+    cluster = False
+
+    def __init__(self, client: Any, location: str, budget: float | None = None) -> None:
+        self.client, self.location, self.budget = client, location, budget
+        self.closed = False
+        exceptions = redis_module().exceptions
+        self._refused: type[Exception] = exceptions.ResponseError
+        self._noscript: type[Exception] = exceptions.NoScriptError
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _start(self, what: str) -> None:
+        """No new trip, connection or Cluster retry once closed or out of time."""
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        in_time(what)
+
+
+class Pool(_Transport):
+    """Standalone. Reads never pass ``read_response(timeout=...)``: redis-py's asyncio
+    connection answers ``None`` when it expires, which a spend would read as "written
+    now"; the socket timeout raises instead."""
+
+    def __init__(self, pool: Any, location: str, budget: float | None = None) -> None:
+        if getattr(pool, "cache", None) is not None:
+            raise UnsafeStoreConfig("a pool with client-side caching could serve stale reads")
+        super().__init__(pool, location, budget)
+
+    def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        """One trip's replies; only the first one's error raises (a ``WAIT`` failing
+        after the write landed is the decisions' to judge)."""
+        replies = yield from self._exchange(commands, what)
+        if isinstance(replies[0], self._noscript) and commands[0][0] == "EVALSHA":
+            # The server lost its script cache: the script did not run; resend as EVAL.
+            replies = yield from self._exchange(as_eval(commands), what)
+        if isinstance(replies[0], Exception):
+            raise driver_error(replies[0], what, sent=True) from replies[0]
+        return replies
+
+    def facts(self) -> Steps[list[ServerFacts]]:
+        replies = yield from self._exchange(FACT_COMMANDS, "read the configuration")
+        return [facts_from_replies(self.location, *replies)]
+
+    def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
+        """(proved, cursor, keys): one ``SCAN`` page, the proof in the same trip."""
+        replies = yield from self._exchange([command] if proof is None else [command, proof], what)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise driver_error(reply, what, sent=True) from reply
+        cursor, keys = replies[0]
+        return (None if proof is None else replies[1]), cursor, keys
+
+    def _exchange(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        """Each reply of one trip, or the server's error for it. Every ``Exception``
+        counts (redis-py raises some outside ``RedisError``); no cleanup is yielded on a
+        ``BaseException``: the driver drops a cancelled operation's connection."""
+        self._start(what)
+        try:
+            conn = yield BORROW
+        except Exception as exc:
+            raise driver_error(exc, what, sent=False) from exc
+        try:
+            in_time(what)
+        except LedgerUnavailable:
+            yield Release(conn)
+            raise
+        try:
+            yield Send(conn, commands)
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append((yield Read(conn)))
+                except self._refused as exc:
+                    replies.append(exc)  # the connection stays in step: read the rest
+        except Exception as exc:
+            yield Release(conn, drop=True)
+            raise driver_error(exc, what, sent=True) from exc
+        yield Release(conn)
+        return replies
+
+
+class Cluster(_Transport):
+    """Redis Cluster: one command per trip through redis-py's Cluster client."""
+
+    cluster = True
+
+    def __init__(self, cluster: Any, location: str, budget: float | None = None) -> None:
+        if getattr(cluster, "read_from_replicas", False) or getattr(
+            cluster, "load_balancing_strategy", None
+        ):
+            raise UnsafeStoreConfig(
+                "a Cluster client that reads from replicas can miss a fresh spend (C3): "
+                "build it without read_from_replicas / load_balancing_strategy"
+            )
+        if cluster.get_encoder().decode_responses:
+            raise UnsafeStoreConfig(
+                "a Cluster client with decode_responses=True cannot hold tokens"
+            )
+        super().__init__(cluster, location, budget)
+
+    def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
+        (command,) = commands  # no WAIT here: see plan_for
+        self._start(what)
+        try:
+            try:
+                return [(yield Exec(command, redis_options(command)))]
+            except self._noscript:
+                (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
+                return [(yield Exec(command))]
+        except Exception as exc:
+            raise driver_error(exc, what, sent=True) from exc
+
+    def primaries(self, what: str) -> Steps[list[Any]]:
+        """Every master: a namespace lives in one slot, but the slot may move mid-scan."""
+        self._start(what)
+        try:
+            return list((yield PRIMARIES))
+        except Exception as exc:
+            raise driver_error(exc, what, sent=False) from exc
+
+    def facts(self) -> Steps[list[ServerFacts]]:
+        what = "read the configuration"
+        out = []
+        for node in (yield from self.primaries(what)):
+            replies = []
+            for command in FACT_COMMANDS:
+                try:
+                    replies.append((yield Exec(command, {"target_nodes": node})))
+                except self._refused as exc:
+                    replies.append(exc)  # refused (NOPERM, renamed): judged as unknown
+                except Exception as exc:
+                    # Not read at all (a lost node, no free connection): no verdict.
+                    raise driver_error(exc, what, sent=False) from exc
+            out.append(facts_from_replies(f"node {node.name}", *replies))
+        return out
+
+    def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
+        self._start(what)
+        try:
+            cursors, keys = yield Exec(command, {"target_nodes": node})
+            # The proof is routed by its slot, right after the page.
+            proved = None if proof is None else (yield Exec(proof))
+        except Exception as exc:
+            raise driver_error(exc, what, sent=True) from exc
+        # redis-py's Cluster SCAN answers {node: cursor}; one node was asked.
+        if isinstance(cursors, dict) and len(cursors) == 1:
+            cursors = next(iter(cursors.values()))
+        return proved, cursors, keys
+
+
+Transport = Pool | Cluster
+
+
+def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
+    """The transport over a host's client, pool or Cluster client (never closed)."""
+    redis = redis_module()
+    flavour = redis.asyncio if asyncio_client else redis
+    if isinstance(client, flavour.cluster.RedisCluster):
+        nodes = client.get_nodes()
+        where = f"redis+cluster://{nodes[0].name}" if nodes else ""
+        return Cluster(client, where, _budget(client.get_connection_kwargs()))
+    pool = client.connection_pool if isinstance(client, flavour.Redis) else client
+    if isinstance(pool, flavour.ConnectionPool):
+        kwargs = pool.connection_kwargs
+        return Pool(pool, _describe(kwargs, type(client).__name__), _budget(kwargs))
+    raise InvalidLedgerURL(
+        f"expected a {'redis.asyncio' if asyncio_client else 'redis-py'} Redis, "
+        f"ConnectionPool or RedisCluster, not {type(client).__name__}"
+    )
+
+
+def _budget(kwargs: Mapping[str, Any]) -> float | None:
+    """A host's client: its socket timeout bounds each ledger operation as a whole."""
+    seconds = kwargs.get("socket_timeout")
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def _describe(kwargs: Mapping[str, Any], kind: str) -> str:
+    """Where a host's pool points, without any credential."""
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    if "host" in kwargs:
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+    return f"<{kind}>"
 
 
 @dataclass(frozen=True)
@@ -50,7 +295,7 @@ class Opened:
     plan: Plan
     info: LedgerInfo
     options: RedisOptions
-    facts: tuple[identity.ServerFacts, ...] = ()  # as read at open (the doctor shows them)
+    facts: tuple[ServerFacts, ...] = ()  # as read at open (the doctor shows them)
     replication: identity.Replication | None = None  # None: not read (accepted, or no store)
 
 
@@ -62,11 +307,9 @@ def plan_for(
     keys: Keys | None = None,
     genesis: bytes = b"",
 ) -> Plan:
-    """The commands this server gets. ``version`` is ``None`` when the server would not
-    say (ACL without INFO): unknown is never taken for an old server; what depends on
-    it is asked of the server itself (``probe_waitaof``) or fails closed on its
-    refusal. The scripts carry the ``#!lua`` shebang for Redis >= 7 (an unknown
-    version counts as 7), which makes a read-only replica refuse reads too."""
+    """The commands this server gets. An unknown ``version`` (INFO denied) is never
+    taken for an old one: ``WAITAOF`` is probed, and the ``#!lua`` shebang (Redis >= 7,
+    which makes a read-only replica refuse reads too) is used."""
     if cluster and options.waits:
         raise InvalidLedgerURL(
             "wait_replicas / wait_aof are not available on Cluster ledgers: WAIT must "
@@ -97,50 +340,48 @@ def plan_for(
 # ---------------------------------------------------------------- opening
 
 
-def open_steps(
-    namespace: str, options: RedisOptions, *, cluster: bool, location: str
-) -> Generator[Request, Any, Opened]:
-    """Read the servers' facts, then the namespace's genesis (create it if allowed)."""
-    facts = yield (FACTS, None, "open")
-    identity.check_topology(facts, options, cluster=cluster)
-    verdict = identity.judge(facts, options)
-    keys = Keys(namespace, cluster)
-    writable = all(f.role in (None, "master") for f in facts)
-    genesis = yield from genesis_steps(keys, options.create, writable)
-    replication = None
-    if genesis is not None and not options.failover_may_lose_spends:
-        replication = yield from replication_steps(keys)
-        verdict = identity.judge_replication(verdict, replication, options)
-    epoch = None if replication is None or replication.error else replication.epoch
-    plan = plan_for(
-        options, identity.server_version(facts), cluster=cluster, keys=keys, genesis=genesis or b""
-    )
-    plan = replace(plan, epoch=epoch)
-    if plan.probe_waitaof:
-        # The version is unknown (INFO denied): ask the server itself, never guess.
-        try:
-            yield (CALL, [("WAITAOF", 0, 0, 0)], "open (WAITAOF probe)")
-        except LedgerError as exc:
-            raise UnsafeStoreConfig(
-                f"option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server refused it ({exc})"
-            ) from exc
-    info = identity.ledger_info(
-        kind="redis-cluster" if cluster else "redis",
-        location=location,
-        namespace=namespace,
-        genesis=genesis,
-        verdict=verdict,
-        keys=keys,
-        epoch=epoch,
-    )
-    return Opened(plan, info, options, tuple(facts), replication)
+def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Opened]:
+    """The servers' facts, the namespace's genesis and its replication (C6)."""
+    with Operation(io, "open", spend=False):
+        facts = yield from io.facts()
+        identity.check_topology(facts, options, cluster=io.cluster)
+        verdict = identity.judge(facts, options)
+        keys = Keys(namespace, io.cluster)
+        writable = all(f.role in (None, "master") for f in facts)
+        genesis = yield from _genesis(io, keys, options.create, writable)
+        replication = None
+        if genesis is not None and not options.failover_may_lose_spends:
+            replication = yield from _replication(io, keys)
+            verdict = identity.judge_replication(verdict, replication, options)
+        epoch = None if replication is None or replication.error else replication.epoch
+        version = identity.server_version(facts)
+        plan = plan_for(options, version, cluster=io.cluster, keys=keys, genesis=genesis or b"")
+        plan = replace(plan, epoch=epoch)
+        if plan.probe_waitaof:
+            # The version is unknown (INFO denied): ask the server itself, never guess.
+            try:
+                yield from io.call([("WAITAOF", 0, 0, 0)], "open (WAITAOF probe)")
+            except LedgerError as exc:
+                raise UnsafeStoreConfig(
+                    f"option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server refused it ({exc})"
+                ) from exc
+        info = identity.ledger_info(
+            kind="redis-cluster" if io.cluster else "redis",
+            location=io.location,
+            namespace=namespace,
+            genesis=genesis,
+            verdict=verdict,
+            keys=keys,
+            epoch=epoch,
+        )
+        return Opened(plan, info, options, tuple(facts), replication)
 
 
-def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replication]:
-    """The replication facts of the master that owns the namespace's slot, by the route
-    every spend takes (the genesis key); a refusal (ACL without INFO) is unknown."""
+def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
+    """What the namespace's master says of its replication, routed as every spend is
+    (the genesis key); a refusal (ACL without INFO) is unknown."""
     try:
-        (reply,) = yield (CALL, [epoch_command(keys)], "open (replication)")
+        (reply,) = yield from io.call([epoch_command(keys)], "open (replication)")
     except IdentityLost:
         raise
     except LedgerError as exc:
@@ -150,16 +391,14 @@ def replication_steps(keys: Keys) -> Generator[Request, Any, identity.Replicatio
     return identity.replication_from(reply)
 
 
-def genesis_steps(
-    keys: Keys, create: bool, writable: bool
-) -> Generator[Request, Any, bytes | None]:
-    """The namespace's genesis value; written (``SET NX``: the first opener wins) only
-    when ``create`` and the server takes writes. A read never creates a store."""
-    (value,) = yield (CALL, [("GET", keys.genesis)], "open")
+def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[bytes | None]:
+    """The genesis; written (``SET NX``: the first opener wins) only when ``create``
+    and the server takes writes."""
+    (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if value is None:
         legacy = keys.legacy_genesis
         if legacy is not None:
-            (old,) = yield (CALL, [("GET", legacy)], "open")
+            (old,) = yield from io.call([("GET", legacy)], "open")
             if old is not None:
                 raise UnsafeStoreConfig(
                     "this namespace holds a Cluster ledger in the old key layout (keys not "
@@ -175,8 +414,8 @@ def genesis_steps(
             )
         if not writable:
             return None
-        yield (CALL, [("SET", keys.genesis, identity.new_genesis(), "NX")], "open")
-        (value,) = yield (CALL, [("GET", keys.genesis)], "open")
+        yield from io.call([("SET", keys.genesis, identity.new_genesis(), "NX")], "open")
+        (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if not isinstance(value, bytes) or not identity.GENESIS_PATTERN.match(value):
         raise UnsafeStoreConfig(
             f"key {keys.genesis!r} does not hold a ledger identity: something else wrote "
@@ -185,41 +424,94 @@ def genesis_steps(
     return value
 
 
-# ---------------------------------------------------------------- spending
+# ---------------------------------------------------------------- operations
 
 
-def spend_steps(
-    plan: Plan, request_id: bytes, token: bytes, digest: bytes | None = None
-) -> Generator[Request, Any, bool]:
-    """One trip; after a lost reply, the same script with the same value settles it.
+class Session:
+    """One open ledger and its guard: the periodic re-check, and the failure that keeps
+    it closed once its store forgot or changed (never a new identity)."""
 
-    With ``digest`` (``spend_as``, C10) the value written is the token followed by the
-    attempt's digest, in the same script: ``True`` also when the stored value carries
-    the same digest (the same attempt re-entering); a plain spend's record has none.
-    """
-    value = token if digest is None else token + digest
-    replies, failure = yield from settle_steps(plan.spend_commands(request_id, value), "spend")
-    if failure is not None:
-        return resolve_outcome(plan, replies, value, failure)
-    return spend_outcome(plan, replies, value)
+    def __init__(self, io: Transport, opened: Opened) -> None:
+        self.io, self.opened, self.plan = io, opened, opened.plan
+        self.recheck = identity.Recheck(opened.options.recheck_interval)
+        self.failed: LedgerError | None = None
 
+    def _guard(self, what: str, *, spend: bool) -> Operation:
+        if self.failed is not None:
+            raise type(self.failed)(str(self.failed)) from self.failed
+        return Operation(self.io, what, spend=spend, session=self)
 
-def settle_steps(
-    commands: Sequence[Command], what: str
-) -> Generator[Request, Any, tuple[list[Any], ReplyLost | None]]:
-    """One trip; after a lost reply, the same commands again (the spend script finds its
-    own value: SET NX GET), and the loss, for the caller to weigh. A second failure is
-    ambiguous (C5), unless the store forgot."""
-    try:
-        return (yield (CALL, commands, what)), None
-    except ReplyLost as failure:
+    def _recheck(self) -> Steps[None]:
+        """When due, the configuration again: what withdraws the proof fails for good."""
+        if not self.recheck.due():
+            return
         try:
-            replies = yield (CALL, commands, f"{what} (resolve)")
-        except IdentityLost:
+            facts = yield from self.io.facts()
+            verdict = identity.judge(facts, self.opened.options)
+        except BaseException:
+            self.recheck.failed()
             raise
-        except LedgerError as exc:
-            raise ambiguous(failure, exc) from failure
-        return replies, failure
+        changed = identity.changed_since_open(self.opened.info, verdict)
+        if changed is not None:
+            self.failed = changed
+            raise changed
+
+    def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
+        """One trip; after a lost reply, the same script and value settle it (C5). With
+        ``digest`` (C10) the value is token + digest: the same attempt re-entering wins."""
+        with self._guard("spend", spend=True):
+            yield from self._recheck()
+            value = new_token() if digest is None else new_token() + digest
+            commands = self.plan.spend_commands(request_id, value)
+            replies, failure = yield from self._settle(commands, "spend")
+            return spend_outcome(self.plan, replies, value, failure)
+
+    def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
+        """One pipelined trip; after a lost reply, the same tokens settle every id."""
+        with self._guard("spend_many", spend=True):
+            yield from self._recheck()
+            tokens = [new_token() for _ in request_ids]
+            commands = self.plan.spend_many_commands(request_ids, tokens)
+            replies, failure = yield from self._settle(commands, "spend_many")
+            return spend_many_outcome(self.plan, replies, tokens, failure)
+
+    def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
+        """Pipelined trips of :data:`BATCH` ids; one spend each on a Cluster."""
+        if self.io.cluster:
+            return (self.spend(raw) for raw in request_ids)
+        return (
+            self.spend_many(request_ids[i : i + BATCH]) for i in range(0, len(request_ids), BATCH)
+        )
+
+    def _settle(
+        self, commands: Sequence[Command], what: str
+    ) -> Steps[tuple[list[Any], ReplyLost | None]]:
+        """The replies, and a lost first reply for the caller to weigh (the resend finds
+        its own value); a second failure is ambiguous (C5), unless the store forgot."""
+        try:
+            return (yield from self.io.call(commands, what)), None
+        except ReplyLost as failure:
+            try:
+                replies = yield from self.io.call(commands, f"{what} (resolve)")
+            except IdentityLost:
+                raise
+            except LedgerError as exc:
+                raise ambiguous(failure, exc) from failure
+            return replies, failure
+
+    def is_spent(self, request_id: bytes) -> Steps[bool]:
+        with self._guard("is_spent", spend=False):
+            yield from self._recheck()
+            (reply,) = yield from self.io.call(self.plan.read_commands(request_id), "is_spent")
+            return exists_reply(reply)
+
+    def page(self, scan: Scan) -> Steps[list[str] | None]:
+        """One listing page (the re-check stays with spends and reads)."""
+        with self._guard(scan.what, spend=False):
+            return (yield from scan.page(self.io))
+
+
+# ---------------------------------------------------------------- outcomes
 
 
 def stored_outcome(stored: Any, value: bytes) -> bool:
@@ -235,51 +527,25 @@ def stored_outcome(stored: Any, value: bytes) -> bool:
     return bool(attempt_outcome(stored, value))
 
 
-def spend_outcome(plan: Plan, replies: Sequence[Any], value: bytes) -> bool:
-    """What the first trip's replies prove: ``True`` only if our write landed (or the
-    same attempt's, for ``spend_as``)."""
-    won = stored_outcome(replies[0], value)
-    if won:
-        check_ack(plan, replies)
-    return won
+LANDED = (
+    "the spend landed (its attempt token is stored) after a lost reply, but its "
+    "replication cannot be confirmed from another connection"
+)
 
 
-def resolve_outcome(
-    plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException
+def spend_outcome(
+    plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException | None = None
 ) -> bool:
-    """After a lost reply: did the retry find our value, a foreign one, or none?"""
+    """``True`` only if our write landed (or the same attempt's, C10). ``failure``: the
+    first reply was lost and these are the resend's; a write found landed then cannot be
+    vouched for by ``WAIT``, which counts only the writes of its own connection."""
     stored = replies[0]
     won = stored_outcome(stored, value)
-    if won and plan.wait is not None and stored is not None:
-        # Our write landed on the lost connection; WAIT counts only the writes of
-        # the connection it runs on, so it cannot vouch for that one.
-        raise AmbiguousSpend(
-            "the spend landed (its attempt token is stored) after a lost reply, but "
-            "its replication cannot be confirmed from another connection"
-        ) from failure
+    if won and failure is not None and plan.wait is not None and stored is not None:
+        raise AmbiguousSpend(LANDED) from failure
     if won:
         check_ack(plan, replies)
     return won
-
-
-BATCH = 1000  # spend scripts per pipelined trip
-
-
-def spend_many_batches(plan: Plan, request_ids: Sequence[bytes]) -> Iterator[Steps]:
-    """The steps of each pipelined trip of a batch, a fresh token per id."""
-    for i in range(0, len(request_ids), BATCH):
-        chunk = request_ids[i : i + BATCH]
-        yield spend_many_steps(plan, chunk, [new_token() for _ in chunk])
-
-
-def spend_many_steps(
-    plan: Plan, request_ids: Sequence[bytes], tokens: Sequence[bytes]
-) -> Generator[Request, Any, list[bool]]:
-    """One pipelined trip for a batch; after a lost reply, the same scripts with the
-    same tokens settle every id (SET NX GET finds its own token)."""
-    commands = plan.spend_many_commands(request_ids, tokens)
-    replies, failure = yield from settle_steps(commands, "spend_many")
-    return spend_many_outcome(plan, replies, tokens, failure)
 
 
 def spend_many_outcome(
@@ -288,8 +554,7 @@ def spend_many_outcome(
     tokens: Sequence[bytes],
     failure: BaseException | None = None,
 ) -> list[bool]:
-    """Per id, what its script's reply proves; any error reply raises (the batch's
-    other outcomes are then unknown to the caller: fail closed)."""
+    """Per id, what :func:`spend_outcome` would say; any error reply raises (fail closed)."""
     stored = replies[: len(tokens)]
     for reply in stored:
         if isinstance(reply, Exception):
@@ -297,10 +562,7 @@ def spend_many_outcome(
     won = [stored_outcome(r, tok) for r, tok in zip(stored, tokens, strict=True)]
     landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
     if failure is not None and plan.wait is not None and landed:
-        raise AmbiguousSpend(
-            "a batch landed (attempt tokens stored) after a lost reply, but its "
-            "replication cannot be confirmed from another connection"
-        ) from failure
+        raise AmbiguousSpend(LANDED) from failure
     if any(won):
         check_ack(plan, [None, replies[-1]] if plan.wait is not None else replies)
     return won
@@ -338,14 +600,6 @@ def check_ack(plan: Plan, replies: Sequence[Any]) -> None:
     )
 
 
-# ---------------------------------------------------------------- reading
-
-
-def read_steps(plan: Plan, request_id: bytes) -> Generator[Request, Any, bool]:
-    (reply,) = yield (CALL, plan.read_commands(request_id), "is_spent")
-    return exists_reply(reply)
-
-
 def exists_reply(reply: Any) -> bool:
     if reply in (1, True):
         return True
@@ -354,58 +608,12 @@ def exists_reply(reply: Any) -> bool:
     raise LedgerUnavailable(f"unexpected EXISTS reply {reply!r}")
 
 
-def recheck_steps(opened: Opened) -> Generator[Request, Any, UnsafeStoreConfig | None]:
-    """Read the configuration again: what would now withdraw the proof, if anything."""
-    facts = yield (FACTS, None, "re-check")
-    return identity.changed_since_open(opened.info, identity.judge(facts, opened.options))
-
-
-class Guard:
-    """What every operation of one ledger goes through: the periodic re-check, and the
-    failure that keeps a ledger closed once its store forgot or changed (never a new
-    identity)."""
-
-    def __init__(self, opened: Opened) -> None:
-        self.opened = opened
-        self.recheck = identity.Recheck(opened.options.recheck_interval)
-        self.failed: LedgerError | None = None
-
-    def raise_if_failed(self) -> None:
-        if self.failed is not None:
-            raise type(self.failed)(str(self.failed)) from self.failed
-
-    def steps(
-        self, steps: Generator[Request, Any, Any], what: str, *, spend: bool, recheck: bool = True
-    ) -> Steps:
-        """``steps`` behind the guard: refused when failed, the re-check first when due,
-        a forgotten store failing the ledger for good, nothing raw (C4)."""
-        self.raise_if_failed()
-        try:
-            if recheck and self.recheck.due():
-                try:
-                    changed = yield from recheck_steps(self.opened)
-                except BaseException:
-                    self.recheck.failed()
-                    raise
-                if changed is not None:
-                    self.failed = changed
-                    raise changed
-            return (yield from steps)
-        except IdentityLost as exc:
-            self.failed = exc
-            raise
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unexpected(exc, what, spend=spend) from exc
-
-
 # ---------------------------------------------------------------- listings
 
 
 class Scan:
-    """The decisions of a ``SCAN`` over every master, without I/O: which page to ask
-    for next, and what its keys mean (:meth:`keep`, per subclass).
+    """The decisions of a ``SCAN`` over every master: which page to ask for next, and
+    what its keys mean (:meth:`keep`, per subclass).
 
     ``SCAN`` may return a key twice (a rehash during the scan), so each listed item's
     16-byte BLAKE2b digest is kept for the scan's duration: memory is one page plus 16
@@ -417,29 +625,31 @@ class Scan:
     def __init__(self, pattern: bytes, count: int, proof: Command | None) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
-        self.pattern = pattern
-        self.count = count
-        self._proof = proof
+        self.pattern, self.count, self._proof = pattern, count, proof
         self._nodes: list[Any] | None = None
         self._cursor = 0
         self._started = False
         self._seen: set[bytes] = set()
 
-    def page_steps(self) -> Generator[Request, Any, list[str] | None]:
+    def page(self, io: Transport) -> Steps[list[str] | None]:
         """One page's items, or ``None`` when every master is done."""
         if self._nodes is None:
-            self._nodes = list((yield (NODES, None, self.what)))
+            self._nodes = (
+                (yield from io.primaries(self.what)) if isinstance(io, Cluster) else [None]
+            )
         if self._started and self._cursor == 0:
             self._nodes.pop(0)
             self._started = False
         if not self._nodes:
             return None
         self._started = True
-        page = Page(self._nodes[0], self._cursor, self.pattern, self.count, self._proof)
-        proved, cursor, keys = yield (SCAN, page, self.what)
+        command = scan_command(self._cursor, self.pattern, self.count)
+        proved, cursor, keys = yield from io.scan(self._nodes[0], command, self._proof, self.what)
         return self.take(proved, cursor, keys)
 
     def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+        if isinstance(cursor, bytes) and cursor.isdigit():
+            cursor = int(cursor)
         if not isinstance(cursor, int) or cursor < 0:
             raise LedgerUnavailable(f"{self.what}: SCAN answered cursor {cursor!r}")
         self._cursor = cursor
@@ -527,39 +737,3 @@ class NamespaceScan(Scan):
                 f"namespaces: genesis key {key!r:.80} names no valid namespace: something "
                 "else wrote it; refusing to guess"
             ) from None
-
-
-class ScratchScan(Scan):
-    """``decision-ledger check``'s scratch removal (the backend's hook, never a
-    ledger's): the genesis and record keys of the namespaces named ``prefix...`` on
-    every master; each page lists the namespaces it met first and keeps its keys for
-    :meth:`unlink_steps`."""
-
-    what = "remove_scratch"
-
-    def __init__(self, prefix: str, cluster: bool, count: int) -> None:
-        self._prefix, self._cluster = prefix, cluster
-        self._doomed: list[tuple[str, bytes]] = []
-        super().__init__(scratch_pattern(prefix, cluster), count, None)
-
-    def keep(self, key: bytes) -> str | None:
-        namespace = scratch_namespace(key, self._prefix, self._cluster)
-        if namespace is not None:
-            self._doomed.append((namespace, key))
-        return namespace
-
-    def unlink_steps(self) -> Steps:
-        doomed, self._doomed = self._doomed, []
-        for command in unlink_commands(doomed, self._cluster):
-            yield (CALL, [command], self.what)
-
-
-def remove_scratch_steps(scan: ScratchScan) -> Generator[Request, Any, int | None]:
-    """One page: ``SCAN``, then ``UNLINK`` what it matched; how many namespaces it met
-    for the first time (``None``: every master is done). Deleting between pages is
-    safe: ``SCAN`` still returns every key that stays for the whole scan."""
-    names = yield from scan.page_steps()
-    if names is None:
-        return None
-    yield from scan.unlink_steps()
-    return len(names)

@@ -4,17 +4,37 @@ outcome; and where a ledger points, shown without any piece of a password."""
 from __future__ import annotations
 
 import re
+from types import ModuleType
 
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
     LedgerError,
     LedgerUnavailable,
+    MissingDriver,
     UnsafeStoreConfig,
 )
 from ledger_core.urls import LedgerURL
 
-from .driver import redis_module
+
+def redis_module() -> ModuleType:
+    """redis-py, imported only when a ledger is opened (the registry lists schemes
+    without loading drivers), or :class:`MissingDriver` naming the extra."""
+    try:
+        import redis
+        import redis.asyncio
+        import redis.asyncio.cluster
+        import redis.asyncio.sentinel
+        import redis.backoff
+        import redis.cluster
+        import redis.retry
+        import redis.sentinel
+    except ImportError as exc:
+        raise MissingDriver(
+            "the Redis ledger needs redis-py: pip install 'decision-ledger[redis]'"
+        ) from exc
+    return redis
+
 
 # The error reply of the genesis proof in every script (see commands.py).
 IDENTITY_ERROR = "LEDGER_IDENTITY"
@@ -47,12 +67,9 @@ REPLICATION_CHANGED = (
 
 
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
-    """Map one redis-py exception to the ledger's error tree (C4).
-
-    ``sent`` says whether the command may have reached the server: a connection that
-    failed before sending is plain unavailability, one that failed after is
-    :class:`ReplyLost`. A server error reply means the command did not apply.
-    """
+    """One redis-py exception -> the ledger's error tree (C4). ``sent``: the command may
+    have reached the server (a failure is then :class:`ReplyLost`); an error reply means
+    it did not apply."""
     exceptions = redis_module().exceptions
     if isinstance(exc, exceptions.MaxConnectionsError):
         # The client's pool was exhausted: no connection, so nothing was sent.
@@ -85,24 +102,6 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     if sent:
         return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
     return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
-
-
-# What a transport catches around one exchange: every ``Exception``, since redis-py
-# raises some outside ``RedisError`` (``RedisClusterException``), and a ledger must
-# never leak a raw driver error (C4). ``BaseException`` (cancellation) passes.
-IO_ERRORS: tuple[type[BaseException], ...] = (Exception,)
-
-
-def response_error() -> type[Exception]:
-    """An error reply of the server (the connection stays in step)."""
-    error: type[Exception] = redis_module().exceptions.ResponseError
-    return error
-
-
-def noscript_error() -> type[Exception]:
-    """The server lost its script cache: the script did not run."""
-    error: type[Exception] = redis_module().exceptions.NoScriptError
-    return error
 
 
 def ambiguous(failure: BaseException, retry_error: BaseException) -> AmbiguousSpend:

@@ -34,12 +34,9 @@ def store_id(kind: str, genesis: bytes, namespace: str, epoch: bytes = b"") -> s
 
 @dataclass(frozen=True)
 class Replication:
-    """What the master that owns the namespace's slot says of its replication, read at
-    open by the same route as every spend (``EPOCH_BODY``); ``error``: it would not say.
-
-    ``backlog``: it keeps a replication backlog, i.e. a replica attached within
-    ``repl-backlog-ttl``; then ``replid`` (``master_replid``) names its history, which
-    every promotion of a replica (and every restart) replaces."""
+    """What the namespace's master says of its replication (``EPOCH_BODY``; ``error``:
+    it would not say). ``backlog``: a replica attached within ``repl-backlog-ttl``; then
+    ``replid`` names its history, which every promotion (and restart) replaces."""
 
     role: str = ""
     backlog: bool = False
@@ -123,17 +120,13 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts) or (0,)
 
 
-def facts_from(
-    node: str,
-    info: Any,
-    config: Any,
-    *,
-    info_error: BaseException | None = None,
-    config_error: BaseException | None = None,
-) -> ServerFacts:
-    """Build :class:`ServerFacts` from raw ``INFO`` and ``CONFIG GET`` replies."""
-    i = parse_info(info) if info_error is None else {}
-    c = parse_config(config) if config_error is None else {}
+def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
+    """:class:`ServerFacts` from the replies to ``FACT_COMMANDS``, each a reply or the
+    server's error for it: a refused ``INFO`` or ``CONFIG`` is unknown, never zero."""
+    info_error = info if isinstance(info, BaseException) else None
+    config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
+    i = {} if info_error is not None else parse_info(info)
+    c = {} if config_error is not None else {**parse_config(save), **parse_config(fsync)}
     aof = i.get("aof_enabled")
     return ServerFacts(
         node=node,
@@ -147,28 +140,6 @@ def facts_from(
         info_error=None if info_error is None else _short(info_error),
         config_error=None if config_error is None else _short(config_error),
     )
-
-
-def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
-    """:class:`ServerFacts` from the replies to ``FACT_COMMANDS`` (each a reply or the
-    server's error for it: a refused ``INFO`` or ``CONFIG`` is unknown, never zero)."""
-    config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
-    config: list[Any] = []
-    if config_error is None:
-        config = [*_pairs(save), *_pairs(fsync)]
-    return facts_from(
-        node,
-        None if isinstance(info, BaseException) else info,
-        config,
-        info_error=info if isinstance(info, BaseException) else None,
-        config_error=config_error,
-    )
-
-
-def _pairs(reply: Any) -> list[Any]:
-    if isinstance(reply, dict):
-        return [x for item in reply.items() for x in item]
-    return list(reply)
 
 
 def _unknown(facts: ServerFacts, options: RedisOptions) -> list[str]:
@@ -223,12 +194,8 @@ def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
 
 def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str], str | None]:
     """Whether this server can forget (C2): ``(reason or None, notes, durability)``.
-
-    What the server shows is believed over any option: ``trust_config`` only fills in
-    what could not be read (``CONFIG`` blocked on a managed service), it never
-    overrides an ``allkeys-*`` policy, a replica role or a persistence setting the
-    server reports. ``durability`` is what the server offers (``None``: unknown).
-    """
+    ``trust_config`` only fills in what could not be read (``CONFIG`` blocked on a
+    managed service), never what the server reports."""
     notes: list[str] = []
     where = facts.node
     level = offered(facts, options)
@@ -413,11 +380,8 @@ def ledger_info(
     keys: Keys | None = None,
     epoch: bytes | None = None,
 ) -> LedgerInfo:
-    """The ledger's identity (C6) and whether it may prove, decided once at open.
-
-    ``genesis`` is ``None`` when the verdict already forbids proving (a replica cannot
-    even write one).
-    """
+    """The ledger's identity (C6) and whether it may prove (``genesis`` is ``None`` on a
+    server that cannot even write one)."""
     name = (keys or Keys(namespace)).genesis
     if genesis is not None and not GENESIS_PATTERN.match(genesis):
         raise UnsafeStoreConfig(
@@ -615,9 +579,8 @@ def doctor_checks(
     *,
     sentinel: bool = False,
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines for a Redis ledger, from the facts it read at
-    open (``INFO``, ``CONFIG GET``); no I/O. Each line is judged as :func:`assess`
-    judges it; a refusal no line carries is shown as its own line."""
+    """``decision-ledger doctor``'s lines from the facts read at open, each judged as
+    :func:`assess` judges it."""
     version = server_version(facts)
     many = len(facts) > 1
     minimum, needs = REDIS_MINIMUM, REDIS_NEEDS

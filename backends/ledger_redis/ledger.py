@@ -1,93 +1,233 @@
-"""The sync Redis ledger: a thin shell that drives :mod:`.decisions` through the
-transport's steps with redis-py's sync objects (:class:`~.transport.SyncOps`)."""
+"""The sync Redis ledger: :mod:`.decisions` driven with redis-py's sync objects.
+
+A socket timeout bounds one ``recv``, and a reply trickled a byte at a time restarts it
+with every byte; so the ledger's connections wrap their socket, and each ``recv`` or
+``send`` waits at most the running operation's time left (:data:`~.decisions.DEADLINE`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerError
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
 from ledger_core.steps import run_steps
-from ledger_core.tokens import new_token
 
-from . import decisions, identity
-from .driver import redis_module
-from .errors import unexpected
+from . import identity
+from .commands import Borrow, Command, Exec, Op, Read, Release, Send
+from .decisions import (
+    DEADLINE,
+    Listing,
+    NamespaceScan,
+    Scan,
+    Session,
+    Transport,
+    open_steps,
+    transport_for,
+)
+from .errors import redis_module
 from .options import RedisOptions
-from .transport import Op, SyncOps, Transport, deadline_for, through, transport_for
+
+SLACK = 0.99  # of the time left, as a socket timeout (see DeadlineSocket._arm)
 
 
-def opening(
-    transport: Transport, namespace: str, options: RedisOptions
-) -> Generator[Op, Any, decisions.Opened]:
-    """Read the servers' facts and the namespace's identity (C6); nothing raw (C4)."""
-    steps = decisions.open_steps(
-        namespace, options, cluster=transport.cluster, location=transport.location
-    )
-    try:
-        return (yield from through(transport, steps, deadline_for(transport)))
-    except LedgerError:
-        raise
-    except Exception as exc:
-        raise unexpected(exc, "open", spend=False) from exc
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0.0:
+        raise TimeoutError("the operation's timeout ran out")
+    return left
+
+
+def _waiting(name: str) -> Callable[..., Any]:
+    """A socket wait that first cuts the socket's timeout to the time left."""
+
+    def wait(self: Any, *args: Any) -> Any:
+        self._arm()
+        return getattr(self._sock, name)(*args)
+
+    return wait
+
+
+class DeadlineSocket:
+    """A socket whose every wait is cut to the running operation's time left (redis-py
+    maps the ``socket.timeout`` to its ``TimeoutError``); all else is the socket's."""
+
+    __slots__ = ("_applied", "_sock", "_timeout")
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._timeout: float | None = sock.gettimeout()  # what redis-py asked for
+        self._applied = self._timeout  # what the socket has
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = self._applied = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _arm(self) -> None:
+        """No syscall while the timeout in place ends before the deadline: set a hair
+        under the time left, the next operation's deadline (a moment later) keeps it."""
+        deadline, base, applied = DEADLINE.get(), self._timeout, self._applied
+        if deadline is None or base == 0:  # no operation's, or a non-blocking poll
+            wanted = base
+        else:
+            left = _left(deadline)
+            if applied and applied <= left and (base is None or applied <= base):
+                return
+            wanted = left * SLACK if base is None or base > left * SLACK else base
+        if wanted != applied:
+            self._sock.settimeout(wanted)
+            self._applied = wanted
+
+    recv, recv_into = _waiting("recv"), _waiting("recv_into")
+    send, sendall = _waiting("send"), _waiting("sendall")
+
+
+class _Bounded:
+    """Mixed into a redis-py connection class: its TCP connect waits at most the time
+    left, and its socket is a :class:`DeadlineSocket`."""
+
+    socket_connect_timeout: float | None
+
+    def _connect(self) -> Any:
+        deadline, base = DEADLINE.get(), self.socket_connect_timeout
+        if deadline is not None:
+            left = _left(deadline)
+            if base is None or left < base:
+                self.socket_connect_timeout = left
+        try:
+            sock = super()._connect()  # type: ignore[misc]
+        finally:
+            self.socket_connect_timeout = base
+        return DeadlineSocket(sock)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def _bounded(cls: type) -> type:
+    if issubclass(cls, _Bounded):
+        return cls
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"Bounded{cls.__name__}", (_Bounded, cls), {})
+    return _CLASSES[cls]
+
+
+def bound_sync(client: Any, *, cluster: bool) -> None:
+    """The connections of a sync pool (or of every node of a Cluster client, present
+    and future) :class:`_Bounded`; idle ones reconnect so (busy ones keep theirs)."""
+    if not cluster:
+        _bound_pool(client)
+        return
+    manager = client.nodes_manager
+    create = manager.create_redis_node
+    if not getattr(create, "bounded", False):  # nodes the client finds later
+
+        def create_bounded(*args: Any, **kwargs: Any) -> Any:
+            node = create(*args, **kwargs)
+            _bound_pool(node.connection_pool)
+            return node
+
+        create_bounded.bounded = True  # type: ignore[attr-defined]
+        manager.create_redis_node = create_bounded
+    for node in [*client.get_nodes(), *manager.startup_nodes.values()]:
+        if node.redis_connection is not None:  # the startup nodes refresh the topology
+            _bound_pool(node.redis_connection.connection_pool)
+
+
+def _bound_pool(pool: Any) -> None:
+    """New and present connections (redis-py keeps one object across reconnects)."""
+    pool.connection_class = _bounded(pool.connection_class)
+    for name in ("_available_connections", "_in_use_connections", "_connections"):
+        for conn in getattr(pool, name, ()):
+            conn.__class__ = _bounded(type(conn))
+    pool.disconnect(inuse_connections=False)
+
+
+def packed(conn: Any, commands: Sequence[Command]) -> Any:
+    """One command packed alone (redis-py's cheaper path), several in one buffer."""
+    if len(commands) == 1:
+        return conn.pack_command(*commands[0])
+    return conn.pack_commands(commands)
+
+
+class SyncDriver:
+    """Performs the decisions' operations on redis-py's sync pool or Cluster client."""
+
+    def __init__(self, io: Transport) -> None:
+        self.client = io.client
+        if io.budget is not None:  # the ledger's own client
+            bound_sync(self.client, cluster=io.cluster)
+
+    def __call__(self, op: Op) -> Any:
+        if isinstance(op, Read | Send):
+            conn = op.conn
+            try:
+                if isinstance(op, Read):
+                    return conn.read_response(disable_decoding=True)
+                return conn.send_packed_command(packed(conn, op.commands))
+            except Exception:
+                raise
+            except BaseException:
+                # Interrupted (KeyboardInterrupt): the steps never see it, so the
+                # connection is dropped here, as they would have.
+                conn.disconnect()
+                self.client.release(conn)
+                raise
+        if isinstance(op, Exec):
+            return self.client.execute_command(*op.command, **op.options)
+        if isinstance(op, Release):
+            if op.drop:
+                op.conn.disconnect()
+            return self.client.release(op.conn)
+        if isinstance(op, Borrow):
+            return self.client.get_connection()
+        return self.client.get_primaries()
 
 
 class Shell:
-    """What the sync and async ledgers hold: the transport, the plan, the info and the
-    guard (re-check, failed for good); each operation is one generator of primitive
-    operations (:meth:`_ops_for`) that the flavour's driver performs."""
+    """What both ledgers hold: the session, its driver, what closes an owned client."""
 
-    def __init__(
-        self,
-        transport: Transport,
-        opened: decisions.Opened,
-        ops: Any,
-        on_close: Callable[[], Any] | None,
-    ) -> None:
-        self._io = transport
-        self._perform = ops
-        self._guard = decisions.Guard(opened)
-        self._plan = opened.plan
-        self._info = opened.info
-        self._on_close = on_close
+    def __init__(self, session: Session, driver: Any, on_close: Callable[[], Any] | None) -> None:
+        self._session, self._driver, self._on_close = session, driver, on_close
+        self._info = session.opened.info
 
-    def _ops_for(
-        self, steps: decisions.Steps, what: str, *, spend: bool, recheck: bool = True
-    ) -> Generator[Op, Any, Any]:
-        guarded = self._guard.steps(steps, what, spend=spend, recheck=recheck)
-        return through(self._io, guarded, deadline_for(self._io))
+    def _listing(self, count: int, kind: str | None = None) -> Listing:
+        return Listing(self._session.plan, count, kind)
 
-    def _spend_ops(self, request_id: bytes, digest: bytes | None = None) -> Any:
-        return self._ops_for(
-            decisions.spend_steps(self._plan, request_id, new_token(), digest), "spend", spend=True
-        )
-
-    def _read_ops(self, request_id: bytes) -> Any:
-        return self._ops_for(decisions.read_steps(self._plan, request_id), "is_spent", spend=False)
+    def _namespace_scan(self, count: int) -> NamespaceScan:
+        return NamespaceScan(self._session.plan.keys, count)
 
     def _batches(self, request_ids: Sequence[str]) -> Iterator[Any]:
-        """The ops of each pipelined trip of ``spend_many`` (per id on a Cluster, whose
-        client sends one command per trip)."""
-        raws = [validate_request_id(r) for r in request_ids]
-        if self._io.cluster:
-            return (self._spend_ops(raw) for raw in raws)
-        return (
-            self._ops_for(steps, "spend_many", spend=True)
-            for steps in decisions.spend_many_batches(self._plan, raws)
+        return self._session.batches([validate_request_id(r) for r in request_ids])
+
+    def doctor_checks(self) -> list[Check]:
+        """``decision-ledger doctor``'s lines, from the facts read at open (no I/O)."""
+        opened = self._session.opened
+        return identity.doctor_checks(
+            opened.facts,
+            opened.options,
+            self._info,
+            str(getattr(redis_module(), "__version__", "?")),
+            opened.replication,
+            sentinel=self._session.io.location.startswith("redis+sentinel:"),
         )
 
-    def _page_ops(self, scan: decisions.Scan) -> Any:
-        # A page is one trip; the configuration re-check stays with spends and reads.
-        return self._ops_for(scan.page_steps(), scan.what, spend=False, recheck=False)
-
-    def _listing(self, count: int, kind: str | None = None) -> decisions.Listing:
-        return decisions.Listing(self._plan, count, kind)
-
-    def _namespace_scan(self, count: int) -> decisions.NamespaceScan:
-        return decisions.NamespaceScan(self._plan.keys, count)
+    def _close_transport(self) -> Callable[[], Any] | None:
+        """What closes the owned client, on the first close only."""
+        io = self._session.io
+        if io.closed:
+            return None
+        io.close()
+        return self._on_close
 
 
 class RedisLedger(Shell, ReentrantLedgerBase):
@@ -106,46 +246,43 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         """A ledger on a redis-py ``Redis``, ``ConnectionPool`` or ``RedisCluster`` the
         host already has; the ledger never closes it."""
         opts = RedisOptions.for_client(options)
-        transport = transport_for(client, asyncio_client=False)
-        return cls.open_on(transport, namespace=validate_namespace(namespace), options=opts)
+        io = transport_for(client, asyncio_client=False)
+        return cls.open_on(io, namespace=validate_namespace(namespace), options=opts)
 
     @classmethod
     def open_on(
         cls,
-        transport: Transport,
+        io: Transport,
         *,
         namespace: str,
         options: RedisOptions,
         on_close: Callable[[], None] | None = None,
     ) -> RedisLedger:
-        ops = SyncOps(transport)
+        driver = SyncDriver(io)
         try:
-            opened = run_steps(opening(transport, namespace, options), ops)
+            opened = run_steps(open_steps(io, namespace, options), driver)
         except BaseException:
             if on_close is not None:
                 on_close()
             raise
-        return cls(transport, opened, ops, on_close)
+        return cls(Session(io, opened), driver, on_close)
 
     def _spend(self, request_id: bytes) -> bool:
-        won: bool = run_steps(self._spend_ops(request_id), self._perform)
-        return won
+        return run_steps(self._session.spend(request_id), self._driver)
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
         """C10: the same script as a spend, the attempt's digest stored with the token."""
-        won: bool = run_steps(self._spend_ops(request_id, digest), self._perform)
-        return won
+        return run_steps(self._session.spend(request_id, digest), self._driver)
 
     def _is_spent(self, request_id: bytes) -> bool:
-        spent: bool = run_steps(self._read_ops(request_id), self._perform)
-        return spent
+        return run_steps(self._session.is_spent(request_id), self._driver)
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
         Cluster): each answer is what :meth:`spend` would say."""
         out: list[bool] = []
-        for ops in self._batches(request_ids):
-            answer = run_steps(ops, self._perform)
+        for steps in self._batches(request_ids):
+            answer = run_steps(steps, self._driver)
             out += answer if isinstance(answer, list) else [answer]
         return out
 
@@ -163,46 +300,10 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         master), this one included, each once, streamed by ``SCAN`` pages of ``count``."""
         return self._scan(self._namespace_scan(count))
 
-    def _scan(self, scan: decisions.Scan) -> Iterator[str]:
-        while (items := run_steps(self._page_ops(scan), self._perform)) is not None:
+    def _scan(self, scan: Scan) -> Iterator[str]:
+        while (items := run_steps(self._session.page(scan), self._driver)) is not None:
             yield from items
 
-    def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines, from the facts
-        read at open (no I/O)."""
-        opened = self._guard.opened
-        driver = str(getattr(redis_module(), "__version__", "?"))
-        return identity.doctor_checks(
-            opened.facts,
-            opened.options,
-            self._info,
-            driver,
-            opened.replication,
-            sentinel=self._io.location.startswith("redis+sentinel:"),
-        )
-
     def close(self) -> None:
-        if not self._io.closed:
-            self._io.close()
-            if self._on_close is not None:
-                self._on_close()
-
-
-def remove_scratch(transport: Transport, prefix: str, count: int = 1000) -> int:
-    """Remove the namespaces named ``prefix...`` (every genesis and record key; every
-    master of a Cluster), page by page, each page bounded like one ledger operation;
-    how many namespaces. The caller checked ``prefix`` and closes ``transport``."""
-    ops = SyncOps(transport)
-    scan = decisions.ScratchScan(prefix, transport.cluster, count)
-    removed = 0
-    while True:
-        steps = through(transport, decisions.remove_scratch_steps(scan), deadline_for(transport))
-        try:
-            found: int | None = run_steps(steps, ops)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise unexpected(exc, "remove_scratch", spend=False) from exc
-        if found is None:
-            return removed
-        removed += found
+        if (close := self._close_transport()) is not None:
+            close()

@@ -1,15 +1,11 @@
-"""``redis://``, ``rediss://``, ``unix://`` and ``redis+cluster://`` requests -> one frozen
-:class:`Target` (no I/O), read with the :class:`~ledger_core.opening.OpenRequest` helpers.
-
-Our options (:data:`LEDGER_OPTIONS`) are taken out of the URL; the few driver options
-allowed in it (:data:`DRIVER_URL_OPTIONS`) stay there, as written, for redis-py.
-"""
+"""Redis URL requests -> one frozen :class:`Target` (no I/O). Our options are taken out
+of the URL; the driver options allowed in it stay there, as written, for redis-py."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
@@ -33,39 +29,11 @@ DURABILITY_CHOICES = {
 
 FAILOVER_CHOICES = {"no": "no", "accept": "accept"}
 
-# Options this backend owns; they are stripped from the URL before redis-py sees it.
-LEDGER_OPTIONS = frozenset(
-    {
-        "namespace",
-        "timeout",
-        "connect_timeout",
-        "wait_replicas",
-        "wait_aof",
-        "wait_timeout",
-        "trust_config",
-        "require_aof",
-        "durability",
-        "create",
-        "recheck_interval",
-        "failover_may_lose_spends",
-    }
-)
 # Driver options allowed in the URL query (redis-py parses them from the URL).
 DRIVER_URL_OPTIONS = frozenset(
-    {
-        "db",
-        "client_name",
-        "max_connections",
-        "ssl_cert_reqs",
-        "ssl_ca_certs",
-        "ssl_certfile",
-        "ssl_keyfile",
-        "ssl_check_hostname",
-        "sentinels",
-    }
+    {"db", "client_name", "max_connections", "ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile"}
+    | {"ssl_keyfile", "ssl_check_hostname", "sentinels"}
 )
-# A client the host gives keeps its own timeouts and connection settings.
-CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 # What a host's client is opened as, for the option helpers' messages.
 _CLIENT_URL = LedgerURL.parse("redis://client")
 
@@ -136,6 +104,12 @@ class RedisOptions:
                 f"client (known: {', '.join(sorted(CLIENT_OPTIONS))})"
             )
         return cls.from_request(OpenRequest(_CLIENT_URL, options=dict(options)))
+
+
+# Options this backend owns (stripped from the URL before redis-py sees it); a host's
+# client keeps its own timeouts.
+LEDGER_OPTIONS = frozenset({"namespace", *(f.name for f in fields(RedisOptions))})
+CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 
 
 @dataclass(frozen=True)

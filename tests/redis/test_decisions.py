@@ -81,9 +81,9 @@ def test_resolve_compares_tokens() -> None:
     plan = _plan()
     failure = errors.ReplyLost("lost")
     # absent: the retry wrote it; found: the lost write was ours
-    assert decisions.resolve_outcome(plan, [None], TOKEN, failure) is True
-    assert decisions.resolve_outcome(plan, [TOKEN], TOKEN, failure) is True
-    assert decisions.resolve_outcome(plan, [OTHER], TOKEN, failure) is False  # another spend's
+    assert decisions.spend_outcome(plan, [None], TOKEN, failure) is True
+    assert decisions.spend_outcome(plan, [TOKEN], TOKEN, failure) is True
+    assert decisions.spend_outcome(plan, [OTHER], TOKEN, failure) is False  # another spend's
 
 
 def test_scripts_declare_themselves_for_redis_7_only() -> None:
@@ -118,8 +118,8 @@ def test_wait_shortfall_is_ambiguous() -> None:
         decisions.spend_outcome(plan, [None, 1], TOKEN)
     # a resolve that finds the lost write cannot vouch for its replication
     with pytest.raises(AmbiguousSpend):
-        decisions.resolve_outcome(plan, [TOKEN, 2], TOKEN, errors.ReplyLost("lost"))
-    assert decisions.resolve_outcome(plan, [None, 2], TOKEN, errors.ReplyLost("lost")) is True
+        decisions.spend_outcome(plan, [TOKEN, 2], TOKEN, errors.ReplyLost("lost"))
+    assert decisions.spend_outcome(plan, [None, 2], TOKEN, errors.ReplyLost("lost")) is True
 
 
 def test_waitaof_needs_7_2_and_no_cluster() -> None:

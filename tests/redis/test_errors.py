@@ -121,7 +121,7 @@ def no_info_user(local_plain: servers.RedisServer) -> str:
 
 
 def test_unknown_version_is_unknown_not_zero() -> None:
-    facts = identity.facts_from("n", None, [], info_error=RuntimeError("NOPERM"))
+    facts = identity.facts_from_replies("n", RuntimeError("NOPERM"), [], [])
     assert facts.version is None
     assert identity.server_version([facts]) is None
     opts = RedisOptions(wait_aof=True, trust_config=True)

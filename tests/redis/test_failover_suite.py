@@ -127,3 +127,11 @@ def test_a_short_torture_with_a_failover(watched: servers.Replicated) -> None:
     final read is then not judged: another store, hosts ask again)."""
     result, text = one_failover(watched.sentinel_url, watched.promote)
     assert result.totals.renamed is not None, text
+
+
+def test_scratch_removal_opens_on_the_sentinels_master(watched: servers.Replicated) -> None:
+    """``remove_scratch`` on a ``redis+sentinel://`` URL asks the Sentinels for the master,
+    as a ledger does (it once dialled the driver URL's placeholder host)."""
+    from tests.scratch_removal import exercise
+
+    exercise(watched.sentinel_url)

@@ -17,6 +17,7 @@ from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import MAX_MARKER_BYTES
 from ledger_core.protocol import Durability
 from ledger_redis import RedisLedger, commands
+from ledger_redis.commands import Exec
 from tests.flavors import Flavored
 from tests.servers import redis as servers
 
@@ -407,10 +408,10 @@ def test_a_listing_page_proves_the_identity_after_its_scan(
     try:
         ids = [f"listed-{i}" for i in range(20)]
         assert all(ledger.spend(i) for i in ids)
-        inner = ledger.ledger._perform
+        inner = ledger.ledger._driver
 
         def forgets(op: Any) -> None:
-            if op[0] == "exec" and op[2][0] == "SCAN":
+            if isinstance(op, Exec) and op.command[0] == "SCAN":
                 _forget_namespace(private_cluster_url, namespace, ids, cluster=True)
 
         def ops(op: Any) -> Any:
@@ -421,7 +422,7 @@ def test_a_listing_page_proves_the_identity_after_its_scan(
             forgets(op)
             return await inner(op)
 
-        ledger.ledger._perform = ops if ledger.loop is None else aops
+        ledger.ledger._driver = ops if ledger.loop is None else aops
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             ledger.spent_ids()
     finally:

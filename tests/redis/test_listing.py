@@ -63,7 +63,7 @@ def test_a_forgotten_store_refuses_to_list(redis_url: str, namespace: str) -> No
     try:
         ledger.spend("a")
         client = redis.Redis.from_url(redis_url)
-        client.delete(ledger._plan.keys.genesis)  # the store forgot (an eviction)
+        client.delete(ledger._session.plan.keys.genesis)  # the store forgot (an eviction)
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             list(ledger.spent_ids())
         with pytest.raises(UnsafeStoreConfig):  # failed closed for good
@@ -75,7 +75,7 @@ def test_a_forgotten_store_refuses_to_list(redis_url: str, namespace: str) -> No
 def test_a_foreign_non_utf8_record_is_refused(redis_url: str, namespace: str) -> None:
     ledger: Any = open_ledger(redis_url, namespace=namespace)
     try:
-        redis.Redis.from_url(redis_url).set(ledger._plan.keys.record(b"\xc3("), b"x")
+        redis.Redis.from_url(redis_url).set(ledger._session.plan.keys.record(b"\xc3("), b"x")
         with pytest.raises(UnsafeStoreConfig, match="UTF-8"):
             list(ledger.spent_ids())
     finally:
@@ -109,15 +109,16 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
     ]
     asked: list[tuple[Any, int]] = []
 
-    def answer(request: Any) -> Any:
-        kind, page, _ = request
-        if kind == "nodes":
-            return [None]
-        asked.append((page.node, page.cursor))
-        assert page.proof == plan.proof_command  # proved in the same trip
-        return pages.pop(0)
+    class Pages:
+        """A standalone transport's one step for a page: one trip, the proof in it."""
 
-    got = [run_steps(listing.page_steps(), answer) for _ in range(3)]
+        def scan(self, node: Any, command: Any, proof: Any, what: str) -> Any:
+            asked.append((node, command[1]))
+            assert proof == plan.proof_command  # proved in the same trip
+            return pages.pop(0)
+            yield  # a generator, as a transport's steps are
+
+    got = [run_steps(listing.page(Pages()), lambda op: None) for _ in range(3)]  # type: ignore[arg-type]
     assert got == [["a"], ["b"], None]
     assert asked == [(None, 0), (None, 7)]
     with pytest.raises(LedgerUnavailable, match="foreign"):
@@ -138,9 +139,9 @@ def test_spend_many_answers_per_id(url: str, flavor: str, namespace: str) -> Non
 def test_spend_many_proves_the_genesis(redis_url: str, namespace: str) -> None:
     ledger: Any = open_ledger(redis_url, namespace=namespace)
     try:
-        redis.Redis.from_url(redis_url).delete(ledger._plan.keys.genesis)
+        redis.Redis.from_url(redis_url).delete(ledger._session.plan.keys.genesis)
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             ledger.spend_many(["x", "y"])
-        assert redis.Redis.from_url(redis_url).exists(ledger._plan.keys.record(b"x")) == 0
+        assert redis.Redis.from_url(redis_url).exists(ledger._session.plan.keys.record(b"x")) == 0
     finally:
         ledger.close()

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from ledger_core import open_ledger
-from ledger_redis.commands import scratch_namespace
+from ledger_redis.testing import scratch_namespace
 from tests.scratch_removal import exercise, fill, inside, new_prefix, refuses, remove
 
 
@@ -93,3 +93,34 @@ def test_the_cli_check_leaves_nothing_behind(redis_url: str, tmp_path: Path) -> 
         lister.close()
     assert _left(redis_url, prefix, cluster=False) == []
     assert list(tmp_path.iterdir()) == []  # nothing in the working directory either
+
+
+def test_a_ledger_never_imports_its_test_support(redis_url: str, cluster_url: str) -> None:
+    """Opening and using a ledger (sync and async, standalone and Cluster) leaves
+    ``ledger_redis.testing`` unimported; the backends name it only as a reference."""
+    code = (
+        "import asyncio, sys\n"
+        "from ledger_core import open_async_ledger, open_ledger\n"
+        "from ledger_redis import BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND\n"
+        "for url in sys.argv[1:]:\n"
+        "    ledger = open_ledger(url, namespace='t-no-testing')\n"
+        "    ledger.spend('a'); ledger.is_spent('a'); list(ledger.spent_ids()); ledger.close()\n"
+        "    async def main():\n"
+        "        aledger = await open_async_ledger(url, namespace='t-no-testing')\n"
+        "        await aledger.spend('b'); await aledger.aclose()\n"
+        "    asyncio.run(main())\n"
+        "assert 'ledger_redis.testing' not in sys.modules, 'imported'\n"
+        "for backend in (BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND):\n"
+        "    module, _, name = backend.testing.partition(':')\n"
+        "    assert module == 'ledger_redis.testing' and name.endswith('HOOKS'), backend.testing\n"
+        "print('CLEAN')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, redis_url, cluster_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "CLEAN" in done.stdout
