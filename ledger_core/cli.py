@@ -181,6 +181,7 @@ def _check(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         report=args.report,
         junit=args.junit,
+        call_bound=args.call_bound,
     )
 
 
@@ -577,6 +578,13 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose",
         action="store_true",
         help="show pytest's own output (by default it goes to a log file the last line names)",
+    )
+    check.add_argument(
+        "--call-bound",
+        type=float,
+        metavar="SECONDS",
+        help="the longest one call may take under a fault (C4; default 10 s): set it when "
+        "the URL's timeout is longer",
     )
     check.add_argument("--report", metavar="FILE", help="write the result as JSON to FILE")
     check.add_argument("--junit", metavar="FILE", help="write the result as JUnit XML to FILE")

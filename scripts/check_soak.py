@@ -71,6 +71,11 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("LEDGER_STRICT", "1")  # a missing server fails, never skips
     extra = ["--thorough"] if args.thorough else []
+    timeout = dict(part.split("=", 1) for part in args.url_options.split("&") if "=" in part).get(
+        "timeout"
+    )
+    if timeout:  # C4's bound covers the longer whole-call timeout (a spend and its read-back)
+        extra += ["--call-bound", f"{2 * float(timeout) + 2:g}"]
     print(f"load average at start: {load()}")
     for backend in args.backends:
         if soak(backend, args.rounds, extra, args.url_options):

@@ -104,3 +104,6 @@ def test_check_passes_its_hook_commands(monkeypatch: pytest.MonkeyPatch) -> None
     assert seen["keep_scratch"] is False
     assert main(["check", "redis://h/0", "--keep-scratch"]) == 0
     assert seen["keep_scratch"] is True
+    assert seen["call_bound"] is None
+    assert main(["check", "redis://h/0?timeout=30", "--call-bound", "62"]) == 0
+    assert seen["call_bound"] == 62.0

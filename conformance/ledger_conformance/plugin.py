@@ -78,12 +78,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="print the per-clause table (with each ledger's durability) after the run",
     )
     group.addoption(
+        "--ledger-call-bound",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one call may take under a fault (C4; default 10): the ledger's "
+        "whole-call timeout, when it is set longer",
+    )
+    group.addoption(
         "--ledger-scratch",
         default=None,
         metavar="PREFIX",
         help="with --ledger-url: the prefix of every namespace the run writes "
         "(default: ledger-conformance)",
     )
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"not a positive number of seconds: {text}")
+    return value
 
 
 def pytest_configure(config: pytest.Config) -> None:

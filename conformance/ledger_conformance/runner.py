@@ -144,6 +144,7 @@ def run_check(
     verbose: bool = False,
     report: str | None = None,
     junit: str | None = None,
+    call_bound: float | None = None,
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
@@ -154,10 +155,14 @@ def run_check(
     (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
     pytest runs in forked children (a crash fails the clause that crashed); its own
     output goes to a log file the last line names, or to the terminal with ``verbose``.
-    ``report`` and ``junit`` are paths for the JSON report and the JUnit XML.
+    ``report`` and ``junit`` are paths for the JSON report and the JUnit XML;
+    ``call_bound`` is C4's bound on one call under a fault (``--ledger-call-bound``).
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
+        return USAGE
+    if call_bound is not None and not call_bound > 0:
+        _fail(f"--call-bound must be a positive number of seconds, not {call_bound:g}")
         return USAGE
     hooks = {"restart": restart, "forget": forget, "failover": failover}
     for name, command in hooks.items():
@@ -179,6 +184,8 @@ def run_check(
     for name, command in hooks.items():
         if command:
             args += [f"--ledger-{name}-cmd", command]
+    if call_bound is not None:
+        args += ["--ledger-call-bound", f"{call_bound:g}"]
     if select:
         args += ["-k", select]
     args += [

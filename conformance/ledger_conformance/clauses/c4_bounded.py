@@ -5,8 +5,9 @@ One caller that times out after its bound is what the fault clauses see; many ca
 that wait on one another (one lock around a network call, an identity check each waiter
 repeats in turn) each wait out the others' timeouts, and the last one waits many bounds.
 A read timeout that restarts with every byte never trips on a server that sends one byte
-at a time. The bound is the ``ledger_call_bound`` fixture (10 s: override it with what
-the ledger documents for its timeout).
+at a time. The bound is the ``ledger_call_bound`` fixture: ``--ledger-call-bound`` (``check
+--call-bound``) when given, else 10 s; a factory's class may override it with what the
+ledger documents for its timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .c45_faults import C4, _open_routed
 from .common import expect_bool
 
 CALL_BOUND = 10.0  # seconds: the default bound on one call under a fault
+CALL_BOUND_OPTION = "--ledger-call-bound"
 CALLERS = 8  # per variant, released together
 TRICKLE_GAP = 0.5  # seconds between the bytes of a trickled reply
 
@@ -52,9 +54,11 @@ def _error(future: concurrent.futures.Future[float]) -> str:
 
 class C4Bounded:
     @pytest.fixture
-    def ledger_call_bound(self) -> float:
-        """Seconds one call may take under a black hole or a trickling reply."""
-        return CALL_BOUND
+    def ledger_call_bound(self, pytestconfig: pytest.Config) -> float:
+        """Seconds one call may take under a black hole or a trickling reply: a URL run
+        with a longer ``timeout`` than the default says so with ``--ledger-call-bound``."""
+        given: float | None = pytestconfig.getoption(CALL_BOUND_OPTION, None)
+        return CALL_BOUND if given is None else given
 
     @C4(ROUTABLE)
     @pytest.mark.parametrize("toxic", ["blackhole", "trickle"])
