@@ -374,6 +374,12 @@ class Replicated:
     sentinels: Sequence[RedisServer] = ()
 
     def partition(self) -> None:
+        """Stop the link once the replica holds every write so far (``WAIT``): what is
+        written after it (the spends) is what a failover loses, and nothing before it
+        (the genesis a ledger just wrote at open) may be lost by chance."""
+        acked = _command(self.primary.port, "WAIT", "1", "1500")
+        if acked != 1:
+            raise AssertionError(f"the replica did not acknowledge the writes so far: {acked}")
         self.relay.set(Toxic.BLACKHOLE)
 
     def promote(self) -> RedisServer:
