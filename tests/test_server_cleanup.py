@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """
+import signal
 import threading
 from pathlib import Path
 
@@ -24,6 +25,10 @@ import pytest
 
 from tests.servers.postgres import postgres_server
 from tests.servers.redis import local_redis
+
+# Ctrl-C's own handler, even when this run was started with SIGINT ignored (a job a
+# non-interactive shell put in the background inherits SIG_IGN, and Python keeps it)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
