@@ -185,7 +185,7 @@ def run_check(
         if command:
             args += [f"--ledger-{name}-cmd", command]
     if call_bound is not None:
-        args += ["--ledger-call-bound", f"{call_bound:g}"]
+        args += ["--ledger-call-bound", repr(float(call_bound))]  # exact, never rounded
     if select:
         args += ["-k", select]
     args += [
