@@ -23,6 +23,7 @@ migration's target open it anyway, to say so or to finish it.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import secrets
 import shlex
@@ -79,22 +80,15 @@ def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[Decis
         close_ledger(ledger)
 
 
-def _spend(args: argparse.Namespace) -> int:
+def _ask(args: argparse.Namespace, method: str, no: str) -> int:
+    """``spend`` or ``is_spent`` of one id: 0 spent (by this call, for ``spend``), 1 ``no``."""
     validate_request_id(args.request_id)  # bad input is exit 2 before any store is opened
     with _opened(args) as ledger:
-        spent = _answer(ledger.spend(args.request_id), "spend")
-    print("spent" if spent else "already spent")
-    return OK if spent else REFUSED
-
-
-def _is_spent(args: argparse.Namespace) -> int:
-    validate_request_id(args.request_id)
-    with _opened(args) as ledger:
-        is_spent = getattr(ledger, "is_spent", None)
-        if not callable(is_spent):
-            raise UnknownAnswer(f"{type(ledger).__name__} has no is_spent")
-        spent = _answer(is_spent(args.request_id), "is_spent")
-    print("spent" if spent else "not spent")
+        call = getattr(ledger, method, None)
+        if not callable(call):
+            raise UnknownAnswer(f"{type(ledger).__name__} has no {method}")
+        spent = _answer(call(args.request_id), method)
+    print("spent" if spent else no)
     return OK if spent else REFUSED
 
 
@@ -170,19 +164,9 @@ def _check(args: argparse.Namespace) -> int:
     if suite is None:
         return USAGE
     run_check: Callable[..., int] = suite.check
-    return run_check(
-        url=args.url,
-        factory=args.factory,
-        profile=args.profile,
-        restart=args.restart,
-        forget=args.forget,
-        failover=args.failover,
-        keep_scratch=args.keep_scratch,
-        verbose=args.verbose,
-        report=args.report,
-        junit=args.junit,
-        call_bound=args.call_bound,
-    )
+    # Every option of ``check`` is the suite's, by the same name; the rest is main()'s.
+    ours = ("command", "handler", "namespace", "debug")
+    return run_check(**{name: v for name, v in vars(args).items() if name not in ours})
 
 
 def _torture(args: argparse.Namespace) -> int:
@@ -503,10 +487,12 @@ def _parser() -> argparse.ArgumentParser:
     with_url(
         "spend",
         "record an id in an existing store; exit 0 if this call spent it, 1 if already spent",
-        _spend,
+        functools.partial(_ask, method="spend", no="already spent"),
     ).add_argument("request_id")
     with_url(
-        "is-spent", "exit 0 if the id is spent, 1 if not (never records)", _is_spent
+        "is-spent",
+        "exit 0 if the id is spent, 1 if not (never records)",
+        functools.partial(_ask, method="is_spent", no="not spent"),
     ).add_argument("request_id")
     with_url("store-id", "print the store id; exit 1 (with the reason) if there is none", _store_id)
     with_url(

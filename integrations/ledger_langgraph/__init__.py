@@ -19,8 +19,8 @@ Request id: ``langgraph/<thread_id>/<request_key(state)>`` (percent-encoded part
 the tool call id of the AI message. The resume attempt's secret comes from
 ``config["configurable"][SECRET_KEY]`` as an :class:`AttemptSecret`: with it, the same
 attempt retried (a node ``RetryPolicy``, or the same resume re-invoked after a crash)
-re-enters, and
-every other resume is refused. ``close_thread`` closes a timed-out pause with a proof.
+re-enters, and every other resume is refused. ``close_thread`` closes a timed-out pause
+with a proof.
 """
 
 from __future__ import annotations
@@ -150,7 +150,6 @@ class LedgerGate:
     def mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The mint node: remember the store this request is asked under (no I/O)."""
         pending = mint(self.ledger, self.request_id(state, config))
-        # The outcome is reset too: its presence (None) in the state proves it is declared.
         # The outcome is written too (None), and the record says so: its absence from the
         # state then proves the key is undeclared (a record minted before this check
         # carries no "outcome_key", and its thread is not refused for it).
