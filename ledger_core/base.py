@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
@@ -92,7 +92,10 @@ def _gated_async(method: Callable[..., Any]) -> Callable[..., Any]:
     return answer
 
 
-def _validated_first(method: Callable[..., Any]) -> Callable[..., Any]:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _validated_first(method: _F) -> _F:
     """A method that validates, then passes the gate itself (C8: no I/O before that)."""
     method.__gated__ = True  # type: ignore[attr-defined]
     return method

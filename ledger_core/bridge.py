@@ -113,14 +113,8 @@ def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
         for side, info in (("old", old_info), ("new", new_info))
         if info.store_id is None
     ]
-    weaker = {old_info.durability, new_info.durability}
-    durability = (
-        Durability.NONE
-        if Durability.NONE in weaker
-        else Durability.PROCESS
-        if Durability.PROCESS in weaker
-        else Durability.MACHINE
-    )
+    stated = {old_info.durability, new_info.durability}
+    weakest = (d for d in (Durability.NONE, Durability.PROCESS) if d in stated)
     return LedgerInfo(
         backend="bridge",
         store_id=None if reasons else named.store_id,
@@ -129,7 +123,7 @@ def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
         f"{new_info.location or new_info.backend}",
         namespace=named.namespace,
         identity=f"answers as the {answer_as} store; every spend needs True from both",
-        durability=durability,
+        durability=next(weakest, Durability.MACHINE),
     )
 
 

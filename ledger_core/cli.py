@@ -11,13 +11,11 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 - 4 internal error, the answer is unknown: anything that is not a ``LedgerError`` (a
   third-party ledger's raw exception, a bug) or an answer that is not a bool.
 
-Errors are one line on stderr (the exception type and its message) with every secret of
-the URLs given removed; ``--debug`` adds the traceback for exit 4. Reads (``is-spent``,
-``store-id``), ``spend`` and a migration's source open with ``create=False``: a mistyped
-path is a missing store (exit 3), never a new, empty one. ``setup`` creates. A store whose
-first migration never finished answers nothing (``spend``/``is-spent`` exit 3); the commands
-that report on a store (``store-id``, ``lineage``, ``namespaces``, ``doctor``) and the
-migration's target open it anyway, to say so or to finish it.
+Errors are one line on stderr with every secret of the URLs given removed (``--debug``
+adds the traceback for exit 4). Reads, ``spend`` and a migration's source open with
+``create=False``: a mistyped path is a missing store (exit 3), never a new one. A
+store whose migration never finished answers nothing (exit 3); the commands that report
+on a store, and the migration's target, open it anyway, to say so or to finish it.
 """
 
 from __future__ import annotations
@@ -110,9 +108,8 @@ def _store_id(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
-    """The lineage markers the store can list, after every unfinished run (exit 1: the
-    store must not be switched to); a backend that cannot list its markers is told,
-    never answered with an empty chain."""
+    """The lineage markers, after every unfinished run (exit 1); a backend that cannot
+    list its markers is told so, never answered with an empty chain."""
     with _opened(args, report=True) as ledger:
         unfinished = unfinished_runs(ledger)
         lister = getattr(ledger, "lineage", None)
@@ -135,9 +132,8 @@ def _lineage(args: argparse.Namespace) -> int:
 
 
 def _suite() -> ModuleType | None:
-    """The conformance suite's commands, imported by name only when one runs: the suite
-    (and pytest) is an optional extra, and the core depends on none of it. This is the
-    one place the core names it; None says it is not installed."""
+    """The conformance suite's commands (an optional extra, with pytest), imported by name
+    only when one runs: the one place the core names it. None: not installed."""
     try:
         return importlib.import_module("ledger_conformance.commands")
     except ImportError as exc:
@@ -193,9 +189,9 @@ def _setup(args: argparse.Namespace) -> int:
 
 
 class _Meter:
-    """Progress on stderr: one rewritten line on a terminal; otherwise a plain line
-    every ``EVERY`` seconds, from a ticker too, so a slow batch or count still shows
-    one (a log keeps them). ``--all-namespaces`` adds an overall part."""
+    """Progress on stderr: one rewritten line on a terminal, else a plain line every
+    ``EVERY`` seconds (a ticker too: a slow batch still shows one); ``--all-namespaces``
+    adds an overall part."""
 
     EVERY = 2.0  # seconds between plain lines
 
@@ -352,10 +348,9 @@ def _namespaces(args: argparse.Namespace) -> int:
 
 
 def _migrate_all(args: argparse.Namespace) -> int:
-    """Each namespace of the source into the same namespace of the target: its own run,
-    lineage and progress. Every target namespace is marked (its run begun) before the
-    first id is copied, so an interruption anywhere leaves none of them openable. A
-    re-run resumes each (finished ones are only read back)."""
+    """Each namespace of the source into the same one of the target, each its own run.
+    Every target namespace is marked before the first id is copied, so an interruption
+    anywhere leaves none of them openable; a re-run resumes each."""
     if args.namespace or args.target_namespace:
         print(
             "decision-ledger migrate: --all-namespaces moves every namespace to the same "
@@ -408,8 +403,8 @@ PASSWORD_VARS = ("DECISION_LEDGER_SOURCE_PASSWORD", "DECISION_LEDGER_TARGET_PASS
 
 
 def _resume_line(args: argparse.Namespace, nonce: str | None) -> str:
-    """The command that resumes this migration, pasteable: each password of a URL is
-    ``${DECISION_LEDGER_..._PASSWORD}`` in double quotes, and the line says to set it."""
+    """The pasteable command that resumes this migration, each password a
+    ``${DECISION_LEDGER_..._PASSWORD}`` the line says to set."""
     words, hidden = ["decision-ledger", "migrate"], []
     for url, var in zip((args.url, args.target), PASSWORD_VARS, strict=True):
         word, names = _shell_url(url, var)
