@@ -31,7 +31,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
@@ -67,15 +67,21 @@ def _answer(value: object, what: str) -> bool:
 
 
 @contextmanager
-def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[DecisionLedger]:
-    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
-    ``report``: a command that reports on the store (its id, lineage, health) opens one
-    whose migration is unfinished, to say so; a command that answers for ids does not."""
-    ledger = open_ledger(args.url, **_ns(args.namespace), create=False, allow_incomplete=report)
+def _ledger(url: str, namespace: str | None, **options: bool) -> Iterator[DecisionLedger]:
+    ledger = open_ledger(url, **_ns(namespace), **options)
     try:
         yield ledger
     finally:
         close_ledger(ledger)
+
+
+def _opened(
+    args: argparse.Namespace, *, report: bool = False
+) -> AbstractContextManager[DecisionLedger]:
+    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
+    ``report``: a command that reports on the store (its id, lineage, health) opens one
+    whose migration is unfinished, to say so; a command that answers for ids does not."""
+    return _ledger(args.url, args.namespace, create=False, allow_incomplete=report)
 
 
 def _ask(args: argparse.Namespace, method: str, no: str) -> int:
@@ -275,15 +281,11 @@ def _ends(
 ) -> Iterator[tuple[DecisionLedger, DecisionLedger]]:
     """The source (it must exist) and the target: the migration's own, opened even
     while a run into it is unfinished."""
-    source = open_ledger(args.url, **_ns(namespace), create=False)
-    try:
-        target = open_ledger(args.target, **_ns(target_ns), allow_incomplete=True)
-        try:
-            yield source, target
-        finally:
-            close_ledger(target)
-    finally:
-        close_ledger(source)
+    with (
+        _ledger(args.url, namespace, create=False) as source,
+        _ledger(args.target, target_ns, allow_incomplete=True) as target,
+    ):
+        yield source, target
 
 
 def _ns(namespace: str | None) -> dict[str, str]:
@@ -328,8 +330,7 @@ def _migrate_one(
 
 def _list_namespaces(url: str, namespace: str | None) -> list[str]:
     """Every namespace of the store at ``url`` (NamespaceListing), or a clear refusal."""
-    ledger = open_ledger(url, **_ns(namespace), create=False, allow_incomplete=True)
-    try:
+    with _ledger(url, namespace, create=False, allow_incomplete=True) as ledger:
         lister = getattr(ledger, "namespaces", None)
         if not callable(lister):
             raise MigrationError(
@@ -337,8 +338,6 @@ def _list_namespaces(url: str, namespace: str | None) -> list[str]:
                 "namespaces(), the NamespaceListing capability); name each one with --namespace"
             )
         return sorted(lister())
-    finally:
-        close_ledger(ledger)
 
 
 def _namespaces(args: argparse.Namespace) -> int:
