@@ -93,42 +93,42 @@ def refusals(topology: Topology) -> list[tuple[str, str]]:
     quorum = [s for s in topology.standbys if s.sync_state == "quorum"]
     out: list[tuple[str, str]] = []
     for standby in topology.standbys:
-        name = standby.name or "?"
         if standby.sync_state is None:
-            out.append(
-                (
-                    "this role may not see the standbys' replication state "
-                    "(pg_stat_replication shows a standby without details)",
-                    f"GRANT pg_read_all_stats TO the ledger's role, {_FIX_MODE}",
-                )
+            why = (
+                "this role may not see the standbys' replication state "
+                "(pg_stat_replication shows a standby without details)"
             )
+            out.append((why, f"GRANT pg_read_all_stats TO the ledger's role, {_FIX_MODE}"))
         elif standby.sync_state not in ("sync", "quorum"):
-            out.append(
-                (
-                    f"standby {name!r} is {standby.sync_state} ({standby.state}): commits "
-                    "do not wait for it, so a failover to it can lose acknowledged spends",
-                    f"make every standby synchronous: synchronous_standby_names = "
-                    f"'FIRST {len(topology.standbys)} (...)' naming each, reload; {_FIX_MODE}",
-                )
+            why = (
+                f"standby {standby.name or '?'!r} is {standby.sync_state} ({standby.state}): "
+                "commits do not wait for it, so a failover to it can lose acknowledged spends"
             )
+            fix = (
+                "make every standby synchronous: synchronous_standby_names = "
+                f"'FIRST {len(topology.standbys)} (...)' naming each, reload; {_FIX_MODE}"
+            )
+            out.append((why, fix))
     if config.method == "ANY" and len(quorum) > config.num:
-        out.append(
-            (
-                f"ANY {config.num} of {len(quorum)} quorum standbys: a commit waits for "
-                f"{config.num} of them, so a failover to another can lose it",
-                f"synchronous_standby_names = 'ANY {len(quorum)} (...)', or a failover "
-                f"manager that promotes only a standby holding every commit; {_FIX_MODE}",
-            )
+        why = (
+            f"ANY {config.num} of {len(quorum)} quorum standbys: a commit waits for "
+            f"{config.num} of them, so a failover to another can lose it"
         )
+        fix = (
+            f"synchronous_standby_names = 'ANY {len(quorum)} (...)', or a failover "
+            f"manager that promotes only a standby holding every commit; {_FIX_MODE}"
+        )
+        out.append((why, fix))
     for slot in topology.idle_slots:
-        out.append(
-            (
-                f"physical replication slot {slot!r} has no standby attached: a standby "
-                "that follows it lacks what was acknowledged meanwhile",
-                f"SELECT pg_drop_replication_slot('{slot}') if no standby uses it, or "
-                f"attach that standby as synchronous; {_FIX_MODE}",
-            )
+        why = (
+            f"physical replication slot {slot!r} has no standby attached: a standby "
+            "that follows it lacks what was acknowledged meanwhile"
         )
+        fix = (
+            f"SELECT pg_drop_replication_slot('{slot}') if no standby uses it, or "
+            f"attach that standby as synchronous; {_FIX_MODE}"
+        )
+        out.append((why, fix))
     return out
 
 

@@ -214,10 +214,7 @@ class Plan:
         return Script((SHEBANG if self.shebang else "") + READ_BODY)
 
     def spend_commands(self, request_id: bytes, value: bytes) -> list[Command]:
-        key = self.keys.record(request_id)
-        script = self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script
-        first = script.evalsha(self.keys.genesis, key, self.proof, value)
-        return [first] if self.wait is None else [first, self.wait]
+        return self.spend_many_commands([request_id], [value])
 
     @cached_property
     def proof_command(self) -> Command:
@@ -231,10 +228,13 @@ class Plan:
     def spend_many_commands(
         self, request_ids: Sequence[bytes], tokens: Sequence[bytes]
     ) -> list[Command]:
-        """A token each, so a repeat within the batch finds its first copy's: ``False``."""
+        """A value each (a token, or token + digest for spend_as), so a repeat within the
+        batch finds its first copy's: ``False``; then one ``WAIT`` for all."""
         out = [
-            self.spend_script.evalsha(self.keys.genesis, self.keys.record(rid), self.proof, tok)
-            for rid, tok in zip(request_ids, tokens, strict=True)
+            (self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script).evalsha(
+                self.keys.genesis, self.keys.record(rid), self.proof, value
+            )
+            for rid, value in zip(request_ids, tokens, strict=True)
         ]
         return out if self.wait is None else [*out, self.wait]
 

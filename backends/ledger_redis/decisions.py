@@ -434,20 +434,20 @@ class Session:
     def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
         """After a lost reply the same script and value settle it (C5); with ``digest``
         (C10) the value is token + digest."""
-        with self._guard("spend", spend=True):
-            yield from self._recheck()
-            value = new_token() if digest is None else new_token() + digest
-            commands = self.plan.spend_commands(request_id, value)
-            replies, failure = yield from self._settle(commands, "spend")
-            return spend_outcome(self.plan, replies, value, failure)
+        value = new_token() if digest is None else new_token() + digest
+        return (yield from self._spend([request_id], [value], "spend"))[0]
 
     def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
-        with self._guard("spend_many", spend=True):
+        return (
+            yield from self._spend(request_ids, [new_token() for _ in request_ids], "spend_many")
+        )
+
+    def _spend(self, ids: Sequence[bytes], values: list[bytes], what: str) -> Steps[list[bool]]:
+        with self._guard(what, spend=True):
             yield from self._recheck()
-            tokens = [new_token() for _ in request_ids]
-            commands = self.plan.spend_many_commands(request_ids, tokens)
-            replies, failure = yield from self._settle(commands, "spend_many")
-            return spend_many_outcome(self.plan, replies, tokens, failure)
+            commands = self.plan.spend_many_commands(ids, values)
+            replies, failure = yield from self._settle(commands, what)
+            return spend_many_outcome(self.plan, replies, values, failure, what)
 
     def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
         if self.io.cluster:
@@ -507,15 +507,7 @@ LANDED = (
 def spend_outcome(
     plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException | None = None
 ) -> bool:
-    """``failure``: these are a resend's replies; a write found landed then cannot be
-    vouched for by ``WAIT``, which counts only its own connection's writes."""
-    stored = replies[0]
-    won = stored_outcome(stored, value)
-    if won and failure is not None and plan.wait is not None and stored is not None:
-        raise AmbiguousSpend(LANDED) from failure
-    if won:
-        check_ack(plan, replies)
-    return won
+    return spend_many_outcome(plan, replies, [value], failure)[0]
 
 
 def spend_many_outcome(
@@ -523,11 +515,14 @@ def spend_many_outcome(
     replies: Sequence[Any],
     tokens: Sequence[bytes],
     failure: BaseException | None = None,
+    what: str = "spend_many",
 ) -> list[bool]:
+    """``failure``: these are a resend's replies; a write found landed then cannot be
+    vouched for by ``WAIT``, which counts only its own connection's writes."""
     stored = replies[: len(tokens)]
     for reply in stored:
         if isinstance(reply, Exception):
-            raise driver_error(reply, "spend_many", sent=True) from reply
+            raise driver_error(reply, what, sent=True) from reply
     won = [stored_outcome(r, tok) for r, tok in zip(stored, tokens, strict=True)]
     landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
     if failure is not None and plan.wait is not None and landed:
