@@ -155,13 +155,11 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
     async def _is_spent(self, request_id: bytes) -> bool:
         return bool(await self._drive(self._is_spent_steps(request_id)))
 
-    async def spent_ids(self) -> AsyncIterator[str]:
-        async for request_id in self._pages("ids"):
-            yield request_id
+    def spent_ids(self) -> AsyncIterator[str]:
+        return self._pages("ids")
 
-    async def namespaces(self) -> AsyncIterator[str]:
-        async for namespace in self._pages("namespaces"):
-            yield namespace
+    def namespaces(self) -> AsyncIterator[str]:
+        return self._pages("namespaces")
 
     async def _pages(self, what: str) -> AsyncIterator[str]:
         after: bytes | None = b""

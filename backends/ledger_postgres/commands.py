@@ -355,12 +355,9 @@ class Statements:
         )
         # At READ COMMITTED the SELECT's new snapshot follows the INSERT's wait for any
         # writer of the same key; the answer counts only if the COMMIT succeeds too.
-        read_token = self._bind(_READ_TOKEN, guard)
-        self._settle = self._render(_script(_BEGIN, self._settings, spend, read_token, _COMMIT))
+        self._settle = self._render(self.framed(spend, self._bind(_READ_TOKEN, guard)))
         read_both = self._bind(_READ_TOKEN_AND_DIGEST, guard)
-        self._settle_as = self._render(
-            _script(_BEGIN, self._settings, spend_as, read_both, _COMMIT)
-        )
+        self._settle_as = self._render(self.framed(spend_as, read_both))
 
     def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
         numbered: dict[str, sql.Composable]
@@ -394,8 +391,9 @@ class Statements:
     def _render(statement: sql.Composable) -> bytes:
         return statement.as_bytes(None)
 
-    def framed(self, statement: sql.Composable) -> sql.Composed:
-        return _script(_BEGIN, self._settings, statement, _COMMIT)
+    def framed(self, *statements: sql.Composable) -> sql.Composed:
+        """One READ COMMITTED transaction with a durable commit, in one round trip."""
+        return _script(_BEGIN, self._settings, *statements, _COMMIT)
 
     def _literals(self, *values: bytes | None) -> tuple[bytes, ...]:
         return (self._ns, *(bytea_literal(v) for v in values if v is not None))
@@ -414,21 +412,16 @@ class Statements:
 
     def ddl(self) -> sql.Composed:
         """Under an advisory lock: two ``CREATE TABLE IF NOT EXISTS`` at once can fail."""
-        statements: list[sql.Composable] = [
-            _BEGIN,
-            self._settings,
-            sql.SQL("SELECT pg_advisory_xact_lock({})").format(sql.Literal(self.ddl_lock_key)),
-        ]
+        lock = sql.SQL("SELECT pg_advisory_xact_lock({})").format(sql.Literal(self.ddl_lock_key))
+        statements: list[sql.Composable] = [lock]
         if self.config.schema != DEFAULT_SCHEMA:
             statements.append(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.config.schema))
             )
-        statements += [
-            sql.SQL(_CREATE_TABLE).format(table=self.table),
-            sql.SQL(_ADD_ATTEMPT_COLUMN).format(table=self.table),
-            _COMMIT,
-        ]
-        return _script(*statements)
+        create = sql.SQL(_CREATE_TABLE).format(table=self.table)
+        return self.framed(
+            *statements, create, sql.SQL(_ADD_ATTEMPT_COLUMN).format(table=self.table)
+        )
 
     def genesis_row(self, token: bytes, upgrade: bool = False) -> tuple[bytes, int]:
         """Create the genesis row (first opener wins, durable commit), read the winner;
@@ -439,7 +432,7 @@ class Statements:
         """
         ns, rid = self._ns.decode(), bytea_literal(GENESIS_ID).decode()
         value: sql.Composable = sql.SQL(bytea_literal(token).decode())
-        statements: list[sql.Composable] = [_BEGIN, self._settings]
+        statements: list[sql.Composable] = []
         if upgrade:
             statements.append(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(self.table))
             value = sql.SQL(
@@ -458,4 +451,4 @@ class Statements:
             "ON CONFLICT (namespace, request_id) DO NOTHING"
         ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=value)
         read = sql.SQL(_READ_TOKEN).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
-        return self._render(_script(*statements, insert, read, _COMMIT)), len(statements) + 1
+        return self._render(self.framed(*statements, insert, read)), len(statements) + 3

@@ -48,9 +48,7 @@ def open_ledger(
     qualified = config.qualified
     try:
         probe_op = Op(PROBE, (st.regclass_text,) * 3, due=due)
-        row = yield probe_op
-        assert row is not None
-        probe = identity.probe_from_row(row)
+        probe = identity.probe_from_row((yield from _row(probe_op)))
         if probe.in_recovery:
             raise errors.standby_error(f"opening ledger {qualified}")
         missing = probe.table_oid is None
@@ -58,20 +56,14 @@ def open_ledger(
             if not (config.create or setup):
                 raise errors.missing_table(config.qualified)
             yield Op(st.ddl(), result=None, due=due)
-            row = yield probe_op
-            assert row is not None
-            probe = identity.probe_from_row(row)
-        row = yield Op(st.topology, due=due)
-        assert row is not None
-        probe = dataclasses.replace(probe, topology=replication.topology_from_row(row))
+            probe = identity.probe_from_row((yield from _row(probe_op)))
+        topology = replication.topology_from_row((yield from _row(Op(st.topology, due=due))))
+        probe = dataclasses.replace(probe, topology=topology)
         system_identifier = None
         if probe.may_read_control:
-            row = yield Op(SYSTEM_IDENTIFIER, due=due)
-            assert row is not None
-            system_identifier = str(row[0])
+            system_identifier = str((yield from _row(Op(SYSTEM_IDENTIFIER, due=due)))[0])
         # Read first: a role that may only SELECT opens a namespace that has its genesis.
-        row = yield Op(st.read_genesis, due=due)
-        assert row is not None
+        row = yield from _row(Op(st.read_genesis, due=due))
         if row[0] is None:
             upgrade = row[1] is not None and bool(row[2])
             if upgrade and not (config.create or setup):
@@ -80,13 +72,12 @@ def open_ledger(
                 )
             write, answer = st.genesis_row(new_identity_token(), upgrade)
             try:
-                row = yield Op(write, result=answer, due=due)
+                row = yield from _row(Op(write, result=answer, due=due))
             except Exception as exc:
                 if errors.classify(exc) is not errors.Failure.REJECTED:
                     raise
                 why = errors.detail(exc, password)
                 raise errors.missing_genesis(qualified, config.namespace, why) from exc
-            assert row is not None
         genesis = bytes(row[0])
     except LedgerError:
         raise
@@ -96,6 +87,12 @@ def open_ledger(
         probe, config, location, system_identifier=system_identifier, genesis=genesis
     )
     return opened
+
+
+def _row(op: Op) -> Steps:
+    row = yield op
+    assert row is not None  # each of open's queries answers one row
+    return row
 
 
 def _unless_unknown(what: str, exc: Exception, pw: Any) -> None:

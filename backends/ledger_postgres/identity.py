@@ -41,12 +41,12 @@ def probe_from_row(row: tuple[Any, ...]) -> Probe:
 
 
 def _fsync_refusal(probe: Probe) -> str | None:
-    if probe.fsync.lower() != "on":
-        return (
-            "fsync is off on this server: a crash can lose recorded ids (C2), "
-            "so this ledger never proves"
-        )
-    return None
+    if probe.fsync.lower() == "on":
+        return None
+    return (
+        "fsync is off on this server: a crash can lose recorded ids (C2), "
+        "so this ledger never proves"
+    )
 
 
 def _persistence_refusal(probe: Probe) -> str | None:
@@ -199,20 +199,13 @@ def doctor_checks(
         )
         lines.append(Check("configuration", PASS, "a primary (not in recovery)"))
         lines += replication.doctor_lines(probe.topology, config.failover)
-    lines.append(
-        Check(
-            "configuration",
-            PASS,
-            "synchronous_commit on for every spend (set by the ledger; the server's "
-            f"default is {settings.synchronous_commit})",
-        )
+    commit = (
+        "synchronous_commit on for every spend (set by the ledger; the server's "
+        f"default is {settings.synchronous_commit})"
     )
-    lines.append(
-        Check(
-            "configuration",
-            INFO,
-            f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
-            "risks torn pages after a power loss)",
-        )
+    pages = (
+        f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
+        "risks torn pages after a power loss)"
     )
+    lines += [Check("configuration", PASS, commit), Check("configuration", INFO, pages)]
     return [version, *configuration_checks(info, lines)]
