@@ -1,5 +1,4 @@
-"""The async PostgreSQL ledger: the same decisions and shared shell as the sync one, on
-psycopg's asyncio API (:func:`ledger_core.steps.run_steps_async` drives them)."""
+"""The async PostgreSQL ledger: the sync one's decisions on psycopg's asyncio API."""
 
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ AConn = psycopg.AsyncConnection[Any]
 
 
 async def run_op(conn: AConn, op: Op) -> Row:
-    """Send one op's message and read the answer it names (see the sync ``run_op``)."""
+    """See the sync ``run_op``."""
     if type(op.query) is Prepared:
         async with conn.lock:
             return await conn.wait(commands.prepared_gen(conn, op))
@@ -43,12 +42,7 @@ async def run_op(conn: AConn, op: Op) -> Row:
 
 
 class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
-    """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9).
-
-    Build it with ``await open_async_ledger("postgresql://...")``, :meth:`from_target`
-    or :meth:`from_pool` on an ``AsyncConnectionPool`` the host owns (never closed
-    here). In a forked child (whose event loop is a new one), it rebuilds its pool there.
-    """
+    """The asyncio twin of :class:`~ledger_postgres.PostgresLedger` (C9)."""
 
     _watchdog_class = LoopWatchdog
     _pool_class = AsyncConnectionPool
@@ -75,8 +69,6 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
         pool: AsyncConnectionPool[Any],
         **options: Unpack[PoolOptions],
     ) -> AsyncPostgresLedger:
-        """A ledger on the host's pool, whatever its sessions' defaults (see the sync
-        ``from_pool``): each spend runs in its own framed transaction."""
         config = PgConfig(**options)
         ledger = cls(pool, config, owns_pool=False)
         return await ledger._start(f"{pool.name or 'host pool'} table={config.qualified}")
@@ -94,8 +86,6 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
             raise
         self._opened(opened)
         return self
-
-    # -- I/O ---------------------------------------------------------------------
 
     async def _run(self, op: Op) -> Row:
         left = self._ready(op)
@@ -134,8 +124,6 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
             await conn.close()
 
     async def _on(self, conn: AConn, op: Op, due: float) -> Row:
-        """Run ``op`` on ``conn`` under its deadline, and give ``conn`` back as it came
-        (see the sync ``_on``; a cancellation from ``wait_for`` is not an Exception)."""
         host_autocommit, deadline = conn.autocommit, self._taken(conn, due)
         try:
             with deadline:
@@ -155,8 +143,6 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
                 except psycopg.Error:
                     await conn.close()  # the pool replaces a closed connection
 
-    # -- the ledger: each call awaits its decision -------------------------------
-
     async def _drive(self, steps: Steps) -> Any:
         return await run_steps_async(steps, self._run)
 
@@ -169,15 +155,11 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
     async def _is_spent(self, request_id: bytes) -> bool:
         return bool(await self._drive(self._is_spent_steps(request_id)))
 
-    async def spent_ids(self) -> AsyncIterator[str]:
-        """Every id spent in this namespace, in byte order, a page per round trip."""
-        async for request_id in self._pages("ids"):
-            yield request_id
+    def spent_ids(self) -> AsyncIterator[str]:
+        return self._pages("ids")
 
-    async def namespaces(self) -> AsyncIterator[str]:
-        """Every namespace of this table, own included (``NamespaceListing``)."""
-        async for namespace in self._pages("namespaces"):
-            yield namespace
+    def namespaces(self) -> AsyncIterator[str]:
+        return self._pages("namespaces")
 
     async def _pages(self, what: str) -> AsyncIterator[str]:
         after: bytes | None = b""
@@ -196,6 +178,5 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
         return list(await self._drive(self._lineage_steps()))
 
     async def aclose(self) -> None:
-        """See the sync ``close``."""
         if self._closing() and self._owns_pool:
             await self._pool.close()

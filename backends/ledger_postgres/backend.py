@@ -1,8 +1,5 @@
-"""``postgresql://`` and ``postgres://`` URLs -> ledgers, and the one-off ``setup``.
-
-The driver is imported only when a URL is opened, so ``ledger_postgres`` imports (and
-says what to install) without psycopg.
-"""
+"""``postgresql://`` and ``postgres://`` URLs -> ledgers, and the one-off ``setup``; the
+driver is imported only when a URL is opened."""
 
 from __future__ import annotations
 
@@ -46,8 +43,6 @@ class _PostgresBackend:
         return await AsyncPostgresLedger.from_target(parse(request))
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
-        """``decision-ledger setup``: create the table (or add the columns a newer
-        version needs) even where ledgers open with create=false."""
         require_driver()
         from .options import parse
 
@@ -58,7 +53,6 @@ BACKEND = _PostgresBackend()
 
 
 def _setup(target: Target) -> LedgerInfo:
-    """Open's decision with ``setup=True``, each op on a direct connection of its own."""
     import psycopg
 
     from ledger_core.steps import run_steps
@@ -81,15 +75,11 @@ def _setup(target: Target) -> LedgerInfo:
 
 
 def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:
-    """Create the ledger's schema and table if missing (idempotent), add the C10
-    ``attempt_digest`` column to a table made by an older version, write the
-    namespace's genesis row (upgrading a namespace of an older table, its store_id
-    kept), and describe it.
+    """Create (or upgrade) the ledger's schema, table and genesis row, idempotently,
+    and describe it. Run it as a role that may create the table, so ledgers can then
+    open with ``create=false`` under one that may only INSERT and SELECT.
 
-    ``url_or_conninfo`` is a ``postgresql://`` URL (its query may carry ``schema``,
-    ``table``, ``namespace``, ``timeout``) or a libpq ``key=value`` string; keyword
-    options are the same. Run it as a role that may create the table, so ledgers can
-    then open with ``create=false`` under a role that may only INSERT and SELECT.
+    ``url_or_conninfo``: a ``postgresql://`` URL or a libpq ``key=value`` string.
     """
     require_driver()
     from .options import parse_conninfo

@@ -1,11 +1,5 @@
-"""Open, spend, spend_as, is_spent and the listings, decided once as step generators.
-
-Each generator yields an :class:`~.commands.Op` (one message, one round trip), receives
-the row it asked for or has the driver's exception thrown into it, and returns the
-result. ``ledger_core.steps.run_steps`` (sync) and ``run_steps_async`` drive the same
-generators, so every decision (settle, re-read, error mapping, the store that forgot)
-is made here, identically for both shells (C9). Each call's first op carries the
-call's one deadline (``due``); the shells only run ops before it.
+"""Every PostgreSQL decision as step generators yielding :class:`~.commands.Op`s, which
+the sync and async shells run (C9); each op carries its call's one deadline (``due``).
 """
 
 from __future__ import annotations
@@ -48,16 +42,13 @@ Steps = Generator[Op, Row, Any]
 def open_ledger(
     st: Statements, location: str, password: str | None, due: float, *, setup: bool = False
 ) -> Steps:
-    """Check the server and the table, create the table (or add C10's column) if
-    allowed, read (or write, first opener wins) the genesis row, derive ``store_id``
-    and the guard. One deadline (``due``) for the whole open."""
+    """Check server and table, create or upgrade the table if allowed, read (or write,
+    first opener wins) the genesis row, and derive ``store_id`` and the guard."""
     config: PgConfig = st.config
     qualified = config.qualified
     try:
         probe_op = Op(PROBE, (st.regclass_text,) * 3, due=due)
-        row = yield probe_op
-        assert row is not None
-        probe = identity.probe_from_row(row)
+        probe = identity.probe_from_row((yield from _row(probe_op)))
         if probe.in_recovery:
             raise errors.standby_error(f"opening ledger {qualified}")
         missing = probe.table_oid is None
@@ -65,23 +56,15 @@ def open_ledger(
             if not (config.create or setup):
                 raise errors.missing_table(config.qualified)
             yield Op(st.ddl(), result=None, due=due)
-            row = yield probe_op
-            assert row is not None
-            probe = identity.probe_from_row(row)
-        row = yield Op(st.topology, due=due)
-        assert row is not None
-        probe = dataclasses.replace(probe, topology=replication.topology_from_row(row))
+            probe = identity.probe_from_row((yield from _row(probe_op)))
+        topology = replication.topology_from_row((yield from _row(Op(st.topology, due=due))))
+        probe = dataclasses.replace(probe, topology=topology)
         system_identifier = None
         if probe.may_read_control:
-            row = yield Op(SYSTEM_IDENTIFIER, due=due)
-            assert row is not None
-            system_identifier = str(row[0])
+            system_identifier = str((yield from _row(Op(SYSTEM_IDENTIFIER, due=due)))[0])
         # Read first: a role that may only SELECT opens a namespace that has its genesis.
-        row = yield Op(st.read_genesis, due=due)
-        assert row is not None
+        row = yield from _row(Op(st.read_genesis, due=due))
         if row[0] is None:
-            # An older table's namespace with records: upgraded (its store_id kept) only
-            # where the table may be set up; otherwise refused with the fix.
             upgrade = row[1] is not None and bool(row[2])
             if upgrade and not (config.create or setup):
                 raise errors.missing_genesis(
@@ -89,13 +72,12 @@ def open_ledger(
                 )
             write, answer = st.genesis_row(new_identity_token(), upgrade)
             try:
-                row = yield Op(write, result=answer, due=due)
+                row = yield from _row(Op(write, result=answer, due=due))
             except Exception as exc:
                 if errors.classify(exc) is not errors.Failure.REJECTED:
                     raise
                 why = errors.detail(exc, password)
                 raise errors.missing_genesis(qualified, config.namespace, why) from exc
-            assert row is not None
         genesis = bytes(row[0])
     except LedgerError:
         raise
@@ -107,9 +89,14 @@ def open_ledger(
     return opened
 
 
+def _row(op: Op) -> Steps:
+    row = yield op
+    assert row is not None  # each of open's queries answers one row
+    return row
+
+
 def _unless_unknown(what: str, exc: Exception, pw: Any) -> None:
-    """Raise what ``exc`` proves (a ``LedgerError`` as it is; a failure that recorded
-    nothing as unavailable); return only when the outcome is unknown."""
+    """Raise what ``exc`` proves; return only when the outcome is unknown."""
     if isinstance(exc, LedgerError):
         raise exc
     if errors.classify(exc) is not Failure.UNKNOWN:
@@ -117,8 +104,7 @@ def _unless_unknown(what: str, exc: Exception, pw: Any) -> None:
 
 
 def _settled(row: Row, token: bytes, digest: bytes | None) -> bool | None:
-    """Whose write the settle found: ``True`` ours (or, for spend_as, the same key's),
-    ``False`` another's, ``None`` nobody's (then nothing is proven)."""
+    """``True`` ours (or the same key's), ``False`` another's, ``None`` nobody's."""
     if row is None:
         return None
     outcome = attempt_outcome(None if row[0] is None else bytes(row[0]), token)
@@ -130,13 +116,8 @@ def _settled(row: Row, token: bytes, digest: bytes | None) -> bool | None:
 def _after_unknown(
     first: Exception, settle: Op, token: bytes, digest: bytes | None, pw: Any
 ) -> Steps:
-    """After a spend's first attempt raised: settle an unknown outcome (C5).
-
-    Settling runs the same write again with the same token (and digest) on a new
-    connection, then reads whose token is stored: ours means this call recorded the id
-    (in the first write or in this one), another token means another call did. Only if
-    settling fails too is the spend ambiguous.
-    """
+    """Settle an unknown outcome (C5): the same write again on a new connection, then
+    whose token is stored; only if that fails too is the spend ambiguous."""
     _unless_unknown("spend", first, pw)
     try:
         row = yield settle
@@ -151,14 +132,8 @@ def _after_unknown(
 
 
 def _sent(op: Op) -> Steps:
-    """``op``'s answer; sent once more, only if the server said the session no longer
-    has its prepared statement (a pooler's ``DISCARD ALL`` or ``DEALLOCATE``).
-
-    An ``EXECUTE`` of a statement that does not exist fails before anything runs, so
-    the second send (on a session the shell prepares first) is the only one that can
-    apply: nothing is written twice. Any other failure, or the statement gone again,
-    goes to the caller's mapping as it is.
-    """
+    """Sent once more only if the session lost its prepared statement (``DISCARD
+    ALL``): such an ``EXECUTE`` fails before anything runs, so nothing is written twice."""
     try:
         return (yield op)
     except Exception as exc:
@@ -175,8 +150,6 @@ def spend(
     pw: Any,
     digest: bytes | None = None,
 ) -> Steps:
-    """One INSERT; a row (or a row count of 1) means this call recorded the id (or, with
-    C10's ``digest``, found the same digest stored: see ``commands._SPEND_AS``)."""
     token = new_token()
     values = (request_id, token) if digest is None else (request_id, token, digest)
     if framed:
@@ -201,17 +174,13 @@ def spend_as(
     due: float,
     pw: Any,
 ) -> Steps:
-    """C10: :func:`spend` with the key's digest, refused before any I/O on a table
-    without the column."""
     if not reentrant:
         raise errors.missing_attempt_column(st.config.qualified)
     return (yield from spend(st, framed, request_id, due, pw, digest))
 
 
 def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: Any) -> Steps:
-    """One indexed read, from the genesis row: its one column says whether the id is
-    recorded (no row: the store forgot, and the shell fails for good). On a lost
-    connection, it reads once more on a new one."""
+    """One indexed read from the genesis row; after a lost connection, once more."""
     if framed:
         query = st.is_spent_framed(request_id)
         op = Op(query, None, st.FRAMED_RESULT, guarded=True, first=True, due=due)
@@ -222,7 +191,6 @@ def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: An
         row = yield from _sent(op)
     except Exception as first:
         _unless_unknown("is_spent", first, pw)
-        # On a new connection (not one of our pool's: nothing is prepared there).
         again = op if framed else op._replace(query=st.is_spent)
         try:
             row = yield again._replace(fresh=True, first=False)
@@ -235,8 +203,6 @@ def is_spent(st: Statements, framed: bool, request_id: bytes, due: float, pw: An
 
 
 def _listed(op: Op, pw: Any) -> Steps:
-    """One listing op; its failures map to LedgerUnavailable (a listing records
-    nothing, so nothing is ambiguous)."""
     try:
         row = yield op
     except LedgerError:
@@ -248,9 +214,7 @@ def _listed(op: Op, pw: Any) -> Steps:
 
 
 def id_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
-    """The spent ids after ``after`` (``b""`` for the first: ids are never empty), in
-    byte order, markers left out, and where the next page starts (``None``: this was
-    the last). Keyset paging: memory stays flat for any table size."""
+    """The spent ids after ``after``, and where the next page starts (``None``: done)."""
     params = (st.namespace, after, PAGE_SIZE)
     raws: list[bytes] = yield from _listed(Op(st.page, params, guarded=True, due=due), pw)
     ids = [raw.decode("utf-8") for raw in raws if not is_marker(raw)]
@@ -258,8 +222,6 @@ def id_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
 
 
 def namespace_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
-    """The table's namespaces after ``after`` (``b""`` first), in byte order, without
-    the genesis row's (not UTF-8: no ledger's), and where the next page starts."""
     params = (after, PAGE_SIZE)
     raws: list[bytes] = yield from _listed(Op(st.namespaces, params, guarded=True, due=due), pw)
     names = [raw.decode("utf-8") for raw in raws if raw != IDENTITY_NAMESPACE]
@@ -269,9 +231,7 @@ def namespace_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
 def spend_many(
     st: Statements, framed: bool, request_ids: list[bytes], timeout: float, pw: Any
 ) -> Steps:
-    """Per id, ``True`` only if this call recorded it (a repeat within the batch is
-    ``False``: its first copy recorded it). One multi-row INSERT per ``BATCH_SIZE`` ids
-    on our own sessions; on a host's, each id is a framed spend of its own."""
+    """One multi-row INSERT per ``BATCH_SIZE`` ids; on a host's session, a spend each."""
     out: list[bool] = []
     for i in range(0, len(request_ids), BATCH_SIZE):
         chunk = request_ids[i : i + BATCH_SIZE]
@@ -284,8 +244,7 @@ def spend_many(
         try:
             row = yield op
         except Exception as exc:
-            # A batch is never settled id by id: an outcome that may have landed is
-            # ambiguous for the whole batch (re-running it is safe: a migration does).
+            # Never settled id by id: ambiguous for the whole batch (safe to re-run).
             _unless_unknown("spend_many", exc, pw)
             raise errors.ambiguous(exc, None, pw) from exc
         assert row is not None
@@ -297,7 +256,6 @@ def spend_many(
 
 
 def spent_among(st: Statements, request_ids: list[bytes], timeout: float, pw: Any) -> Steps:
-    """Per id, whether it is recorded: one guarded read per ``BATCH_SIZE`` ids."""
     out: list[bool] = []
     for i in range(0, len(request_ids), BATCH_SIZE):
         chunk = request_ids[i : i + BATCH_SIZE]
@@ -308,7 +266,6 @@ def spent_among(st: Statements, request_ids: list[bytes], timeout: float, pw: An
 
 
 def lineage(st: Statements, due: float, pw: Any) -> Steps:
-    """The store_ids this store was migrated from (its lineage markers)."""
     low, high = marker_range(MarkerKind.LINEAGE)
     op = Op(st.marker_range, (st.namespace, low, high), guarded=True, due=due)
     raws: list[bytes] = yield from _listed(op, pw)
@@ -316,7 +273,6 @@ def lineage(st: Statements, due: float, pw: Any) -> Steps:
 
 
 def doctor_settings(due: float, password: str | None) -> Steps:
-    """The doctor's re-read of the server's version and defaults (reads only)."""
     try:
         row = yield Op(DOCTOR_SETTINGS, due=due)
     except Exception as exc:
@@ -325,13 +281,9 @@ def doctor_settings(due: float, password: str | None) -> Steps:
     return identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
 
 
-# Forks of this process so far, counted in each child (os.register_at_fork): a ledger
-# compares it with the count it was built (or rebuilt) under. No system call on the
-# hot path: os.getpid() is one, and costs more than the rest of the check.
+# Forks so far, counted in each child: no os.getpid() system call on the hot path.
 forks = 0
-# Rebuilding after fork happens once per ledger, under a lock that is new in every
-# child (a lock inherited from the parent may have been held by a thread that the
-# child does not have).
+# New in every child: an inherited lock may be held by a thread the child lacks.
 _fork_lock = threading.Lock()
 
 
@@ -345,10 +297,8 @@ os.register_at_fork(after_in_child=_count_fork)
 
 
 class Deadline:
-    """An op's deadline armed on its connection's socket, disarmed first however the op
-    ends (an error, a cancellation, KeyboardInterrupt): a deadline left armed could shut
-    a socket that is no longer this op's (a descriptor is reused as soon as it is
-    closed). ``expired``: it shut the socket, so the connection must be closed."""
+    """An op's deadline on its socket, disarmed however the op ends (a descriptor is
+    reused once closed). ``expired``: it shut the socket; close the connection."""
 
     __slots__ = ("_ticket", "_watchdog", "expired", "timeout")
 
@@ -368,11 +318,8 @@ class Deadline:
 
 
 class GuardedShell:
-    """Every decision the sync and async shells share, so that they only perform I/O:
-    the state each op checks before it is sent, which deadline its answer gets, what
-    its outcome proves, how a connection is given back, and fork. Once an op's outcome
-    says the store forgot, every later op of this ledger fails closed (it never adopts
-    the store's new identity: a host that read the old store_id would spend in it)."""
+    """Every decision the sync and async shells share, so they only perform I/O. Once
+    the store forgot, every later op fails closed (never adopting a new identity)."""
 
     _watchdog_class: type[Watchdog] | type[LoopWatchdog]
     _pool_class: Any
@@ -391,11 +338,9 @@ class GuardedShell:
         password: str | None = None,
         make_pool: Any = None,
     ) -> None:
-        """Not opened yet: use ``from_target`` or ``from_pool``."""
         self._pool, self._config, self._owns_pool = pool, config, owns_pool
         self._conninfo, self._password = conninfo, password
         self._st = Statements(config)
-        # A pool we configured runs bare statements; a host's pool gets framed ones.
         self._framed, self._closed = not owns_pool, False
         self._first_share = config.timeout * FIRST_SHARE
         self._forks = forks
@@ -404,13 +349,8 @@ class GuardedShell:
         self._make_pool = make_pool or (lambda: self._pool_class(**forked(pool, config.timeout)))
 
     def _ready(self, op: Op) -> float:
-        """Seconds left before ``op``'s deadline, if this ledger may still run it at all;
-        in a forked child, never touch what the parent's ledger held.
-
-        The pool, its connections (their sockets are shared with the parent), its
-        worker threads and the watchdog are the parent's: they are dropped, not closed
-        (closing would end the parent's sessions; psycopg does not end a connection
-        that is garbage collected in another process). The child builds its own."""
+        """Seconds left before ``op``'s deadline, if it may run at all. A forked child
+        drops (never closes) the parent's pool and watchdog and builds its own."""
         if self._forks != forks:
             with _fork_lock:
                 if self._forks != forks:
@@ -428,50 +368,41 @@ class GuardedShell:
         return left
 
     def _on_own(self, op: Op) -> bool:
-        """On a new connection of the ledger's own, not one from the pool (after a
-        connection died, the pool's other idle ones may have died with it)."""
         return op.fresh and self._conninfo is not None
 
     def _answer_due(self, op: Op) -> float:
-        """When a pooled op's answer is due: waiting for a pooled connection sends
-        nothing, so it may take the whole call; a ``first`` attempt's answer is then
-        awaited for a share of the timeout at most, which leaves the rest for a settle
-        or a re-read on a new connection."""
+        """A ``first`` attempt's answer gets a share of the timeout, leaving the rest
+        for a settle or re-read."""
         return min(op.due, time.monotonic() + self._first_share) if op.first else op.due
 
     def _failed(self, op: Op, exc: Exception) -> None:
-        """Fail the ledger for good if a spend's INSERT got a NULL token (no genesis row
-        to take it from); otherwise the caller raises ``exc`` as it is."""
+        """A spend's NULL token (no genesis row) fails the ledger for good."""
         if errors.is_guard_failure(exc):
             self._forgot = True
             raise errors.store_changed(self._config.qualified) from exc
 
     def _answered(self, op: Op, row: Row) -> Row:
-        """``row``, unless a guarded op got none: then the store forgot, for good."""
         if op.guarded and row is None:
             self._forgot = True
             raise errors.store_changed(self._config.qualified)
         return row
 
     def _taken(self, conn: Any, due: float) -> Deadline:
-        """Refuse a standby (PostgreSQL 14+ reports ``in_hot_standby`` on every
-        connection, for free), then arm the op's deadline on ``conn``."""
+        """Refuse a standby (14+ reports ``in_hot_standby`` for free); arm the deadline."""
         if conn.pgconn.parameter_status(b"in_hot_standby") == b"on":
             raise errors.standby_error(f"ledger {self._config.qualified}")
         return Deadline(self._watchdog, conn.fileno(), due, self._config.timeout)
 
     @staticmethod
     def _as_found(conn: Any, autocommit: bool) -> tuple[bool, bool]:
-        """What gives a connection back as it came (no open transaction, the host's
-        autocommit back): whether to roll back, and whether to reset autocommit."""
+        """Whether to roll back, and whether to reset autocommit, to give ``conn`` back."""
         if conn.closed:
             return False, False
         idle = conn.pgconn.transaction_status == TransactionStatus.IDLE
         return not idle, conn.autocommit != autocommit
 
     def _closing(self) -> bool:
-        """Mark this ledger closed; ``True`` if it may release what it holds (not in a
-        forked child that has not rebuilt yet: everything there is the parent's)."""
+        """``True`` if it may release what it holds (not in a child yet to rebuild)."""
         self._closed = True
         if self._forks != forks:
             return False
@@ -483,8 +414,6 @@ class GuardedShell:
         self._info = opened.info
         self._reentrant = opened.reentrant
         self._st = self._st.guarded(opened.guard, opened.reentrant)
-
-    # The decisions of this ledger's calls, bound to its statements and settings.
 
     def _due(self) -> float:
         return time.monotonic() + self._config.timeout

@@ -1,8 +1,5 @@
 """Driver exception -> ``LedgerError``: not sent, rejected, or an unknown outcome (C4, C5).
-
-Every message that may quote the server or libpq passes through :func:`scrub` first, so
-no form of the password (nor a piece of it cut at a URL delimiter) reaches an error.
-"""
+Every message that may quote the server or libpq passes through :func:`scrub`."""
 
 from __future__ import annotations
 
@@ -25,19 +22,14 @@ _DELIMITERS = re.compile(r"[@:/?#&=%\s]+")
 
 
 def secret_forms(password: str) -> list[str]:
-    """Every form in which a password (or a part of it) could be echoed, longest first.
-
-    libpq and Python split a URL's userinfo differently (the first ``@`` against the
-    last), so a message may quote a piece of a password cut at a delimiter; pieces of
-    three characters or more are scrubbed too, and the percent-encoded form.
-    """
+    """Every form in which a password could be echoed, longest first: libpq and Python
+    split userinfo at different ``@``, so pieces cut at a delimiter count too."""
     forms = {password, quote(password, safe="")}
     forms.update(p for p in _DELIMITERS.split(password) if len(p) >= 3)
     return sorted((f for f in forms if f), key=len, reverse=True)
 
 
 def scrub(text: str, password: str | None) -> str:
-    """A driver message with any echo of the password, or of a piece of it, removed."""
     if not password:
         return text
     for form in secret_forms(password):
@@ -54,8 +46,6 @@ class OutOfTime(Exception):
 
 
 class Failure(Enum):
-    """What a driver exception says about a statement that may have been sent."""
-
     NOT_SENT = "not sent"  # no connection was had: nothing reached the server
     REJECTED = "rejected"  # the server answered with an error: the transaction rolled back
     UNKNOWN = "unknown"  # lost or timed out after sending: it may have committed
@@ -80,7 +70,6 @@ def detail(exc: BaseException, password: str | None) -> str:
 
 
 def unavailable(what: str, exc: BaseException, password: str | None) -> LedgerError:
-    """The one mapping of a failure that proves nothing was recorded."""
     if is_topology_refusal(exc):
         return UnsafeStoreConfig(
             f"{what} refused, nothing recorded: the primary's standbys no longer keep every "
@@ -116,7 +105,6 @@ def missing_table(qualified: str) -> LedgerUnavailable:
 
 
 def missing_genesis(qualified: str, namespace: str, why: str) -> LedgerUnavailable:
-    """A namespace with no genesis row of its own that this open may not write."""
     return LedgerUnavailable(
         f"namespace {namespace!r} of ledger table {qualified} has no genesis row ({why}): "
         f"run `decision-ledger setup URL` with namespace={namespace!r} "
@@ -125,7 +113,6 @@ def missing_genesis(qualified: str, namespace: str, why: str) -> LedgerUnavailab
 
 
 def missing_attempt_column(qualified: str) -> LedgerUnavailable:
-    """spend_as on a table made before re-entry (C10) that may not be altered here."""
     return LedgerUnavailable(
         f"spend_as refused: ledger table {qualified} has no attempt_digest column (it was "
         "created by an older version) and this ledger opened with create=false: run "
@@ -150,17 +137,12 @@ def store_changed(qualified: str) -> StoreChanged:
 
 
 def is_guard_failure(exc: BaseException) -> bool:
-    """A spend's INSERT got a NULL token: the guard found no genesis row to prove."""
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "token"
 
 
 def is_topology_refusal(exc: BaseException) -> bool:
-    """A spend's namespace came out NULL: its statement found the standbys no longer
-    keep what it would acknowledge (``Guard.namespace_value``)."""
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "namespace"
 
 
 def statement_gone(exc: BaseException) -> bool:
-    """The session no longer has the prepared statement an ``EXECUTE`` named: the
-    statement never ran (the server refuses it before executing anything)."""
     return isinstance(exc, pg_errors.InvalidSqlStatementName)

@@ -18,8 +18,6 @@ from .replication import Topology
 
 @dataclass(frozen=True)
 class Probe:
-    """The facts read at open that decide whether and how this ledger proves."""
-
     fsync: str
     in_recovery: bool
     database_oid: int
@@ -43,12 +41,12 @@ def probe_from_row(row: tuple[Any, ...]) -> Probe:
 
 
 def _fsync_refusal(probe: Probe) -> str | None:
-    if probe.fsync.lower() != "on":
-        return (
-            "fsync is off on this server: a crash can lose recorded ids (C2), "
-            "so this ledger never proves"
-        )
-    return None
+    if probe.fsync.lower() == "on":
+        return None
+    return (
+        "fsync is off on this server: a crash can lose recorded ids (C2), "
+        "so this ledger never proves"
+    )
 
 
 def _persistence_refusal(probe: Probe) -> str | None:
@@ -63,8 +61,6 @@ def _persistence_refusal(probe: Probe) -> str | None:
 
 
 def _cannot_prove(probe: Probe, config: PgConfig) -> str | None:
-    """Why acknowledged spends could be lost in a crash of the server process or a
-    failover, if so."""
     return (
         _fsync_refusal(probe)
         or _persistence_refusal(probe)
@@ -73,8 +69,7 @@ def _cannot_prove(probe: Probe, config: PgConfig) -> str | None:
 
 
 class Opened(NamedTuple):
-    """What opening found: the description, the guard every operation proves, and
-    whether the table can record ``spend_as`` digests (C10)."""
+    """``reentrant``: the table can record ``spend_as`` digests (C10)."""
 
     info: LedgerInfo
     guard: Guard
@@ -90,15 +85,8 @@ def ledger_info(
     system_identifier: str | None,
     genesis: bytes,
 ) -> Opened:
-    """The store identity (C6): the cluster, the database, the table, and the
-    namespace's genesis row, plus the namespace.
-
-    ``system_identifier`` is fixed by initdb, so another cluster (a dump restored
-    elsewhere) differs; the table's OID changes when it is dropped and re-created; the
-    genesis token changes when the namespace forgets (its rows deleted, TRUNCATE) and is
-    opened again. The fields before the namespace have fixed forms, so the namespace
-    cannot collide.
-    """
+    """The store identity (C6): cluster (``system_identifier``), database, table OID,
+    the namespace's genesis token, then the namespace (fixed-form fields first)."""
     if probe.table_oid is None:
         raise LedgerUnavailable(f"ledger table {config.qualified} is missing")
     genesis_id = uuid.UUID(bytes=genesis) if len(genesis) == 16 else None
@@ -151,8 +139,6 @@ def ledger_info(
     return Opened(info, guard, probe.has_attempt_column, probe)
 
 
-# What the statements need of a server: INSERT ... ON CONFLICT (9.5); ADD COLUMN IF NOT
-# EXISTS, pg_control_system() and idle_in_transaction_session_timeout (9.6).
 POSTGRES_MINIMUM = (9, 6)
 POSTGRES_NEEDS = (
     "INSERT ... ON CONFLICT, ADD COLUMN IF NOT EXISTS, pg_control_system(), "
@@ -162,7 +148,7 @@ _PERSISTENCE = {"p": "permanent (logged)", "u": "unlogged", "t": "temporary"}
 
 
 class ServerSettings(NamedTuple):
-    """What the doctor re-reads (``DOCTOR_SETTINGS``): nothing here decides proving."""
+    """What the doctor re-reads: nothing here decides proving."""
 
     version: str
     version_num: int
@@ -180,9 +166,7 @@ def _version_of(number: int) -> tuple[int, ...]:
 def doctor_checks(
     opened: Opened, settings: ServerSettings, config: PgConfig, driver: str, libpq: int
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines for a PostgreSQL ledger: the facts it decided
-    on at open (``opened.probe``) judged by the same refusals, and a re-read of the
-    server's version and defaults; no I/O."""
+    """The facts open decided on, judged by the same refusals, and the re-read settings."""
     info = opened.info
     version = version_check(
         "PostgreSQL",
@@ -215,20 +199,13 @@ def doctor_checks(
         )
         lines.append(Check("configuration", PASS, "a primary (not in recovery)"))
         lines += replication.doctor_lines(probe.topology, config.failover)
-    lines.append(
-        Check(
-            "configuration",
-            PASS,
-            "synchronous_commit on for every spend (set by the ledger; the server's "
-            f"default is {settings.synchronous_commit})",
-        )
+    commit = (
+        "synchronous_commit on for every spend (set by the ledger; the server's "
+        f"default is {settings.synchronous_commit})"
     )
-    lines.append(
-        Check(
-            "configuration",
-            INFO,
-            f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
-            "risks torn pages after a power loss)",
-        )
+    pages = (
+        f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
+        "risks torn pages after a power loss)"
     )
+    lines += [Check("configuration", PASS, commit), Check("configuration", INFO, pages)]
     return [version, *configuration_checks(info, lines)]

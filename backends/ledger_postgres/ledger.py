@@ -1,5 +1,4 @@
-"""The sync PostgreSQL ledger: a thin shell that performs :mod:`.decisions`' requests
-on psycopg (every decision about an op is ``decisions.GuardedShell``'s)."""
+"""The sync PostgreSQL ledger: a shell that performs :mod:`.decisions`' ops on psycopg."""
 
 from __future__ import annotations
 
@@ -28,21 +27,15 @@ Conn = psycopg.Connection[Any]
 
 
 def run_op(conn: Conn, op: Op) -> Row:
-    """Send one op's message and read the answer it names."""
     # The hot path, straight through libpq: psycopg's public cursor cost 26-110 us more
     # client CPU per call (25-60%), and cannot resend the session's settings with a
     # PREPARE after a pooler's reset (test_statements_gone_from_a_live_session_...).
     if type(op.query) is Prepared:
         with conn.lock:
             return conn.wait(commands.prepared_gen(conn, op))
-    # Our own cursor class and row shape, whatever factories the host's pool configured.
-    cur = psycopg.Cursor(conn, row_factory=tuple_row)
-    # Never prepared, whatever the host's prepare_threshold says: a script cannot be, and
-    # a batch statement's generic plan, made while the table was young (a scan of the
-    # whole namespace, ANY() a filter), stayed with the session as the table grew, so a
-    # first migration went quadratic (2,000 ids/s). Each run is planned with its values
-    # and the table's size now; the hot statements (Prepared) are one index probe at
-    # any size, generic or not.
+    cur = psycopg.Cursor(conn, row_factory=tuple_row)  # whatever the host's factories
+    # Never prepared: a batch statement's generic plan, made while the table was young,
+    # stayed as it grew and a first migration went quadratic (2,000 ids/s).
     cur.execute(op.query, op.params, prepare=False)
     if op.counted or op.result is None:
         return commands.counted(cur, op)
@@ -52,12 +45,9 @@ def run_op(conn: Conn, op: Op) -> Row:
 
 
 def connect_within(conninfo: str, seconds: float) -> Conn:
-    """A new autocommit connection, or :class:`errors.OutOfTime` after ``seconds``.
-
-    libpq's ``connect_timeout`` has a 2 s floor and counts per host, so a call's own
-    deadline is kept here: the connection is made on a helper thread, and one that
-    arrives too late is closed by that thread.
-    """
+    """A new autocommit connection, or :class:`errors.OutOfTime` after ``seconds``
+    (libpq's ``connect_timeout`` has a 2 s floor and counts per host); a helper thread
+    connects, and closes a connection that arrives too late."""
     box: dict[str, Any] = {}
     lock = threading.Lock()
     done = threading.Event()
@@ -89,11 +79,8 @@ def connect_within(conninfo: str, seconds: float) -> Conn:
 
 
 class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
-    """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT`` per spend.
-
-    Open it with ``open_ledger("postgresql://...")`` (the ledger then owns its pool) or
-    :meth:`from_pool` on a pool the host already has (never closed by the ledger).
-    """
+    """A ledger in a PostgreSQL table: one ``INSERT ... ON CONFLICT`` per spend; on its
+    own pool (``open_ledger``) or a host's (:meth:`from_pool`, never closed)."""
 
     _watchdog_class = Watchdog
     _pool_class = ConnectionPool
@@ -103,8 +90,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
         script = Statements(target.config).session_script()
 
         def configure(conn: Conn) -> None:
-            # One round trip: a new session is set up while a call may be waiting for it.
-            conn.execute(script)
+            conn.execute(script)  # one round trip: a call may be waiting for the session
 
         def make_pool() -> ConnectionPool[Any]:
             return ConnectionPool(**target.pool_kwargs(), configure=configure)
@@ -121,8 +107,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
         pool: ConnectionPool[Any],
         **kwargs: Unpack[options.PoolOptions],
     ) -> PostgresLedger:
-        """A ledger on the host's pool, whatever its sessions' defaults (isolation,
-        autocommit, row factory): each spend runs in its own framed transaction."""
+        """Whatever the pool's session defaults: each spend is its own framed transaction."""
         config = options.PgConfig(**kwargs)
         ledger = cls(pool, config, owns_pool=False)
         return ledger._start(f"{pool.name or 'host pool'} table={config.qualified}")
@@ -141,8 +126,6 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
         self._opened(opened)
         return self
 
-    # -- I/O ---------------------------------------------------------------------
-
     def _run(self, op: Op) -> Row:
         left = self._ready(op)
         if self._pool_to_open:
@@ -152,8 +135,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             if self._on_own(op):
                 with self._fresh(op.due) as conn:
                     row = self._on(conn, op, op.due)
-            else:  # getconn/putconn: _on leaves the session as it came, so the pool's
-                # connection() context (a commit() call, a generator) would only cost
+            else:  # getconn/putconn: _on gives the session back as it came
                 pool = self._pool
                 conn = pool.getconn(left)
                 try:
@@ -178,7 +160,6 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             conn.close()
 
     def _on(self, conn: Conn, op: Op, due: float) -> Row:
-        """Run ``op`` on ``conn`` under its deadline, and give ``conn`` back as it came."""
         host_autocommit, deadline = conn.autocommit, self._taken(conn, due)
         try:
             with deadline:
@@ -198,11 +179,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
                 except psycopg.Error:
                     conn.close()  # the pool replaces a closed connection
 
-    # -- the ledger: each call runs its decision --------------------------------
-
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines: the facts read
-        at open, and one read-only query for the server's version and defaults."""
         settings = self._drive(decisions.doctor_settings(self._due(), self._password))
         driver = (psycopg.__version__, psycopg.pq.version())
         return identity.doctor_checks(self._doctor_opened, settings, self._config, *driver)
@@ -220,13 +197,11 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
         return bool(self._drive(self._is_spent_steps(request_id)))
 
     def spent_ids(self) -> Iterator[str]:
-        """Every id spent in this namespace, in byte order, a page per round trip
-        (what ``ledger_core.migrate`` reads from a source)."""
+        """Every id spent in this namespace, in byte order, a page per round trip."""
         return self._pages("ids")
 
     def namespaces(self) -> Iterator[str]:
-        """Every namespace of this table, own included, in byte order, a page per
-        round trip (``NamespaceListing``)."""
+        """Every namespace of this table, own included, in byte order."""
         return self._pages("namespaces")
 
     def _pages(self, what: str) -> Iterator[str]:
@@ -236,20 +211,15 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             yield from names
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch: one multi-row INSERT per 1000 ids, each id's answer
-        as :meth:`spend` would give it (``True`` only if this call recorded it)."""
+        """One multi-row INSERT per 1000 ids."""
         return list(self._drive(self._spend_many_steps(request_ids)))
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Read a batch: one guarded statement per 1000 ids."""
         return list(self._drive(self._spent_among_steps(request_ids)))
 
     def lineage(self) -> list[str]:
-        """The store_ids this store was migrated from (its lineage markers)."""
         return list(self._drive(self._lineage_steps()))
 
     def close(self) -> None:
-        """Close what this ledger opened; in a forked child that has not rebuilt yet,
-        nothing (everything it holds is the parent's)."""
         if self._closing() and self._owns_pool:
             self._pool.close()

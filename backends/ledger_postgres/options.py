@@ -1,10 +1,5 @@
 """``OpenRequest`` -> one frozen :class:`Target`: libpq's part and the ledger's, no I/O.
-
-A ``postgresql://`` URL is a libpq URI; the query keys in :data:`OPTIONS` are ours and
-are taken out (the rest byte for byte) before libpq sees it. Keyword options must be
-ours; query keys that are not go to libpq (``sslmode``, ``target_session_attrs``, ...),
-which refuses the ones it does not know. Parse errors never echo a password.
-"""
+The query keys in :data:`OPTIONS` are ours; the rest go to libpq byte for byte."""
 
 from __future__ import annotations
 
@@ -31,7 +26,6 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_POOL_MAX = 10
 MAX_POOL = 1000
 
-# Options that are ours; every other key of a URL's query string belongs to libpq.
 OPTIONS = frozenset(
     {"namespace", "schema", "table", "create", "timeout", "pool_min", "pool_max", "failover"}
 )
@@ -40,11 +34,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 def check_identifier(kind: str, name: object) -> str:
-    """A schema or table name must be a plain identifier; it is still always quoted.
-
-    Schema names starting with ``pg_`` are PostgreSQL's own (``pg_catalog``, and
-    ``pg_temp``, which would make the ledger a temporary table that forgets).
-    """
+    """A plain identifier (still always quoted); ``pg_`` schemas (``pg_temp``: a table
+    that forgets) are PostgreSQL's own."""
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise InvalidLedgerURL(
             f"{kind} name {name!r} is not a plain identifier "
@@ -57,8 +48,6 @@ def check_identifier(kind: str, name: object) -> str:
 
 @dataclass(frozen=True)
 class PgConfig:
-    """What a ledger needs besides its connections, validated once."""
-
     namespace: str = DEFAULT_NAMESPACE
     schema: str = DEFAULT_SCHEMA
     table: str = DEFAULT_TABLE
@@ -87,7 +76,7 @@ class PgConfig:
 
 @dataclass(frozen=True)
 class Target:
-    """What a URL opens: libpq's connection string (holds secrets) and our settings."""
+    """``conninfo`` holds secrets."""
 
     conninfo: str
     config: PgConfig
@@ -100,8 +89,6 @@ class Target:
         return f"<Target {self.location}>"
 
     def pool_kwargs(self) -> dict[str, Any]:
-        """The ledger's own pool, sync or async alike: autocommit sessions, set up once
-        (``configure``), opened only after the server has been found fit."""
         return {
             "conninfo": self.conninfo,
             "kwargs": {"autocommit": True},
@@ -114,9 +101,7 @@ class Target:
 
 
 def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
-    """In a forked child, a pool like the host's (its conninfo, connection kwargs and
-    class, its size), owned by the ledger: the host's pool, its threads and sockets
-    are the parent's. Not its ``configure``: framed scripts need no session setup."""
+    """A forked child's own pool, like the host's but without its ``configure``."""
     return {
         "conninfo": host.conninfo,
         "kwargs": host.kwargs,
@@ -130,16 +115,10 @@ def forked_pool_kwargs(host: Any, timeout: float) -> dict[str, Any]:
 
 
 def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
-    """The URL without its userinfo, and the user and password it held.
-
-    libpq splits a URI's userinfo at the first ``@``, Python (and our redaction) at
-    the last: a password holding ``@`` was cut in two by libpq, and the rest taken for
-    the host name, into libpq's error message. libpq gets them as separate parameters
-    instead, split the one way redaction splits them.
-    """
+    """The URL without its userinfo, and the user and password, split at the last
+    ``@`` as redaction splits them (libpq splits at the first)."""
     rest = raw.partition(":")[2]
-    # urlunsplit drops the "//" of an empty authority ("postgresql:///db" for a
-    # socket): the authority is then empty.
+    # urlunsplit drops the "//" of an empty authority ("postgresql:///db").
     rest = rest[2:] if rest.startswith("//") else "/" + rest.lstrip("/")
     end = len(rest)
     for delimiter in "/?#":
@@ -166,12 +145,7 @@ def _libpq(
     userinfo: Mapping[str, str] | None = None,
 ) -> tuple[str, str | None]:
     """Check a libpq URL or ``key=value`` string; default its connect timeout to ours.
-
-    libpq's parse error may quote the text around the fault; it is shown only with the
-    known secrets scrubbed, and not at all for a ``key=value`` string (whose password
-    cannot be known when it does not parse). ``userinfo`` (user, password) applies
-    unless the query gives its own, as in libpq.
-    """
+    libpq's parse error is shown only scrubbed, never for a ``key=value`` string."""
     try:
         params = conninfo_to_dict(conninfo)
         for key, value in (userinfo or {}).items():
@@ -208,7 +182,6 @@ def config_from(request: OpenRequest) -> PgConfig:
 
 
 def parse(request: OpenRequest) -> Target:
-    """Split a ``postgresql://`` request into libpq's part and ours."""
     # Keyword options must be ours; the URL's own query keys that are not go to libpq.
     request.check({*OPTIONS, *request.url.query})
     config = config_from(request)
@@ -229,8 +202,7 @@ def parse(request: OpenRequest) -> Target:
 
 
 def parse_conninfo(url_or_conninfo: str, options: Mapping[str, Any]) -> Target:
-    """For :func:`~ledger_postgres.setup`: a ``postgresql://`` URL (our options allowed
-    in its query) or a libpq ``key=value`` string, plus keyword options."""
+    """For :func:`~ledger_postgres.setup`: a URL or a libpq ``key=value`` string."""
     if "://" in url_or_conninfo:
         return parse(OpenRequest.build(url_or_conninfo, **options))
     request = OpenRequest.build(LedgerURL.parse("postgresql://"), **options)

@@ -1,15 +1,9 @@
 """Standbys and failover (C2, C6): which replicated topologies prove, and why; no I/O.
 
-A spend acknowledged by the primary survives a failover only if the standby promoted
-had it. PostgreSQL makes a commit wait for a standby only when that standby is
-synchronous for it (``synchronous_standby_names``, and a ``synchronous_commit`` above
-``local``: every ledger statement sets ``on``, a remote flush, which a promotion
-replays). So a ledger proves (``failover=keep-store-id``, the default) only when every
-standby the primary reports acknowledges every commit: read at open, and proven again
-by every spend in its own statement (:func:`spend_condition`). With
-``failover=new-store-id`` the store_id carries the timeline instead, which every
-promotion changes, and every statement proves it: any failover, lossless or not, is a
-new store (hosts ask again, H5).
+A commit waits only for synchronous standbys, so ``failover=keep-store-id`` proves only
+when every standby acknowledges every commit: read at open, proven again by every spend
+(:func:`spend_condition`). ``failover=new-store-id`` puts the timeline in the store_id
+instead, proven by every statement: any promotion is a new store (H5).
 """
 
 from __future__ import annotations
@@ -28,8 +22,6 @@ _FIX_MODE = f"or open with failover={NEW} (every failover then changes store_id:
 
 @dataclass(frozen=True)
 class SyncConfig:
-    """``synchronous_standby_names`` parsed as PostgreSQL's grammar reads it."""
-
     method: str  # "FIRST", "ANY", or "" (no synchronous standby)
     num: int
     names: tuple[str, ...]
@@ -39,8 +31,7 @@ _FORM = re.compile(r"\s*(?:(FIRST|ANY)\s+)?(\d+)\s*\((.*)\)\s*", re.IGNORECASE |
 
 
 def parse_sync_names(text: str) -> SyncConfig:
-    """``FIRST n (a, b)``, ``ANY n (a, b)``, ``n (a, b)`` (FIRST) or a plain list
-    (FIRST 1); names plain or double-quoted (``""`` inside quotes is one quote)."""
+    """``FIRST n (a, b)``, ``ANY n (...)``, ``n (...)`` or a plain list, as PostgreSQL."""
     if not text.strip():
         return SyncConfig("", 0, ())
     match = _FORM.fullmatch(text)
@@ -55,8 +46,6 @@ def parse_sync_names(text: str) -> SyncConfig:
 
 @dataclass(frozen=True)
 class Standby:
-    """One physical walsender (base backups left out): what the primary reports."""
-
     name: str | None  # application_name (None: this role may not see it)
     state: str | None
     sync_state: str | None
@@ -64,8 +53,6 @@ class Standby:
 
 @dataclass(frozen=True)
 class Topology:
-    """What the primary reports about its standbys, read at open."""
-
     sync_names: str
     standbys: tuple[Standby, ...]
     idle_slots: tuple[str, ...]  # physical replication slots with no standby attached
@@ -84,10 +71,9 @@ def _json(value: Any) -> list[Any]:
     return list(json.loads(value) if isinstance(value, str) else value)
 
 
-# Read at open: the setting, the physical walsenders (not base backups, not logical
-# decoding: a logical subscriber is another cluster, another store_id), the physical
-# slots no standby is attached to, and (failover=new-store-id) the WAL file name of the
-# insert position, whose first 8 hex digits are the current timeline.
+# The setting, the physical walsenders (a logical subscriber is another store), idle
+# physical slots, and (new-store-id) the WAL file name, whose first 8 digits are the
+# timeline.
 TOPOLOGY = (
     "SELECT current_setting('synchronous_standby_names'), "
     "(SELECT json_agg(json_build_object('name', r.application_name, 'state', r.state, "
@@ -102,53 +88,51 @@ TIMELINE_NOW = "pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_insert_lsn(
 
 
 def refusals(topology: Topology) -> list[tuple[str, str]]:
-    """Why a failover could lose an acknowledged spend, each with its fix; ``[]``: it
-    cannot (no standby, or every standby synchronous for every commit)."""
+    """Why a failover could lose an acknowledged spend, each with its fix."""
     config = parse_sync_names(topology.sync_names)
     quorum = [s for s in topology.standbys if s.sync_state == "quorum"]
     out: list[tuple[str, str]] = []
     for standby in topology.standbys:
-        name = standby.name or "?"
         if standby.sync_state is None:
-            out.append(
-                (
-                    "this role may not see the standbys' replication state "
-                    "(pg_stat_replication shows a standby without details)",
-                    f"GRANT pg_read_all_stats TO the ledger's role, {_FIX_MODE}",
-                )
+            why = (
+                "this role may not see the standbys' replication state "
+                "(pg_stat_replication shows a standby without details)"
             )
+            out.append((why, f"GRANT pg_read_all_stats TO the ledger's role, {_FIX_MODE}"))
         elif standby.sync_state not in ("sync", "quorum"):
-            out.append(
-                (
-                    f"standby {name!r} is {standby.sync_state} ({standby.state}): commits "
-                    "do not wait for it, so a failover to it can lose acknowledged spends",
-                    f"make every standby synchronous: synchronous_standby_names = "
-                    f"'FIRST {len(topology.standbys)} (...)' naming each, reload; {_FIX_MODE}",
-                )
+            why = (
+                f"standby {standby.name or '?'!r} is {standby.sync_state} ({standby.state}): "
+                "commits do not wait for it, so a failover to it can lose acknowledged spends"
             )
+            fix = (
+                "make every standby synchronous: synchronous_standby_names = "
+                f"'FIRST {len(topology.standbys)} (...)' naming each, reload; {_FIX_MODE}"
+            )
+            out.append((why, fix))
     if config.method == "ANY" and len(quorum) > config.num:
-        out.append(
-            (
-                f"ANY {config.num} of {len(quorum)} quorum standbys: a commit waits for "
-                f"{config.num} of them, so a failover to another can lose it",
-                f"synchronous_standby_names = 'ANY {len(quorum)} (...)', or a failover "
-                f"manager that promotes only a standby holding every commit; {_FIX_MODE}",
-            )
+        why = (
+            f"ANY {config.num} of {len(quorum)} quorum standbys: a commit waits for "
+            f"{config.num} of them, so a failover to another can lose it"
         )
+        fix = (
+            f"synchronous_standby_names = 'ANY {len(quorum)} (...)', or a failover "
+            f"manager that promotes only a standby holding every commit; {_FIX_MODE}"
+        )
+        out.append((why, fix))
     for slot in topology.idle_slots:
-        out.append(
-            (
-                f"physical replication slot {slot!r} has no standby attached: a standby "
-                "that follows it lacks what was acknowledged meanwhile",
-                f"SELECT pg_drop_replication_slot('{slot}') if no standby uses it, or "
-                f"attach that standby as synchronous; {_FIX_MODE}",
-            )
+        why = (
+            f"physical replication slot {slot!r} has no standby attached: a standby "
+            "that follows it lacks what was acknowledged meanwhile"
         )
+        fix = (
+            f"SELECT pg_drop_replication_slot('{slot}') if no standby uses it, or "
+            f"attach that standby as synchronous; {_FIX_MODE}"
+        )
+        out.append((why, fix))
     return out
 
 
 def reason(topology: Topology | None, mode: str) -> str | None:
-    """Why this ledger never proves on ``topology``, or ``None``."""
     if topology is None or mode == NEW:
         return None
     found = refusals(topology)
@@ -158,14 +142,9 @@ def reason(topology: Topology | None, mode: str) -> str | None:
 
 
 def spend_condition(topology: Topology) -> str:
-    """What every spend of a proving ledger (``keep-store-id``) proves in its own
-    statement: every physical walsender is synchronous (``sync``; under ``ANY n``, the
-    setting unchanged and at most ``n`` ``quorum`` ones), and no physical slot is idle.
-    A stricter setting than at open passes (``sync`` acknowledges every commit under any
-    setting); a looser one shows as ``async``, ``potential`` or ``quorum`` standbys.
-    Cheap: two scans of a few shared-memory slots."""
+    """What every ``keep-store-id`` spend proves: every physical walsender ``sync``
+    (under ``ANY n``: the setting unchanged, at most ``n`` ``quorum``), no idle slot."""
     config = parse_sync_names(topology.sync_names)
-    # Correlated: the logical-slot probe runs only for a walsender that is not covered.
     senders = (
         "FROM pg_catalog.pg_stat_get_wal_senders() AS w WHERE w.state IS DISTINCT FROM "
         "'backup' AND NOT EXISTS (SELECT FROM pg_catalog.pg_get_replication_slots() AS l "
@@ -189,13 +168,10 @@ def spend_condition(topology: Topology) -> str:
 
 
 def timeline_condition(timeline: int) -> str:
-    """What every statement proves under ``failover=new-store-id``: the primary still
-    writes the timeline this ledger opened on (a promotion starts a new one)."""
     return f"left({TIMELINE_NOW}, 8) = '{timeline:08X}'"
 
 
 def doctor_lines(topology: Topology | None, mode: str) -> list[Check]:
-    """``doctor``'s replication lines: what was read at open, each refusal with its fix."""
     if topology is None:
         return []
     config = parse_sync_names(topology.sync_names)

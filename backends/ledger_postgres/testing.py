@@ -1,5 +1,4 @@
-"""Test and operations support for ``postgresql://`` URLs (the suite's and the CLI's
-hooks, loaded through ``Backend.testing``): a ledger never imports this module."""
+"""Test and operations support for ``postgresql://`` URLs: a ledger never imports it."""
 
 from __future__ import annotations
 
@@ -7,9 +6,7 @@ from ledger_core.opening import Route, reroute_address
 from ledger_core.scratch import prefix_bounds, scratch_request
 from ledger_core.urls import LedgerURL
 
-# One DELETE of the namespaces in a ``bytea`` range [low, high) (byte order: no collation
-# and no LIKE pattern to escape), answering how many distinct namespaces it took. Each
-# namespace's genesis goes with it; the old per-table genesis (namespace 0xFF) stays.
+# The namespaces in a ``bytea`` range [low, high), genesis included (not the old 0xFF).
 _REMOVE_SCRATCH = (
     "WITH gone AS (DELETE FROM {table} WHERE namespace >= {low} AND namespace < {high} "
     "RETURNING namespace) SELECT count(DISTINCT namespace) FROM gone"
@@ -21,10 +18,8 @@ class _Hooks:
         return reroute_address(url, route, 5432)
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every row of the namespaces named ``prefix...`` (a check's own scratch
-        prefix, else refused before any I/O) in one framed statement; say how many
-        namespaces. Opens with the URL's options and create=false: a missing table is an
-        error, never created; one connection, closed, bounded by the URL's ``timeout``."""
+        """Delete the namespaces named ``prefix...`` (a check's scratch prefix) in one
+        framed statement on one connection, create=false; how many namespaces."""
         from .backend import require_driver
 
         require_driver()

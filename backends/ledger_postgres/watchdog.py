@@ -1,15 +1,11 @@
 """Per-operation deadlines: a black-holed network ends in a raise, not a hang.
 
-psycopg's calls take no timeout, and a network that accepts packets and answers none
-would block them forever. Each operation arms a deadline on its connection's socket;
-if it is still armed when time is up, the socket is shut down and the blocked call
-raises. Each operation's deadline is the part of its call's one timeout it may use
-(a call's settle or re-read gets what the first attempt left), and the one timer (a
-thread for the sync ledger, a loop callback for the async one) only wakes when the
-earliest armed one is due, or every half timeout when idle. A wake-up per operation
-would cost more than the operation's client-side work.
+Each operation arms a deadline on its socket; one still armed when due shuts the socket
+down, and the blocked call raises. One timer (a thread, or a loop callback) wakes only
+when the earliest is due, or every half timeout: a wake-up per operation would cost more
+than the operation.
 
-psycopg's public ways to end a call cannot keep a deadline on a black-holed network:
+psycopg's public ways cannot keep a deadline on a black-holed network:
 ``asyncio.timeout(0.5)`` raised after 10.5 s (psycopg waits for a cancel request that
 never arrives), and ``Connection.cancel_safe`` left the sync call blocked
 (``test_a_stopped_server_raises_within_the_timeout`` fails without this module).
@@ -27,21 +23,10 @@ import time
 
 
 class DeadlineQueue:
-    """The armed deadlines, and the one rule for expiring them.
-
-    An armed deadline is an entry keyed by a ticket (a counter), removed when its
-    operation finishes: nothing armed outlives its operation. A per-operation object
-    kept queued for a whole timeout (thousands of them under load) survived into the
-    garbage collector's older generations and made its collections slower, which cost
-    more than the rest of a deadline's work. Expiry scans the armed entries (one per
-    operation in flight, so at most the pool's size plus a fresh connection or two)
-    once per wake-up, and wake-ups come about once per half timeout.
-
-    Not locked: the thread watchdog calls it under its lock, the loop watchdog from
-    its event loop only. ``idle``: how long the timer waits when nothing is armed. It
-    must be no longer than the shortest deadline a first attempt arms, so arming one
-    never has to wake the timer early (a wake-up per operation costs a context switch).
-    """
+    """The armed deadlines, keyed by ticket and removed when their operation ends: a
+    queued object per operation survived into the GC's older generations and slowed
+    every collection. Not locked (the callers serialize). ``idle``: the timer's wait
+    when nothing is armed, no longer than a first attempt's deadline."""
 
     def __init__(self, idle: float) -> None:
         self.idle = idle
@@ -50,7 +35,6 @@ class DeadlineQueue:
         self._expired: set[int] = set()  # tickets whose socket was shut mid-operation
 
     def arm(self, fileno: int, due: float) -> int:
-        """Arm a deadline at ``due`` (``time.monotonic()`` time) on ``fileno``."""
         ticket = next(self._tickets)
         self._armed[ticket] = (fileno, due)
         return ticket
@@ -63,8 +47,7 @@ class DeadlineQueue:
         return True
 
     def expire_due(self) -> float | None:
-        """Shut the sockets of operations past their deadline; seconds until the next
-        deadline, or ``None`` when nothing is armed."""
+        """Shut the sockets past their deadline; seconds to the next (``None``: none)."""
         now = time.monotonic()
         next_due: float | None = None
         for ticket, (fileno, when) in list(self._armed.items()):
@@ -78,13 +61,10 @@ class DeadlineQueue:
 
 
 class Watchdog:
-    """For the sync ledger: one daemon thread, started on first use."""
-
     def __init__(self, idle: float, name: str = "ledger-postgres-deadlines") -> None:
         self._deadlines = DeadlineQueue(idle)
         self._name = name
-        # arm/disarm take the bare lock: the same lock as the condition's, without the
-        # condition's Python-level __enter__/__exit__ on every operation.
+        # arm/disarm take the bare lock, skipping the condition's Python-level enter/exit.
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
@@ -113,9 +93,7 @@ class Watchdog:
     def _run(self) -> None:
         with self._cond:
             while not self._stopped:
-                # Under the lock: an operation cannot finish and hand its connection to
-                # someone else while its socket is being shut down. Anything armed
-                # during the wait that is due sooner wakes it (see arm).
+                # Under the lock: no connection changes hands while its socket is shut.
                 left = self._deadlines.expire_due()
                 wait = self._deadlines.idle if left is None else left
                 self._wake_at = time.monotonic() + wait
@@ -123,8 +101,6 @@ class Watchdog:
 
 
 class LoopWatchdog:
-    """For the async ledger: one timer callback on the event loop, no thread."""
-
     def __init__(self, idle: float) -> None:
         self._deadlines = DeadlineQueue(idle)
         self._timer: asyncio.TimerHandle | None = None
@@ -142,7 +118,6 @@ class LoopWatchdog:
         return deadline
 
     def disarm(self, deadline: int) -> bool:
-        """Finish the operation; ``True`` if its deadline had already ended it."""
         return self._deadlines.finish(deadline)
 
     def _tick(self) -> None:
@@ -158,12 +133,7 @@ class LoopWatchdog:
 
 
 def shutdown_socket(fileno: int) -> None:
-    """End a connection's socket from outside the call blocked on it.
-
-    The blocked wait wakes to an end of stream and the driver raises, so a black-holed
-    network ends in a raise after the timeout rather than a hang. A socket already gone
-    needs no shutting down.
-    """
+    """End a socket from outside the call blocked on it (which wakes and raises)."""
     try:
         dup = os.dup(fileno)
     except OSError:

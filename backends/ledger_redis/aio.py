@@ -22,7 +22,6 @@ T = TypeVar("T")
 
 
 async def within(awaitable: Awaitable[T]) -> T:
-    """``awaitable``, cut by the running operation's deadline (a ``TimeoutError``)."""
     deadline = DEADLINE.get()
     if deadline is None:
         return await awaitable
@@ -34,11 +33,8 @@ async def within(awaitable: Awaitable[T]) -> T:
 
 
 class AsyncDriver:
-    """Performs the decisions' operations on redis-py's asyncio pool or Cluster client.
-
-    redis-py's async Cluster client fails at once when a node's connections are all in
-    use; a semaphore as wide as that limit makes many concurrent commands wait instead.
-    """
+    """redis-py's async Cluster client fails at once when a node's connections are all
+    in use; a semaphore as wide as that limit makes concurrent commands wait instead."""
 
     def __init__(self, io: Transport) -> None:
         self.client = io.client
@@ -58,8 +54,8 @@ class AsyncDriver:
         return await self.client.release(op.conn)
 
     async def _timed(self, op: Op) -> Any:
-        """``op`` within the operation's deadline. Its ``TimeoutError`` goes to the steps,
-        which drop the connection; a cancellation never does, so it is dropped here."""
+        """A ``TimeoutError`` goes to the steps, which drop the connection; a
+        cancellation never does, so it is dropped here."""
         try:
             return await within(self._perform(op))
         except Exception:
@@ -91,7 +87,6 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
     async def from_client(
         cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
     ) -> AsyncRedisLedger:
-        """A ledger on a host's ``redis.asyncio`` client, pool or Cluster (never closed)."""
         opts = RedisOptions.for_client(options)
         io = transport_for(client, asyncio_client=True)
         return await cls.open_on(io, namespace=validate_namespace(namespace), options=opts)
@@ -124,7 +119,6 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
         return await run_steps_async(self._session.is_spent(request_id), self._driver)
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """The asyncio face of :meth:`RedisLedger.spend_many`."""
         out: list[bool] = []
         for steps in self._batches(request_ids):
             answer = await run_steps_async(steps, self._driver)
@@ -132,7 +126,6 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
         return out
 
     def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
-        """The asyncio face of :meth:`RedisLedger.spent_ids`."""
         return self._scan(self._listing(count))
 
     async def lineage(self) -> list[str]:
@@ -140,7 +133,6 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
         return sorted([source async for source in listed])
 
     def namespaces(self, count: int = 1000) -> AsyncIterator[str]:
-        """The asyncio face of :meth:`RedisLedger.namespaces`."""
         return self._scan(self._namespace_scan(count))
 
     async def _scan(self, scan: Scan) -> AsyncIterator[str]:

@@ -15,7 +15,6 @@ from .options import Target, parse
 if TYPE_CHECKING:
     from .decisions import Transport
 
-# What a scheme opens: the parsed URL, the transport, and how to close what it opened.
 Opening = tuple[Target, "Transport", Any]
 
 
@@ -29,8 +28,6 @@ def _target(request: OpenRequest, *, cluster: bool) -> Target:
 
 
 def _client(target: Target, factory: Any, url: LedgerURL, **kwargs: Any) -> Any:
-    """A redis-py pool or Cluster client from ``factory`` (``from_url``), with the
-    ledger's socket timeouts; redis-py's refusal never quotes the URL."""
     try:
         return factory(
             target.driver_url,
@@ -51,14 +48,10 @@ def _no_retry() -> Any:
 
 
 class _RedisBackend:
-    """Standalone Redis: one connection pool owned by the ledger. Test support (the
-    suite's ``reroute``, a check's ``remove_scratch``) is in ``testing``."""
-
     testing = "ledger_redis.testing:HOOKS"
 
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
-        """A bounded pool that makes callers wait for a free connection (at most
-        ``timeout``) instead of failing at once when many tasks spend together."""
+        """Blocking: callers wait for a free connection instead of failing at once."""
         redis = redis_module()
         factory = (redis.asyncio if aio else redis).BlockingConnectionPool.from_url
         timeout = target.options.timeout
@@ -92,8 +85,6 @@ class _RedisBackend:
 
 
 class _ClusterBackend(_RedisBackend):
-    """``redis+cluster://host:port`` (any node; the rest are discovered)."""
-
     testing = "ledger_redis.testing:CLUSTER_HOOKS"
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
@@ -108,14 +99,9 @@ class _ClusterBackend(_RedisBackend):
 
 
 class _SentinelBackend(_RedisBackend):
-    """``redis+sentinel://``: the master a quorum of Sentinels names, followed across
-    failovers (each new connection asks them); the same ledger as standalone."""
-
     testing = "ledger_redis.testing:SENTINEL_HOOKS"
 
     def _pool(self, target: Target, url: LedgerURL, *, aio: bool) -> Any:
-        """A pool on the master the Sentinels name, asked again for every new
-        connection (so it follows a failover)."""
         redis = redis_module()
         flavour = (redis.asyncio if aio else redis).sentinel
         seconds = {

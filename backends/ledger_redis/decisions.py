@@ -1,17 +1,10 @@
-"""Open, spend, spend_as, is_spent, the listings and the re-check, decided once as
-I/O-free steps, and what each failure on the way to Redis means.
+"""Every Redis decision as I/O-free steps yielding :mod:`.commands`' operations, which
+the sync and async drivers perform (C9).
 
-A :class:`Session` method ``yield from``s its transport's steps, which yield the typed
-operations of :mod:`.commands`; the sync and async drivers perform them (C9).
-
-Standalone (:class:`Pool`): one pooled connection per exchange, spoken on directly, so a
-failure is told apart precisely: no connection, nothing sent (``LedgerUnavailable``);
-after sending, a lost reply (``ReplyLost``, which a spend resolves); nothing resends
-behind the ledger's back. A spend and its ``WAIT`` share one trip.
-
-Cluster: redis-py's client follows ``MOVED``/``ASK`` and retries on its own, so every
-failure there counts as possibly sent (its spends are ``SET NX GET``: a resend cannot
-fool them). Every wait of an operation ends by its :data:`DEADLINE`.
+Standalone (:class:`Pool`) speaks on one pooled connection per exchange, so nothing sent
+(``LedgerUnavailable``) is told from a lost reply (``ReplyLost``, which a spend
+resolves). redis-py's Cluster client retries on its own, so every failure there counts
+as possibly sent (its spends are ``SET NX GET``: a resend cannot fool them).
 """
 
 from __future__ import annotations
@@ -63,8 +56,7 @@ Steps = Generator[Op, Any, R]
 DIGEST_BYTES = 32  # ledger_core.reentry.attempt_digest
 BATCH = 1000  # spend scripts per pipelined trip
 
-# When the running ledger operation must be over (time.monotonic()), or None.
-# Context-local: concurrent callers (threads, tasks) each keep their own.
+# When the running operation must be over (time.monotonic()); context-local.
 DEADLINE: ContextVar[float | None] = ContextVar("ledger_redis_deadline", default=None)
 
 
@@ -100,8 +92,7 @@ class Operation:
 
 
 class _Transport:
-    """``budget``: seconds one operation may take in all (``None``: a host's client
-    without a socket timeout)."""
+    """``budget``: seconds one operation may take in all (``None``: no socket timeout)."""
 
     cluster = False
 
@@ -116,7 +107,6 @@ class _Transport:
         self.closed = True
 
     def _start(self, what: str) -> None:
-        """No new trip, connection or Cluster retry once closed or out of time."""
         if self.closed:
             raise LedgerClosed("the ledger is closed")
         in_time(what)
@@ -133,8 +123,7 @@ class Pool(_Transport):
         super().__init__(pool, location, budget)
 
     def call(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
-        """One trip's replies; only the first one's error raises (a ``WAIT`` failing
-        after the write landed is the decisions' to judge)."""
+        """One trip's replies; only the first one's error raises (a ``WAIT``'s is judged)."""
         replies = yield from self._exchange(commands, what)
         if isinstance(replies[0], self._noscript) and commands[0][0] == "EVALSHA":
             # The server lost its script cache: the script did not run; resend as EVAL.
@@ -148,7 +137,6 @@ class Pool(_Transport):
         return [facts_from_replies(self.location, *replies)]
 
     def scan(self, node: Any, command: Command, proof: Command | None, what: str) -> Steps[Any]:
-        """(proved, cursor, keys): one ``SCAN`` page, the proof in the same trip."""
         replies = yield from self._exchange([command] if proof is None else [command, proof], what)
         for reply in replies:
             if isinstance(reply, Exception):
@@ -157,9 +145,8 @@ class Pool(_Transport):
         return (None if proof is None else replies[1]), cursor, keys
 
     def _exchange(self, commands: Sequence[Command], what: str) -> Steps[list[Any]]:
-        """Each reply of one trip, or the server's error for it. Every ``Exception``
-        counts (redis-py raises some outside ``RedisError``); no cleanup is yielded on a
-        ``BaseException``: the driver drops a cancelled operation's connection."""
+        """Each reply of one trip, or the server's error for it. No cleanup is yielded on
+        a ``BaseException``: the driver drops a cancelled operation's connection."""
         self._start(what)
         try:
             conn = yield BORROW
@@ -186,8 +173,6 @@ class Pool(_Transport):
 
 
 class Cluster(_Transport):
-    """Redis Cluster: one command per trip through redis-py's Cluster client."""
-
     cluster = True
 
     def __init__(self, cluster: Any, location: str, budget: float | None = None) -> None:
@@ -248,7 +233,6 @@ class Cluster(_Transport):
             proved = None if proof is None else (yield Exec(proof))
         except Exception as exc:
             raise driver_error(exc, what, sent=True) from exc
-        # redis-py's Cluster SCAN answers {node: cursor}; one node was asked.
         if isinstance(cursors, dict) and len(cursors) == 1:
             cursors = next(iter(cursors.values()))
         return proved, cursors, keys
@@ -258,7 +242,6 @@ Transport = Pool | Cluster
 
 
 def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
-    """The transport over a host's client, pool or Cluster client (never closed)."""
     redis = redis_module()
     flavour = redis.asyncio if asyncio_client else redis
     if isinstance(client, flavour.cluster.RedisCluster):
@@ -276,13 +259,11 @@ def transport_for(client: Any, *, asyncio_client: bool) -> Transport:
 
 
 def _budget(kwargs: Mapping[str, Any]) -> float | None:
-    """A host's client: its socket timeout bounds each ledger operation as a whole."""
     seconds = kwargs.get("socket_timeout")
     return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
 
 
 def _describe(kwargs: Mapping[str, Any], kind: str) -> str:
-    """Where a host's pool points, without any credential."""
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
     if "host" in kwargs:
@@ -307,9 +288,8 @@ def plan_for(
     keys: Keys | None = None,
     genesis: bytes = b"",
 ) -> Plan:
-    """The commands this server gets. An unknown ``version`` (INFO denied) is never
-    taken for an old one: ``WAITAOF`` is probed, and the ``#!lua`` shebang (Redis >= 7,
-    which makes a read-only replica refuse reads too) is used."""
+    """An unknown ``version`` is never taken for an old one: ``WAITAOF`` is probed, and
+    the ``#!lua`` shebang (a read-only replica then refuses reads too) is used."""
     if cluster and options.waits:
         raise InvalidLedgerURL(
             "wait_replicas / wait_aof are not available on Cluster ledgers: WAIT must "
@@ -341,7 +321,6 @@ def plan_for(
 
 
 def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Opened]:
-    """The servers' facts, the namespace's genesis and its replication (C6)."""
     with Operation(io, "open", spend=False):
         facts = yield from io.facts()
         identity.check_topology(facts, options, cluster=io.cluster)
@@ -358,7 +337,6 @@ def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Op
         plan = plan_for(options, version, cluster=io.cluster, keys=keys, genesis=genesis or b"")
         plan = replace(plan, epoch=epoch)
         if plan.probe_waitaof:
-            # The version is unknown (INFO denied): ask the server itself, never guess.
             try:
                 yield from io.call([("WAITAOF", 0, 0, 0)], "open (WAITAOF probe)")
             except LedgerError as exc:
@@ -378,8 +356,7 @@ def open_steps(io: Transport, namespace: str, options: RedisOptions) -> Steps[Op
 
 
 def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
-    """What the namespace's master says of its replication, routed as every spend is
-    (the genesis key); a refusal (ACL without INFO) is unknown."""
+    """Routed as every spend is (the genesis key); a refusal (ACL without INFO) is unknown."""
     try:
         (reply,) = yield from io.call([epoch_command(keys)], "open (replication)")
     except IdentityLost:
@@ -392,8 +369,7 @@ def _replication(io: Transport, keys: Keys) -> Steps[identity.Replication]:
 
 
 def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[bytes | None]:
-    """The genesis; written (``SET NX``: the first opener wins) only when ``create``
-    and the server takes writes."""
+    """Written (``SET NX``: the first opener wins) only if ``create`` and writable."""
     (value,) = yield from io.call([("GET", keys.genesis)], "open")
     if value is None:
         legacy = keys.legacy_genesis
@@ -428,8 +404,8 @@ def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[b
 
 
 class Session:
-    """One open ledger and its guard: the periodic re-check, and the failure that keeps
-    it closed once its store forgot or changed (never a new identity)."""
+    """One open ledger: the re-check, and the failure that keeps it closed once its
+    store forgot or changed (never a new identity)."""
 
     def __init__(self, io: Transport, opened: Opened) -> None:
         self.io, self.opened, self.plan = io, opened, opened.plan
@@ -442,7 +418,6 @@ class Session:
         return Operation(self.io, what, spend=spend, session=self)
 
     def _recheck(self) -> Steps[None]:
-        """When due, the configuration again: what withdraws the proof fails for good."""
         if not self.recheck.due():
             return
         try:
@@ -457,26 +432,24 @@ class Session:
             raise changed
 
     def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
-        """One trip; after a lost reply, the same script and value settle it (C5). With
-        ``digest`` (C10) the value is token + digest: the same attempt re-entering wins."""
-        with self._guard("spend", spend=True):
-            yield from self._recheck()
-            value = new_token() if digest is None else new_token() + digest
-            commands = self.plan.spend_commands(request_id, value)
-            replies, failure = yield from self._settle(commands, "spend")
-            return spend_outcome(self.plan, replies, value, failure)
+        """After a lost reply the same script and value settle it (C5); with ``digest``
+        (C10) the value is token + digest."""
+        value = new_token() if digest is None else new_token() + digest
+        return (yield from self._spend([request_id], [value], "spend"))[0]
 
     def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
-        """One pipelined trip; after a lost reply, the same tokens settle every id."""
-        with self._guard("spend_many", spend=True):
+        return (
+            yield from self._spend(request_ids, [new_token() for _ in request_ids], "spend_many")
+        )
+
+    def _spend(self, ids: Sequence[bytes], values: list[bytes], what: str) -> Steps[list[bool]]:
+        with self._guard(what, spend=True):
             yield from self._recheck()
-            tokens = [new_token() for _ in request_ids]
-            commands = self.plan.spend_many_commands(request_ids, tokens)
-            replies, failure = yield from self._settle(commands, "spend_many")
-            return spend_many_outcome(self.plan, replies, tokens, failure)
+            commands = self.plan.spend_many_commands(ids, values)
+            replies, failure = yield from self._settle(commands, what)
+            return spend_many_outcome(self.plan, replies, values, failure, what)
 
     def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
-        """Pipelined trips of :data:`BATCH` ids; one spend each on a Cluster."""
         if self.io.cluster:
             return (self.spend(raw) for raw in request_ids)
         return (
@@ -486,8 +459,8 @@ class Session:
     def _settle(
         self, commands: Sequence[Command], what: str
     ) -> Steps[tuple[list[Any], ReplyLost | None]]:
-        """The replies, and a lost first reply for the caller to weigh (the resend finds
-        its own value); a second failure is ambiguous (C5), unless the store forgot."""
+        """The replies, and a lost first reply for the caller to weigh; a second failure
+        is ambiguous (C5), unless the store forgot."""
         try:
             return (yield from self.io.call(commands, what)), None
         except ReplyLost as failure:
@@ -506,7 +479,6 @@ class Session:
             return exists_reply(reply)
 
     def page(self, scan: Scan) -> Steps[list[str] | None]:
-        """One listing page (the re-check stays with spends and reads)."""
         with self._guard(scan.what, spend=False):
             return (yield from scan.page(self.io))
 
@@ -515,9 +487,8 @@ class Session:
 
 
 def stored_outcome(stored: Any, value: bytes) -> bool:
-    """What the spend script's reply proves: nil, it was absent and we wrote ``value``;
-    our own value (a resend found its write); the same attempt digest (C10 re-entry);
-    anything else is another's."""
+    """nil: we wrote ``value``; our value (a resend found it) or the same attempt
+    digest (C10) wins too; anything else is another's."""
     if stored is None:
         return True
     if not isinstance(stored, bytes):
@@ -536,16 +507,7 @@ LANDED = (
 def spend_outcome(
     plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException | None = None
 ) -> bool:
-    """``True`` only if our write landed (or the same attempt's, C10). ``failure``: the
-    first reply was lost and these are the resend's; a write found landed then cannot be
-    vouched for by ``WAIT``, which counts only the writes of its own connection."""
-    stored = replies[0]
-    won = stored_outcome(stored, value)
-    if won and failure is not None and plan.wait is not None and stored is not None:
-        raise AmbiguousSpend(LANDED) from failure
-    if won:
-        check_ack(plan, replies)
-    return won
+    return spend_many_outcome(plan, replies, [value], failure)[0]
 
 
 def spend_many_outcome(
@@ -553,12 +515,14 @@ def spend_many_outcome(
     replies: Sequence[Any],
     tokens: Sequence[bytes],
     failure: BaseException | None = None,
+    what: str = "spend_many",
 ) -> list[bool]:
-    """Per id, what :func:`spend_outcome` would say; any error reply raises (fail closed)."""
+    """``failure``: these are a resend's replies; a write found landed then cannot be
+    vouched for by ``WAIT``, which counts only its own connection's writes."""
     stored = replies[: len(tokens)]
     for reply in stored:
         if isinstance(reply, Exception):
-            raise driver_error(reply, "spend_many", sent=True) from reply
+            raise driver_error(reply, what, sent=True) from reply
     won = [stored_outcome(r, tok) for r, tok in zip(stored, tokens, strict=True)]
     landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
     if failure is not None and plan.wait is not None and landed:
@@ -569,8 +533,7 @@ def spend_many_outcome(
 
 
 def check_ack(plan: Plan, replies: Sequence[Any]) -> None:
-    """A won spend with ``WAIT``/``WAITAOF``: short of the acknowledgements asked, it is
-    recorded on the primary but no proof (``AmbiguousSpend``)."""
+    """Short of the acknowledgements asked, a won spend is no proof (``AmbiguousSpend``)."""
     wait = plan.wait
     if wait is None:
         return
@@ -612,13 +575,8 @@ def exists_reply(reply: Any) -> bool:
 
 
 class Scan:
-    """The decisions of a ``SCAN`` over every master: which page to ask for next, and
-    what its keys mean (:meth:`keep`, per subclass).
-
-    ``SCAN`` may return a key twice (a rehash during the scan), so each listed item's
-    16-byte BLAKE2b digest is kept for the scan's duration: memory is one page plus 16
-    bytes per listed item, never the items themselves.
-    """
+    """A ``SCAN`` over every master. It may return a key twice (a rehash), so each
+    listed item's 16-byte digest is kept for the scan, never the items themselves."""
 
     what = "scan"
 
@@ -632,7 +590,6 @@ class Scan:
         self._seen: set[bytes] = set()
 
     def page(self, io: Transport) -> Steps[list[str] | None]:
-        """One page's items, or ``None`` when every master is done."""
         if self._nodes is None:
             self._nodes = (
                 (yield from io.primaries(self.what)) if isinstance(io, Cluster) else [None]
@@ -671,16 +628,13 @@ class Scan:
 
 
 class Listing(Scan):
-    """``spent_ids`` (or the subjects of one kind of marker: ``lineage``): every page
-    is followed by the identity proof (genesis and replication epoch), in the same trip
-    (standalone) or as the next command (Cluster). After the page, not before: a store
-    that forgot between a proof and the ``SCAN`` would answer an empty page as if it
-    were the end; one that forgot before the proof fails it."""
+    """``spent_ids`` (or one marker kind's subjects): the identity proof follows each
+    page, never precedes it: a store that forgot after a proof would answer an empty
+    page as if it were the end."""
 
     what = "spent_ids"
 
     def __init__(self, plan: Plan, count: int, marker_kind: str | None = None) -> None:
-        """``marker_kind``: list the subjects of that kind of marker instead of ids."""
         self._plan = plan
         self._kind = marker_kind
         self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
@@ -689,7 +643,6 @@ class Listing(Scan):
         super().__init__(pattern, count, plan.proof_command)
 
     def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
-        """The page's request ids (markers, other namespaces and repeats left out)."""
         if proved != 1:  # a failed proof is an error reply: IdentityLost by then
             raise LedgerUnavailable(f"spent_ids: unexpected identity proof reply {proved!r:.60}")
         return super().take(proved, cursor, keys)
@@ -713,10 +666,7 @@ class Listing(Scan):
 
 
 class NamespaceScan(Scan):
-    """``namespaces()``: every namespace with a genesis key in this key space (this
-    layout: standalone, or hash-tagged on a Cluster), each once. A record cannot exist
-    without its namespace's genesis (every spend proves it), so genesis keys are all
-    there is to scan."""
+    """``namespaces()``: genesis keys are all there is to scan (every spend proves one)."""
 
     what = "namespaces"
 

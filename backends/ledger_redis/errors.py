@@ -18,8 +18,7 @@ from ledger_core.urls import LedgerURL
 
 
 def redis_module() -> ModuleType:
-    """redis-py, imported only when a ledger is opened (the registry lists schemes
-    without loading drivers), or :class:`MissingDriver` naming the extra."""
+    """redis-py, imported only when a ledger is opened."""
     try:
         import redis
         import redis.asyncio
@@ -36,20 +35,15 @@ def redis_module() -> ModuleType:
     return redis
 
 
-# The error reply of the genesis proof in every script (see commands.py).
 IDENTITY_ERROR = "LEDGER_IDENTITY"
 
 
 class ReplyLost(LedgerUnavailable):
-    """A command was (maybe) sent and its reply never came: its effect is unknown.
-
-    For a read this is just unavailability; a spend resolves it (C5).
-    """
+    """A command was (maybe) sent and its reply never came; a spend resolves it (C5)."""
 
 
 class IdentityLost(UnsafeStoreConfig):
-    """The namespace's genesis is gone or different since this ledger opened: the store
-    forgot (``FLUSHALL``, eviction, a restore). The ledger stays failed; reopen."""
+    """The namespace's genesis is gone or different since open: the store forgot."""
 
 
 FORGOT = (
@@ -67,12 +61,10 @@ REPLICATION_CHANGED = (
 
 
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
-    """One redis-py exception -> the ledger's error tree (C4). ``sent``: the command may
-    have reached the server (a failure is then :class:`ReplyLost`); an error reply means
-    it did not apply."""
+    """``sent``: the command may have reached the server (a failure is then
+    :class:`ReplyLost`); an error reply means it did not apply."""
     exceptions = redis_module().exceptions
     if isinstance(exc, exceptions.MaxConnectionsError):
-        # The client's pool was exhausted: no connection, so nothing was sent.
         return LedgerUnavailable(f"{what}: no free connection in the client's pool")
     if isinstance(exc, exceptions.ReadOnlyError):
         return UnsafeStoreConfig(f"{what}: the server is a read-only replica ({exc})")
@@ -97,8 +89,6 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
         return LedgerUnavailable(f"{what}: the server refused it ({text})")
     if isinstance(exc, exceptions.AuthenticationError | exceptions.AuthorizationError):
         return LedgerUnavailable(f"{what}: authentication failed ({type(exc).__name__})")
-    # Anything else (connection loss, timeouts, the Cluster client giving up, or an
-    # error nobody foresaw): after sending, the outcome is unknown.
     if sent:
         return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
     return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
@@ -112,24 +102,19 @@ def ambiguous(failure: BaseException, retry_error: BaseException) -> AmbiguousSp
 
 
 def unexpected(exc: Exception, what: str, *, spend: bool) -> LedgerError:
-    """An exception nobody foresaw (a driver bug, a decode error): never raw (C4). After
-    a spend was handed to the transport its outcome is unknown."""
+    """An exception nobody foresaw: never raw (C4); a spend's outcome is then unknown."""
     text = f"{what}: unexpected {type(exc).__name__} from the driver"
     return AmbiguousSpend(text) if spend else LedgerUnavailable(text)
 
 
 def url_refused(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:
-    """redis-py refused the URL; its message may quote it, so it is never repeated (the
-    caller chains nothing)."""
+    """redis-py's message may quote the URL, so it is never repeated."""
     return InvalidLedgerURL(f"redis-py cannot use {location(url)} ({type(exc).__name__})")
 
 
 def location(url: LedgerURL) -> str:
-    """Where the ledger points, for describe(), repr and errors: built from the parsed
-    host, port and database only, so no password (or piece of one) can ever show,
-    however the URL was written: a raw ``/``, ``#`` or ``?`` in a password moves the
-    rest of it into the path, fragment or query, which are never shown unless they
-    are plainly a database number or a socket path."""
+    """Where the ledger points, from host, port and database only: a raw ``/``, ``#``
+    or ``?`` in a password moves the rest of it into the path, so no piece shows."""
     p = url.parts
     user = ""
     if p.username is not None or p.password is not None:

@@ -1,10 +1,6 @@
-"""What the servers say about themselves -> whether a store_id may be claimed (C2, C6),
-and the ``LedgerInfo`` a ledger shows; no I/O.
-
-The facts (``INFO``, ``CONFIG GET``) are read at open and on the periodic re-check; the
-verdict is believed over any option: ``trust_config`` only fills in what could not be
-read.
-"""
+"""What the servers say about themselves -> whether a store_id may be claimed (C2, C6);
+no I/O. The verdict is believed over any option: ``trust_config`` only fills in what
+could not be read."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ def store_id(kind: str, genesis: bytes, namespace: str, epoch: bytes = b"") -> s
 
 @dataclass(frozen=True)
 class Replication:
-    """What the namespace's master says of its replication (``EPOCH_BODY``; ``error``:
-    it would not say). ``backlog``: a replica attached within ``repl-backlog-ttl``; then
-    ``replid`` names its history, which every promotion (and restart) replaces."""
+    """``EPOCH_BODY``'s answer (``error``: it would not say). With ``backlog`` (a replica
+    attached lately), ``replid`` names a history every promotion or restart replaces."""
 
     role: str = ""
     backlog: bool = False
@@ -47,7 +42,6 @@ class Replication:
 
     @property
     def epoch(self) -> bytes:
-        """What each script proves beside the genesis: ``b""`` with no replication."""
         return self.replid.encode("ascii") if self.backlog else b""
 
 
@@ -55,7 +49,6 @@ REPLID_PATTERN = re.compile(r"[0-9a-f]{40}\Z")
 
 
 def replication_from(reply: Any) -> Replication:
-    """:class:`Replication` from ``EPOCH_BODY``'s reply (or the error it got)."""
     if isinstance(reply, BaseException):
         return Replication(error=_short(reply))
     try:
@@ -72,8 +65,6 @@ def replication_from(reply: Any) -> Replication:
 
 @dataclass(frozen=True)
 class ServerFacts:
-    """What one server says about itself: read at open, judged by :func:`assess`."""
-
     node: str
     version: tuple[int, ...] | None = None  # None: the server would not say
     role: str | None = None
@@ -88,7 +79,6 @@ class ServerFacts:
 
 
 def parse_info(reply: Any) -> dict[str, str]:
-    """``INFO`` as a flat dict, whether redis-py parsed it already or not."""
     if isinstance(reply, Mapping):
         return {str(k): str(v) for k, v in reply.items()}
     text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
@@ -121,8 +111,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:
-    """:class:`ServerFacts` from the replies to ``FACT_COMMANDS``, each a reply or the
-    server's error for it: a refused ``INFO`` or ``CONFIG`` is unknown, never zero."""
+    """A refused ``INFO`` or ``CONFIG`` is unknown, never zero."""
     info_error = info if isinstance(info, BaseException) else None
     config_error = next((r for r in (save, fsync) if isinstance(r, BaseException)), None)
     i = {} if info_error is not None else parse_info(info)
@@ -170,14 +159,9 @@ _RANK = {Durability.NONE: 0, Durability.PROCESS: 1, Durability.MACHINE: 2}
 def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
     """What an acknowledged spend survives on this server; ``None``: unknown.
 
-    With ``appendfsync no`` Redis writes the AOF (``write(2)``) before it sends the
-    reply, so the spend is in the OS page cache: it survives kill -9 of the server, not
-    a power loss. With ``appendfsync everysec`` it does not even survive kill -9: while
-    a background fsync is still running, Redis postpones that write for up to 2 s and
-    replies anyway (``flushAppendOnlyFile``), and a spend acknowledged then was seen
-    lost after kill -9 under load. Only ``appendfsync always`` (or ``WAITAOF`` with
-    ``numlocal=1`` on each spend) has it on disk first. Snapshots only: a crash loses
-    every spend since the last snapshot.
+    ``appendfsync no`` writes the AOF before replying: it survives kill -9, not a power
+    loss. ``everysec`` not even kill -9: during a background fsync Redis postpones the
+    write up to 2 s and replies anyway (``flushAppendOnlyFile``; seen lost under load).
     """
     if facts.aof_enabled is False:
         return Durability.NONE
@@ -192,89 +176,82 @@ def offered(facts: ServerFacts, options: RedisOptions) -> str | None:
     return Durability.PROCESS
 
 
-def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str], str | None]:
-    """Whether this server can forget (C2): ``(reason or None, notes, durability)``.
-    ``trust_config`` only fills in what could not be read (``CONFIG`` blocked on a
-    managed service), never what the server reports."""
-    notes: list[str] = []
-    where = facts.node
-    level = offered(facts, options)
+def _refusal(facts: ServerFacts, options: RedisOptions, level: str | None) -> str | None:
+    """Why a server whose settings were read can forget, or ``None``."""
+    policy, fsync = facts.maxmemory_policy, facts.appendfsync
     if facts.role is not None and facts.role != "master":
-        return f"{where} is a replica (role {facts.role}): its data is a copy", notes, level
-    policy = facts.maxmemory_policy
+        return f"is a replica (role {facts.role}): its data is a copy"
     if policy is not None and evicts(policy):
         return (
-            f"{where} has maxmemory-policy {policy}: it may evict spent ids under memory "
-            "pressure (use noeviction or a volatile-* policy)",
-            notes,
-            level,
+            f"has maxmemory-policy {policy}: it may evict spent ids under memory "
+            "pressure (use noeviction or a volatile-* policy)"
         )
     if level == Durability.NONE and facts.aof_enabled:  # appendfsync everysec
         return (
-            f"{where} has appendfsync everysec: while a background fsync runs, Redis "
+            "has appendfsync everysec: while a background fsync runs, Redis "
             "postpones writing the append-only file for up to 2 s and still replies, so a "
             "crash of the server (kill -9) can lose acknowledged spends; use appendfsync "
-            "always (or wait_aof=true on Redis >= 7.2)",
-            notes,
-            level,
+            "always (or wait_aof=true on Redis >= 7.2)"
         )
     if level == Durability.NONE:
-        if facts.save == "":
-            what = 'no persistence (appendonly no, save ""): a restart forgets every spent id'
-        else:
-            what = (
-                f"snapshots only (appendonly no, save {facts.save!r}): a crash of the server "
-                "(kill -9) loses every spend since the last snapshot"
-            )
-        return f"{where} has {what}; use appendonly yes with appendfsync always", notes, level
-    if options.require_aof and facts.appendfsync not in (None, "always"):
-        return (
-            f"{where} has appendfsync {facts.appendfsync} and require_aof is set: a crash "
-            "may lose the last writes",
-            notes,
-            level,
+        what = (
+            'no persistence (appendonly no, save ""): a restart forgets every spent id'
+            if facts.save == ""
+            else f"snapshots only (appendonly no, save {facts.save!r}): a crash of the "
+            "server (kill -9) loses every spend since the last snapshot"
         )
+        return f"has {what}; use appendonly yes with appendfsync always"
+    if options.require_aof and fsync not in (None, "always"):
+        return f"has appendfsync {fsync} and require_aof is set: a crash may lose the last writes"
+    return None
+
+
+def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[str], str | None]:
+    """Whether this server can forget (C2): ``(reason or None, notes, durability)``."""
+    notes: list[str] = []
+    where = facts.node
+    level = offered(facts, options)
+    refusal = _refusal(facts, options, level)
+    if refusal is not None:
+        return f"{where} {refusal}", notes, level
     unknown = _unknown(facts, options)
     if unknown:
         blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
-        what = f"cannot read {', '.join(unknown)}" + (f" ({blocked})" if blocked else "")
+        what = f"{where}: cannot read {', '.join(unknown)}" + (f" ({blocked})" if blocked else "")
         if not options.trust_config:
             return (
-                f"{where}: {what}; if the server persists (appendonly yes, appendfsync "
+                f"{what}; if the server persists (appendonly yes, appendfsync "
                 "always) and never evicts, assert it with trust_config=true",
                 notes,
                 level,
             )
-        notes.append(f"{where}: {what}; asserted safe by trust_config")
+        notes.append(f"{what}; asserted safe by trust_config")
         if level is None:
             level = options.durability
+    fsync = facts.appendfsync
     if level is not None and _RANK[level] < _RANK[options.durability]:
-        return (
-            f"{where} has appendfsync {facts.appendfsync}: an acknowledged spend survives a "
+        reason = (
+            f"{where} has appendfsync {fsync}: an acknowledged spend survives a "
             "crash of the server process but may be lost with its machine (power loss); "
-            "use appendfsync always, or accept it with durability=process",
-            notes,
-            level,
+            "use appendfsync always, or accept it with durability=process"
         )
-    if facts.aof_enabled and facts.appendfsync not in (None, "always"):
-        if options.wait_aof:
-            notes.append(f"{where}: appendfsync {facts.appendfsync}; WAITAOF fsyncs each spend")
-        else:
-            notes.append(
-                f"{where}: appendfsync {facts.appendfsync}: a spend survives a server crash "
-                "(kill -9), not a machine crash (durability=process)"
-            )
+        return reason, notes, level
+    if facts.aof_enabled and fsync not in (None, "always"):
+        notes.append(
+            f"{where}: appendfsync {fsync}; WAITAOF fsyncs each spend"
+            if options.wait_aof
+            else f"{where}: appendfsync {fsync}: a spend survives a server crash "
+            "(kill -9), not a machine crash (durability=process)"
+        )
     return None, notes, level
 
 
 def new_genesis() -> bytes:
-    """A fresh random identity; only the first opener's ``SET NX`` keeps its own."""
     return os.urandom(16).hex().encode("ascii")
 
 
 def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, cluster: bool) -> None:
-    """Refuse what cannot work: a standalone URL on a Cluster node (``MOVED`` for most
-    keys), or ``wait_aof`` on a server without an append-only file."""
+    """Refuse what cannot work: a standalone URL on a Cluster node, ``wait_aof`` without AOF."""
     if options.wait_aof and any(f.aof_enabled is False for f in facts):
         raise UnsafeStoreConfig("option 'wait_aof' needs appendonly yes on the server")
     if not cluster and any(f.cluster_enabled for f in facts):
@@ -285,8 +262,7 @@ def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, clust
 
 
 def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...] | None:
-    """The oldest version among the servers (the commands must work on all); ``None``
-    when any server would not say: unknown, never zero."""
+    """The oldest version; ``None`` when any server would not say."""
     versions = [f.version for f in facts]
     if not versions or any(v is None for v in versions):
         return None
@@ -295,8 +271,7 @@ def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...] | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether the servers behind a ledger can forget (``reason``), caveats, and what
-    an acknowledged spend survives on the weakest of them."""
+    """Why the servers can forget (``reason``), caveats, the weakest durability."""
 
     reason: str | None
     notes: tuple[str, ...]
@@ -318,8 +293,7 @@ def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
 
 
 def judge_replication(verdict: Verdict, replication: Replication, options: RedisOptions) -> Verdict:
-    """The verdict with what the slot's master said of its replication: unknown
-    refuses (unless ``trust_config`` asserts it), a non-master refuses."""
+    """Unknown replication refuses (unless ``trust_config``), a non-master refuses."""
     if replication.error is not None:
         what = f"cannot read INFO replication from a script ({replication.error})"
         if options.trust_config:
@@ -350,15 +324,13 @@ def changed_since_open(info: LedgerInfo, verdict: Verdict) -> UnsafeStoreConfig 
 
 
 class Recheck:
-    """When the configuration is read again: at most once per ``period`` seconds,
-    lazily, by the first operation after the period (no thread, fork-safe)."""
+    """At most once per ``period``, by the first operation after it (no thread)."""
 
     def __init__(self, period: float, now: float | None = None) -> None:
         self.period = period
         self._next = (time.monotonic() if now is None else now) + period
 
     def due(self, now: float | None = None) -> bool:
-        """Whether this caller runs the check (and claims it for this period)."""
         now = time.monotonic() if now is None else now
         if now < self._next:
             return False
@@ -366,7 +338,6 @@ class Recheck:
         return True
 
     def failed(self) -> None:
-        """The check itself could not run: the next operation tries again."""
         self._next = 0.0
 
 
@@ -380,8 +351,7 @@ def ledger_info(
     keys: Keys | None = None,
     epoch: bytes | None = None,
 ) -> LedgerInfo:
-    """The ledger's identity (C6) and whether it may prove (``genesis`` is ``None`` on a
-    server that cannot even write one)."""
+    """``genesis`` is ``None`` on a server that cannot even write one."""
     name = (keys or Keys(namespace)).genesis
     if genesis is not None and not GENESIS_PATTERN.match(genesis):
         raise UnsafeStoreConfig(
@@ -443,7 +413,6 @@ _NO_EVICTION = "set maxmemory-policy noeviction (or a volatile-* policy)"
 
 
 def _unknown_line(where: str, what: str, options: RedisOptions, facts: ServerFacts) -> Check:
-    """A setting the server would not show: a refusal unless trust_config asserts it."""
     blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
     detail = f"{where}{what} unknown" + (f" ({blocked})" if blocked else "")
     if options.trust_config:
@@ -457,8 +426,6 @@ def _unknown_line(where: str, what: str, options: RedisOptions, facts: ServerFac
 
 
 def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> Check:
-    """appendonly / appendfsync / save, judged by :func:`offered` against what the
-    ledger claims (its durability option), as :func:`assess` does."""
     if facts.aof_enabled is None or (facts.aof_enabled and offered(facts, options) is None):
         return _unknown_line(where, "appendonly/appendfsync", options, facts)
     level = offered(facts, options)
@@ -496,16 +463,13 @@ _PROMOTION = (
 def replication_checks(
     replication: Replication | None, options: RedisOptions, *, sentinel: bool
 ) -> list[Check]:
-    """What the namespace's master said of its replication at open, and what a failover
-    does to the store_id: bound to its replication id, or (accepted) not."""
     if options.failover_may_lose_spends:
+        accepted = "failover_may_lose_spends=accept: the store_id survives a failover; "
         return [
             Check(
                 "replication",
                 INFO,
-                "failover_may_lose_spends=accept: the store_id survives a failover; "
-                + _PROMOTION
-                + ", and they then read as unspent under it",
+                f"{accepted}{_PROMOTION}, and they then read as unspent under it",
             )
         ]
     if replication is None:
@@ -519,45 +483,29 @@ def replication_checks(
     if replication.role != "master":
         return [Check("replication", FAIL, f"role {replication.role}", _PRIMARY)]
     if not replication.backlog:
-        lines = [
-            Check(
-                "replication",
-                PASS,
-                "no replica (no replication backlog): no failover target holds a copy; every "
-                "spend and read proves there is still none (a replica attaching fails this "
-                "ledger closed; a new one binds its store_id to the master's replid)",
-            )
-        ]
+        bound = (
+            "no replica (no replication backlog): no failover target holds a copy; every "
+            "spend and read proves there is still none (a replica attaching fails this "
+            "ledger closed; a new one binds its store_id to the master's replid)"
+        )
+        lines = [Check("replication", PASS, bound)]
     else:
-        lines = [
-            Check(
-                "replication",
-                PASS,
-                f"{replication.replicas} replica(s) connected; store_id bound to master_replid "
-                f"{replication.replid[:12]}..., proven by every spend and read: a failover or "
-                "restart of the master gives a new store_id (hosts ask again, H5), so a spend "
-                "a promoted replica missed never reads unspent under this one",
-            )
-        ]
-        if options.wait_replicas:
-            lines.append(
-                Check(
-                    "replication",
-                    INFO,
-                    f"wait_replicas={options.wait_replicas} of {replication.replicas} "
-                    "connected: each True waited for them (fewer spends lost across a "
-                    "failover; short of them: AmbiguousSpend)",
-                )
-            )
-        else:
-            lines.append(
-                Check(
-                    "replication",
-                    INFO,
-                    "no WAIT: a failover loses the spends the promoted replica had not "
-                    "received (under the old store_id only); wait_replicas=N narrows that",
-                )
-            )
+        bound = (
+            f"{replication.replicas} replica(s) connected; store_id bound to master_replid "
+            f"{replication.replid[:12]}..., proven by every spend and read: a failover or "
+            "restart of the master gives a new store_id (hosts ask again, H5), so a spend "
+            "a promoted replica missed never reads unspent under this one"
+        )
+        lines = [Check("replication", PASS, bound)]
+        waits = (
+            f"wait_replicas={options.wait_replicas} of {replication.replicas} connected: each "
+            "True waited for them (fewer spends lost across a failover; short of them: "
+            "AmbiguousSpend)"
+            if options.wait_replicas
+            else "no WAIT: a failover loses the spends the promoted replica had not "
+            "received (under the old store_id only); wait_replicas=N narrows that"
+        )
+        lines.append(Check("replication", INFO, waits))
         if replication.good is None:
             split = "min-replicas-to-write unset: a partitioned master keeps taking spends"
         else:
@@ -579,8 +527,6 @@ def doctor_checks(
     *,
     sentinel: bool = False,
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines from the facts read at open, each judged as
-    :func:`assess` judges it."""
     version = server_version(facts)
     many = len(facts) > 1
     minimum, needs = REDIS_MINIMUM, REDIS_NEEDS

@@ -1,8 +1,7 @@
 """The sync Redis ledger: :mod:`.decisions` driven with redis-py's sync objects.
 
-A socket timeout bounds one ``recv``, and a reply trickled a byte at a time restarts it
-with every byte; so the ledger's connections wrap their socket, and each ``recv`` or
-``send`` waits at most the running operation's time left (:data:`~.decisions.DEADLINE`).
+A socket timeout bounds one ``recv`` (a reply trickled a byte at a time restarts it), so
+the ledger's sockets cut each wait to the operation's time left (``DEADLINE``).
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ def _left(deadline: float) -> float:
 
 
 def _waiting(name: str) -> Callable[..., Any]:
-    """A socket wait that first cuts the socket's timeout to the time left."""
 
     def wait(self: Any, *args: Any) -> Any:
         self._arm()
@@ -52,9 +50,6 @@ def _waiting(name: str) -> Callable[..., Any]:
 
 
 class DeadlineSocket:
-    """A socket whose every wait is cut to the running operation's time left (redis-py
-    maps the ``socket.timeout`` to its ``TimeoutError``); all else is the socket's."""
-
     __slots__ = ("_applied", "_sock", "_timeout")
 
     def __init__(self, sock: Any) -> None:
@@ -73,8 +68,7 @@ class DeadlineSocket:
         return self._timeout
 
     def _arm(self) -> None:
-        """No syscall while the timeout in place ends before the deadline: set a hair
-        under the time left, the next operation's deadline (a moment later) keeps it."""
+        """No syscall while the timeout in place ends before the deadline."""
         deadline, base, applied = DEADLINE.get(), self._timeout, self._applied
         if deadline is None or base == 0:  # no operation's, or a non-blocking poll
             wanted = base
@@ -92,8 +86,7 @@ class DeadlineSocket:
 
 
 class _Bounded:
-    """Mixed into a redis-py connection class: its TCP connect waits at most the time
-    left, and its socket is a :class:`DeadlineSocket`."""
+    """Mixed into a redis-py connection class: connect and socket bounded by the deadline."""
 
     socket_connect_timeout: float | None
 
@@ -122,8 +115,8 @@ def _bounded(cls: type) -> type:
 
 
 def bound_sync(client: Any, *, cluster: bool) -> None:
-    """The connections of a sync pool (or of every node of a Cluster client, present
-    and future) :class:`_Bounded`; idle ones reconnect so (busy ones keep theirs)."""
+    """Every connection of a pool (or Cluster client, nodes present and future)
+    :class:`_Bounded`; idle ones reconnect so."""
     if not cluster:
         _bound_pool(client)
         return
@@ -144,7 +137,6 @@ def bound_sync(client: Any, *, cluster: bool) -> None:
 
 
 def _bound_pool(pool: Any) -> None:
-    """New and present connections (redis-py keeps one object across reconnects)."""
     pool.connection_class = _bounded(pool.connection_class)
     for name in ("_available_connections", "_in_use_connections", "_connections"):
         for conn in getattr(pool, name, ()):
@@ -153,15 +145,12 @@ def _bound_pool(pool: Any) -> None:
 
 
 def packed(conn: Any, commands: Sequence[Command]) -> Any:
-    """One command packed alone (redis-py's cheaper path), several in one buffer."""
     if len(commands) == 1:
         return conn.pack_command(*commands[0])
     return conn.pack_commands(commands)
 
 
 class SyncDriver:
-    """Performs the decisions' operations on redis-py's sync pool or Cluster client."""
-
     def __init__(self, io: Transport) -> None:
         self.client = io.client
         if io.budget is not None:  # the ledger's own client
@@ -177,8 +166,7 @@ class SyncDriver:
             except Exception:
                 raise
             except BaseException:
-                # Interrupted (KeyboardInterrupt): the steps never see it, so the
-                # connection is dropped here, as they would have.
+                # Interrupted: the steps never see it, so the connection is dropped here.
                 conn.disconnect()
                 self.client.release(conn)
                 raise
@@ -194,8 +182,6 @@ class SyncDriver:
 
 
 class Shell:
-    """What both ledgers hold: the session, its driver, what closes an owned client."""
-
     def __init__(self, session: Session, driver: Any, on_close: Callable[[], Any] | None) -> None:
         self._session, self._driver, self._on_close = session, driver, on_close
         self._info = session.opened.info
@@ -210,7 +196,6 @@ class Shell:
         return self._session.batches([validate_request_id(r) for r in request_ids])
 
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s lines, from the facts read at open (no I/O)."""
         opened = self._session.opened
         return identity.doctor_checks(
             opened.facts,
@@ -222,7 +207,6 @@ class Shell:
         )
 
     def _close_transport(self) -> Callable[[], Any] | None:
-        """What closes the owned client, on the first close only."""
         io = self._session.io
         if io.closed:
             return None
@@ -231,20 +215,14 @@ class Shell:
 
 
 class RedisLedger(Shell, ReentrantLedgerBase):
-    """A sync ledger in Redis: one genesis-proving script per spend or read, never an
-    expiry.
-
-    Open one with ``open_ledger("redis://...")`` or :meth:`from_client`. Spends and
-    reads are one round trip each (plus one ``WAIT`` in the same trip when asked), and
-    one configuration re-check trip at most every ``recheck_interval`` seconds.
-    """
+    """A sync ledger in Redis: one genesis-proving script per spend or read (one round
+    trip, ``WAIT`` included), never an expiry."""
 
     @classmethod
     def from_client(
         cls, client: Any, *, namespace: str = DEFAULT_NAMESPACE, **options: Any
     ) -> RedisLedger:
-        """A ledger on a redis-py ``Redis``, ``ConnectionPool`` or ``RedisCluster`` the
-        host already has; the ledger never closes it."""
+        """A ledger on a host's ``Redis``, ``ConnectionPool`` or ``RedisCluster`` (never closed)."""
         opts = RedisOptions.for_client(options)
         io = transport_for(client, asyncio_client=False)
         return cls.open_on(io, namespace=validate_namespace(namespace), options=opts)
@@ -271,15 +249,13 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         return run_steps(self._session.spend(request_id), self._driver)
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        """C10: the same script as a spend, the attempt's digest stored with the token."""
         return run_steps(self._session.spend(request_id, digest), self._driver)
 
     def _is_spent(self, request_id: bytes) -> bool:
         return run_steps(self._session.is_spent(request_id), self._driver)
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Spend a batch, pipelined (1000 scripts per trip; one command per trip on a
-        Cluster): each answer is what :meth:`spend` would say."""
+        """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
         out: list[bool] = []
         for steps in self._batches(request_ids):
             answer = run_steps(steps, self._driver)
@@ -287,17 +263,14 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         return out
 
     def spent_ids(self, count: int = 1000) -> Iterator[str]:
-        """Every id spent in this namespace, streamed by ``SCAN`` pages of ``count``
-        (every master of a Cluster); markers and other namespaces are never listed."""
+        """Every id spent in this namespace, by ``SCAN`` pages of ``count``."""
         return self._scan(self._listing(count))
 
     def lineage(self) -> list[str]:
-        """The store_ids this store was migrated from (its lineage markers)."""
         return sorted(self._scan(self._listing(1000, MarkerKind.LINEAGE)))
 
     def namespaces(self, count: int = 1000) -> Iterator[str]:
-        """Every namespace with a genesis in this key space (database, or Cluster: every
-        master), this one included, each once, streamed by ``SCAN`` pages of ``count``."""
+        """Every namespace with a genesis in this key space, each once."""
         return self._scan(self._namespace_scan(count))
 
     def _scan(self, scan: Scan) -> Iterator[str]:

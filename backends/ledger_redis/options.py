@@ -17,8 +17,6 @@ from .errors import location
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WAIT_TIMEOUT = 1.0
-# How often (at most) the configuration that decides durability and identity is read
-# again, piggybacked on an operation (docs/redis.md: the re-check period).
 DEFAULT_RECHECK = 5.0
 DURABILITY_CHOICES = {
     "machine": Durability.MACHINE,
@@ -34,14 +32,11 @@ DRIVER_URL_OPTIONS = frozenset(
     {"db", "client_name", "max_connections", "ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile"}
     | {"ssl_keyfile", "ssl_check_hostname", "sentinels"}
 )
-# What a host's client is opened as, for the option helpers' messages.
 _CLIENT_URL = LedgerURL.parse("redis://client")
 
 
 @dataclass(frozen=True)
 class RedisOptions:
-    """What a ledger may be asked to do beyond the defaults; validated before any I/O."""
-
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = DEFAULT_TIMEOUT
     wait_replicas: int = 0
@@ -52,8 +47,6 @@ class RedisOptions:
     durability: str = Durability.MACHINE
     create: bool = True
     recheck_interval: float = DEFAULT_RECHECK
-    # True: the store_id is not bound to the master's replication id, so it survives a
-    # failover that can lose acknowledged spends (the user accepts that risk).
     failover_may_lose_spends: bool = False
 
     def __post_init__(self) -> None:
@@ -75,7 +68,6 @@ class RedisOptions:
 
     @classmethod
     def from_request(cls, request: OpenRequest) -> RedisOptions:
-        """Our options out of ``request`` (unknown ones are the caller's to refuse)."""
         level = request.choice("durability", "machine", DURABILITY_CHOICES)
         return cls(
             timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
@@ -96,7 +88,6 @@ class RedisOptions:
 
     @classmethod
     def for_client(cls, options: Mapping[str, Any]) -> RedisOptions:
-        """The options of a ledger on a host's client (no timeouts: the client's own)."""
         unknown = sorted(set(options) - CLIENT_OPTIONS)
         if unknown:
             raise InvalidLedgerURL(
@@ -106,16 +97,13 @@ class RedisOptions:
         return cls.from_request(OpenRequest(_CLIENT_URL, options=dict(options)))
 
 
-# Options this backend owns (stripped from the URL before redis-py sees it); a host's
-# client keeps its own timeouts.
 LEDGER_OPTIONS = frozenset({"namespace", *(f.name for f in fields(RedisOptions))})
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a URL opens: the driver's URL (it may hold a password: never shown), where it
-    points (shown), our options, and whether it is a Cluster."""
+    """``driver_url`` may hold a password: never shown."""
 
     driver_url: str
     location: str
@@ -131,7 +119,6 @@ class Target:
 
 
 def parse(request: OpenRequest) -> Target:
-    """Split ``request`` into redis-py's URL and our :class:`RedisOptions`."""
     url = request.url
     request.check(LEDGER_OPTIONS | DRIVER_URL_OPTIONS)
     for name in DRIVER_URL_OPTIONS & set(request.options):
@@ -156,8 +143,8 @@ def parse(request: OpenRequest) -> Target:
 
 
 def _check_driver_parts(url: LedgerURL) -> None:
-    """Refuse what redis-py would silently ignore or misread (a ledger in the wrong
-    database is a different store): the database number and the pool size."""
+    """Refuse what redis-py would silently ignore or misread (a wrong database is
+    another store)."""
     path = url.parts.path
     if "sentinels" in url.query:
         raise InvalidLedgerURL("option 'sentinels' is for redis+sentinel:// URLs only")
@@ -193,9 +180,8 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def _sentinel_target(request: OpenRequest) -> Target:
-    """``redis+sentinel://[user:password@]host:port/<master name>[/db]?sentinels=h:p,...``:
-    the first Sentinel in the address, any others in ``sentinels``; the credentials are
-    the master's. The driver URL is the master's (``redis://``, host unused)."""
+    """``redis+sentinel://[user:password@]host:port/<master name>[/db]?sentinels=h:p,...``;
+    the credentials are the master's."""
     url = request.url
     p = url.parts
     pieces = [x for x in p.path.split("/") if x]

@@ -4,30 +4,29 @@ check's scratch removal. A ledger never imports this module."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.steps import run_steps
 from ledger_core.urls import LedgerURL
 
-from .backend import Opening
+from .backend import BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND
 from .commands import GENESIS_PREFIX, RECORD_PREFIX, Command, cluster_tag, glob_escape
 from .decisions import Operation, Scan, Steps, Transport
 from .ledger import SyncDriver
 
 
 def scratch_pattern(prefix: str, cluster: bool) -> bytes:
-    """``SCAN MATCH`` for the genesis and record keys of the namespaces named
-    ``prefix...`` in this layout. It over-matches (an id holding ``:`` + the prefix, a
-    look-alike tag): :func:`scratch_namespace` decides."""
+    """``SCAN MATCH`` for the namespaces named ``prefix...``; it over-matches:
+    :func:`scratch_namespace` decides."""
     head = b"{dl-" + b"?" * 16 + b"}" if cluster else b"{}"
     return head + b"dl*:" + glob_escape(prefix.encode("utf-8")) + b"*"
 
 
 def scratch_namespace(key: bytes, prefix: str, cluster: bool) -> str | None:
-    """The namespace a genesis or record key of this layout names, when it starts with
-    ``prefix``; ``None`` for every other key (another namespace's, another layout's, a
-    tag that is not its namespace's, anything no ledger writes)."""
+    """The namespace a key of this layout names, when it starts with ``prefix``; else
+    ``None`` (another layout's, a look-alike tag, anything no ledger writes)."""
     body, tag = key, b""
     if cluster:
         tag, brace, rest = key.partition(b"}")
@@ -55,8 +54,7 @@ def scratch_namespace(key: bytes, prefix: str, cluster: bool) -> str | None:
 
 
 def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[Command]:
-    """``UNLINK`` of a page's (namespace, key) pairs: one command standalone; one per
-    namespace on a Cluster (a command may not span slots)."""
+    """One ``UNLINK`` standalone; one per namespace on a Cluster (never across slots)."""
     by_namespace: dict[str, list[bytes]] = {}
     for namespace, key in doomed:
         by_namespace.setdefault(namespace if cluster else "", []).append(key)
@@ -64,8 +62,7 @@ def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[
 
 
 class ScratchScan(Scan):
-    """The genesis and record keys of the namespaces named ``prefix...`` on every
-    master; each page lists the namespaces it met first and keeps its keys to unlink."""
+    """Each page lists the namespaces it met first and keeps their keys to unlink."""
 
     what = "remove_scratch"
 
@@ -82,9 +79,8 @@ class ScratchScan(Scan):
 
 
 def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
-    """One page: ``SCAN``, then ``UNLINK`` what it matched, bounded like one ledger
-    operation; how many namespaces it met first (``None``: every master is done).
-    Deleting between pages is safe: ``SCAN`` still returns every key that stays."""
+    """``SCAN``, then ``UNLINK`` what it matched (safe between pages: ``SCAN`` still
+    returns every key that stays); ``None``: every master is done."""
     with Operation(io, scan.what, spend=False):
         names = yield from scan.page(io)
         if names is None:
@@ -96,7 +92,6 @@ def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
 
 
 def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
-    """How many namespaces named ``prefix...`` (checked by the caller) were removed."""
     driver = SyncDriver(io)
     scan = ScratchScan(prefix, io.cluster, count)
     removed = 0
@@ -106,52 +101,31 @@ def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
 
 
 class ScratchHooks:
-    """``remove_scratch`` on what one scheme opens."""
+    """``remove_scratch`` on what one scheme's ``backend`` opens."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Remove every genesis and record key of the namespaces named ``prefix...`` (a
-        check's own scratch prefix, else refused before any I/O): ``SCAN MATCH`` pages,
-        each ``UNLINK``ed (every master of a Cluster); how many namespaces. The URL's
-        own options and timeouts; what is opened is closed after."""
+        """Remove every key of the namespaces named ``prefix...`` (a check's own scratch
+        prefix, else refused before any I/O) with the URL's options; how many namespaces."""
         checked = require_scratch_prefix(prefix)
-        _, transport, close = self._open(OpenRequest.build(url, create=False))
+        _, transport, close = self._backend.transport(OpenRequest.build(url, create=False))
         try:
             return remove_scratch(transport, checked)
         finally:
             transport.close()
             close()
 
-    def _open(self, request: OpenRequest) -> Opening:
-        from .backend import BACKEND
-
-        return BACKEND.transport(request)
-
 
 class RedisHooks(ScratchHooks):
-    """``redis://``, ``rediss://``, ``unix://``: one address (a socket has none)."""
+    """``redis://``, ``rediss://``, ``unix://``: one address (a socket has none). Sentinel
+    and Cluster have no ``reroute``: their servers hand out their own addresses."""
 
     def reroute(self, url: LedgerURL, route: Route) -> str | None:
         return None if url.scheme == "unix" else reroute_address(url, route, 6379)
 
 
-class SentinelHooks(ScratchHooks):
-    """No ``reroute``: the Sentinels hand out the master's own address."""
-
-    def _open(self, request: OpenRequest) -> Opening:
-        from .backend import SENTINEL_BACKEND
-
-        return SENTINEL_BACKEND.transport(request)
-
-
-class ClusterHooks(ScratchHooks):
-    """No ``reroute``: the nodes redirect clients to each other's own addresses."""
-
-    def _open(self, request: OpenRequest) -> Opening:
-        from .backend import CLUSTER_BACKEND
-
-        return CLUSTER_BACKEND.transport(request)
-
-
-HOOKS = RedisHooks()
-SENTINEL_HOOKS = SentinelHooks()
-CLUSTER_HOOKS = ClusterHooks()
+HOOKS = RedisHooks(BACKEND)
+SENTINEL_HOOKS = ScratchHooks(SENTINEL_BACKEND)
+CLUSTER_HOOKS = ScratchHooks(CLUSTER_BACKEND)
