@@ -1,8 +1,5 @@
-"""The store's requests, built without I/O: database commands as PyMongo sends them.
-
-Every request is one database command (``Database.command``), the same object for
-PyMongo's ``MongoClient``, its ``AsyncMongoClient`` and Motor, so the decisions never
-depend on which client runs them.
+"""The store's requests, built without I/O: each one database command
+(``Database.command``), the same for ``MongoClient``, ``AsyncMongoClient`` and Motor.
 
 Keys (C7/C8): a record's ``_id`` is ``ledger_key(namespace, id)`` as exact bytes: BSON
 ``BinData`` where the server finds BinData by equality (MongoDB), else the same bytes as
@@ -108,20 +105,13 @@ def digest_value(digest: bytes, encoding: str) -> Any:
 def spend_as(
     collection: str, key: Any, token: bytes, digest: Any, namespace: str, uuid: Any
 ) -> Request:
-    """C10 in one ``update``: an upsert whose query is the record's ``_id``, namespace
-    and digest. No record: it is inserted with them (and the token, ``$setOnInsert``).
-    A record with this digest: matched, nothing changes. Any other record (another
-    key's, a plain spend's): the insert meets the ``_id`` and fails, duplicate key."""
-    update = SON(
-        [
-            ("q", SON([("_id", key), ("ns", namespace), ("d", digest)])),
-            ("u", {"$setOnInsert": {"t": Binary(token)}}),
-            ("upsert", True),
-        ]
-    )
-    return write(
-        [("update", collection), ("updates", [update]), ("ordered", True)], "spend_as", uuid
-    )
+    """C10 in one upsert on the record's ``_id``, namespace and digest: no record, it is
+    inserted (the token ``$setOnInsert``); one with this digest is matched, unchanged;
+    any other record makes the insert fail on its ``_id`` (duplicate key)."""
+    query = SON([("_id", key), ("ns", namespace), ("d", digest)])
+    update = SON([("q", query), ("u", {"$setOnInsert": {"t": Binary(token)}}), ("upsert", True)])
+    fields = [("update", collection), ("updates", [update]), ("ordered", True)]
+    return write(fields, "spend_as", uuid)
 
 
 def read_many(
@@ -156,10 +146,7 @@ def _find(
     """One ``find`` of at most ``size`` documents in a single batch, read concern
     majority, in ``_id`` order (1 ascending, -1 descending)."""
     cmd: SON[str, Any] = SON([("find", collection), ("filter", flt), ("projection", projection)])
-    cmd["sort"] = {"_id": order}
-    cmd["limit"] = size
-    cmd["batchSize"] = size
-    cmd["singleBatch"] = True
+    cmd.update(sort={"_id": order}, limit=size, batchSize=size, singleBatch=True)
     cmd["readConcern"] = READ_MAJORITY
     return Request(_with_uuid(cmd, uuid), what)
 
@@ -173,14 +160,8 @@ def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:
 
 
 def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
-    return SON(
-        [
-            ("_id", genesis_key(namespace)),
-            ("g", Binary(value)),
-            ("ns", namespace),
-            ("enc", encoding),
-        ]
-    )
+    fields = [("_id", genesis_key(namespace)), ("g", Binary(value)), ("ns", namespace)]
+    return SON([*fields, ("enc", encoding)])
 
 
 def first_key(encoding: str) -> Any:
