@@ -1,13 +1,11 @@
-"""The async MongoDB ledger over PyMongo's ``AsyncMongoClient`` or a host's Motor
-client: the same decisions as the sync shell, awaited (C9)."""
+"""The async MongoDB ledger (``AsyncMongoClient``, or a host's Motor client): the same
+decisions as the sync shell, awaited (C9)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
-
-from pymongo import ReadPreference
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
@@ -16,7 +14,7 @@ from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
-from .ledger import CODEC, host_client, of_collection
+from .ledger import command, host_client, of_collection
 from .options import Settings
 
 
@@ -28,13 +26,9 @@ class AsyncConnection:
         self.owned = owned
         self.db = client.get_database(database)
         self.admin = client.get_database("admin")
-        self.motor = type(client).__module__.startswith("motor")
 
     async def perform(self, request: Request) -> Any:
-        db = self.admin if request.admin else self.db
-        return await db.command(
-            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
-        )
+        return await command(self, request)
 
     async def close(self) -> None:
         if self.owned:

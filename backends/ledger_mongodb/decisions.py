@@ -42,7 +42,6 @@ class Store:
     """What an open ledger knows about its store; shared by its operations."""
 
     settings: Settings
-    database: str
     info: LedgerInfo
     uuid: Any
     genesis_key: str
@@ -191,7 +190,6 @@ def open_steps(settings: Settings, database: str, location: str, now: float) -> 
     )
     return Store(
         settings=settings,
-        database=database,
         info=info,
         uuid=facts.guard_uuid,
         genesis_key=key,
@@ -349,7 +347,7 @@ def spend_as_steps(
     """C10 in one upsert (:func:`commands.spend_as`), proven and settled as a spend is."""
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
-    stored = cmd.digest_value(digest, store.encoding)
+    stored = cmd.encoded(digest, store.encoding)
     request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
     return (yield from _write_steps(store, request, key, token, digest))
 
@@ -488,7 +486,7 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
 def list_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the namespace's spent ids (markers and the genesis skipped)."""
     yield from _maybe_recheck(store, now)
-    first = cmd.first_key(store.encoding) if after is None else after
+    first = cmd.encoded(b"", store.encoding) if after is None else after
     request = cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
     docs = yield from _page(store, request)
     prefix = cmd.record_prefix(store.namespace)

@@ -30,8 +30,7 @@ CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
 
 
 class SyncConnection:
-    """A client and its database, rebuilt in a forked child (PyMongo is not fork-safe):
-    the child never touches the parent's sockets and never closes them."""
+    """A client and its database, rebuilt in a forked child (PyMongo is not fork-safe)."""
 
     def __init__(
         self, client: MongoClient[Any], database: str, *, owned: bool, rebuild: Rebuild = None
@@ -60,10 +59,7 @@ class SyncConnection:
                 self.owned = True
 
     def perform(self, request: Request) -> Any:
-        db = self.admin if request.admin else self.db
-        return db.command(
-            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
-        )
+        return command(self, request)
 
     def close(self) -> None:
         if self.owned and self._pid == os.getpid():
@@ -71,10 +67,9 @@ class SyncConnection:
 
 
 class MongoLedger(ReentrantLedgerBase):
-    """A sync ledger in one MongoDB collection: one ``insert`` per spend (w majority,
-    journaled), ``_id`` = namespace + id as exact bytes. Open one with
-    ``open_ledger("mongodb://...")`` or :meth:`from_client` / :meth:`from_database` /
-    :meth:`from_collection` (never closed by the ledger)."""
+    """A sync ledger in one MongoDB collection: one majority, journaled ``insert`` per
+    spend. Open with ``open_ledger`` or ``from_client``/``from_database``/
+    ``from_collection`` (the host's client is never closed by the ledger)."""
 
     def __init__(self, conn: SyncConnection, store: decisions.Store) -> None:
         self._conn, self._store = conn, store
@@ -170,6 +165,12 @@ class MongoLedger(ReentrantLedgerBase):
         if not self._store.closed:
             self._store.closed = True
             self._conn.close()
+
+
+def command(conn: Any, request: Request) -> Any:
+    """``request`` on the primary (a coroutine for an async client)."""
+    db = conn.admin if request.admin else conn.db
+    return db.command(request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC)
 
 
 def of_collection(collection: Any, options: dict[str, Any]) -> dict[str, Any]:
