@@ -1,7 +1,5 @@
-"""The async DynamoDB ledger: the same decisions as ``ledger.py``, awaited on an
-aiobotocore client (native asyncio, no thread pool). Its read timeout bounds an
-attempt's wait on the network, ``asyncio.wait_for`` the whole call (a reply trickled
-byte by byte, a wait for a pooled connection)."""
+"""The async DynamoDB ledger: the same decisions, awaited on an aiobotocore client;
+``asyncio.wait_for`` bounds the whole call (a trickled reply, a wait for a connection)."""
 
 from __future__ import annotations
 
@@ -55,10 +53,6 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
 
     async def __aenter__(self) -> AsyncDynamoDBLedger:
         return self
-
-    @property
-    def _client(self) -> Any:
-        return self._handle.client
 
     async def _current(self) -> Any:
         handle = self._handle

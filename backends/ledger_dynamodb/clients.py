@@ -1,6 +1,5 @@
 """boto3 and aiobotocore clients: built for a URL's :class:`Target`, described for a
-host's own, and rebuilt like a host's in a forked child (never sharing its sockets).
-The drivers are imported only when a client is built (``MissingDriver`` without them)."""
+host's own, rebuilt like a host's in a forked child. Drivers are imported only here."""
 
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ def _driver(module: str, ledger: str) -> Any:
 
 
 def sync_factory(target: Target) -> ClientFactory:
-    """Builds a new boto3 client for ``target`` (again in a forked child)."""
     boto3 = _driver("boto3", "DynamoDB")
 
     def make() -> Any:
@@ -96,8 +94,7 @@ def _carry_credentials(old: Any, new: Any) -> Any:
 
 
 def host_sync_factory(client: Any) -> ClientFactory:
-    """The host's boto3 ``client`` once, then (a forked child) a new one like it: same
-    region, endpoint, configuration and (refreshable) credentials."""
+    """The host's boto3 ``client`` once, then (a forked child) a new one like it."""
     first = [client]
 
     def make() -> Any:

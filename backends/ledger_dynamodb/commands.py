@@ -1,10 +1,8 @@
 """DynamoDB requests, built without I/O: API parameters and the key encoding.
 
-One table holds any number of namespaces. An item's partition key ``pk`` (binary) is
-``ledger_key(namespace, id)`` (length-prefixed, so no two pairs share a key: C7), which
-always starts with a digit; a namespace's genesis item is ``g:`` + the namespace, which no
-record key can equal. Ids and markers are stored as their exact bytes (C8): a 1024-byte
-id or a 1056-byte marker plus a 256-byte namespace stays under the 2048-byte key limit.
+An item's binary partition key ``pk`` is ``ledger_key(namespace, id)`` (C7), which starts
+with a digit; a namespace's genesis item is ``g:`` + the namespace, which no record key
+can equal. Ids are stored as their exact bytes (C8), under the 2048-byte key limit.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ SCAN_SEGMENTS = 4
 
 @dataclass(frozen=True)
 class Call:
-    """One API call (client method, keyword arguments): by when (``time.monotonic()``)
-    it must have ended, and how long one attempt may wait; the shell enforces both."""
+    """One API call: by when (``time.monotonic()``) it must have ended, and how long one
+    attempt may wait; the shell enforces both."""
 
     op: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -37,8 +35,6 @@ class Call:
 
 @dataclass(frozen=True)
 class Sleep:
-    """Wait (a table being created); the shell sleeps or awaits."""
-
     seconds: float
 
 
@@ -69,16 +65,14 @@ def _put(table: str, item: dict[str, bytes], condition: str) -> Call:
 
 
 def put_new(table: str, key: bytes, token: bytes) -> Call:
-    """The spend: write the record only if no item has this key (the stored item's
-    token tells a retry of ours from another's)."""
+    """The spend: the record only if no item has this key (its token tells a retry of
+    ours from another's)."""
     return _put(table, {KEY: key, TOKEN: token}, "attribute_not_exists(#k)")
 
 
 def put_as(table: str, key: bytes, token: bytes, digest: bytes) -> Call:
-    """The re-entrant spend (C10): write the record with the attempt key's digest if no
-    item has this key or the stored one holds the same digest (the winner re-entering
-    rewrites the same record); a plain spend's record has no digest, so it never
-    matches."""
+    """The re-entrant spend (C10): the record with the attempt key's digest if no item
+    has this key or the stored one holds the same digest (a plain spend's has none)."""
     call = _put(
         table, {KEY: key, TOKEN: token, DIGEST: digest}, "attribute_not_exists(#k) OR #d = :d"
     )
@@ -97,7 +91,7 @@ def get(table: str, key: bytes) -> Call:
 
 
 def exists(table: str, key: bytes) -> Call:
-    """The same read, projecting only the key: ``is_spent`` needs presence, not data."""
+    """The same read, projecting only the key: ``is_spent`` needs presence."""
     return Call(
         "get_item",
         {

@@ -1,13 +1,10 @@
 """Whole-attempt deadlines for the sync client: a slow reply ends in a raise, not a hang.
 
-botocore's ``read_timeout`` bounds each socket read, not a reply: a server that sends a
-byte every 0.25 s keeps a call alive for as long as it likes. So every request a
-ledger sends runs under :func:`bounded` (the call's deadline, and the attempt's share
-of its timeout): the connection classes installed on the ledger's own client arm that due
-time on the request's socket, and one watchdog thread per process shuts the socket
-when it passes. botocore then raises (a closed connection), and the decision sends
-again or settles within what is left of the call. The async ledger needs none of
-this: ``asyncio.wait_for`` cancels its request at the call's deadline.
+botocore's ``read_timeout`` bounds each socket read, not a reply (a byte every 0.25 s
+keeps a call alive for ever). So a request runs under :func:`bounded`: connection classes
+installed on the ledger's own client arm its due time on the socket, and one watchdog
+thread per process shuts the socket when it passes (botocore then raises). The async
+ledger needs none of this: ``asyncio.wait_for`` cancels its request.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ IDLE = 1.0  # seconds the watchdog sleeps when nothing is armed (arming wakes it
 
 class Watchdog:
     """Armed sockets and their due times; a thread shuts each one that passes its time.
-    Renewed in a forked child: it never inherits a lock a parent thread held, nor a
-    watchdog thread that does not exist there."""
+    Renewed in a forked child (no parent's lock, no thread that does not exist there)."""
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
@@ -119,10 +115,9 @@ class _Armed:
 def install(client: Any) -> Any:
     """Arm the requests of ``client`` (one the ledger built) with their due times.
 
-    No public botocore API reaches a request's socket (``read_timeout`` bounds each
-    read, not a reply), so this swaps the pool classes, urllib3's own extension point,
-    on the client's private HTTP session; a botocore without them keeps only its
-    per-read timeouts (``docs/dynamodb.md``)."""
+    No public botocore API reaches a request's socket, so this swaps the pool classes
+    (urllib3's extension point) on the client's private HTTP session; a botocore
+    without them keeps only its per-read timeouts (``docs/dynamodb.md``)."""
     session = getattr(getattr(client, "_endpoint", None), "http_session", None)
     manager = getattr(session, "_manager", None)
     if session is None or manager is None or not hasattr(manager, "pool_classes_by_scheme"):

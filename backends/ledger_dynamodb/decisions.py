@@ -1,21 +1,12 @@
-"""What open, spend, is_spent and listing decide, once, as I/O-free step generators.
-
-Each generator yields :class:`~.commands.Call` (or :class:`~.commands.Sleep`) requests,
-receives botocore's answer or has its exception thrown in, and returns the result; the
-sync shell (``ledger.py``) and the async one (``aio.py``) only perform the requests, so
-the two can never decide differently (C9).
+"""What open, spend, is_spent and listing decide, once, as I/O-free step generators of
+:mod:`.commands` requests; the sync and async shells only perform them (C9).
 
 Identity after open (C6): an answer that could let a call run (``spend`` True,
 ``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
-``GetItem`` of the namespace's genesis, which must hold the value this ledger opened.
-A genesis is random, written once under ``attribute_not_exists`` and never rewritten, so
-present now means present since open: the answer came from this store. ``DescribeTable``
-(the table's own identity, TTL, replicas) is re-read every ``config_interval`` seconds
-and after any ``ResourceNotFoundException``, by one caller at a time, never waited for.
-
-Every call has one deadline (``timeout`` seconds from its start): each attempt of a
-request ends by its share of it, a transient failure is sent again after a short pause
-while time is left, and no request starts after it.
+read of the namespace's genesis (random, written once, never rewritten: present now means
+present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds and
+after a ``ResourceNotFoundException``, by one caller at a time, never waited for.
+Every call has one deadline (``timeout`` from its start) shared by its attempts.
 """
 
 from __future__ import annotations
@@ -73,8 +64,7 @@ class ProcessLock:
 
 @dataclass
 class Handle:
-    """The client a shell uses, and whose it is: one per process (a forked child builds
-    its own, never touching the parent's sockets)."""
+    """The shell's client: one per process (a forked child builds its own)."""
 
     make_client: Any  # () -> client, or an async one
     client: Any
@@ -87,7 +77,6 @@ class Handle:
         return os.getpid() != self.pid
 
     def adopt(self, client: Any) -> Any:
-        """``client``, built in this process, from now on: ours to close."""
         self.client, self.pid, self.owned = client, os.getpid(), True
         return client
 
@@ -118,11 +107,7 @@ class Session:
     def namespace(self) -> str:
         return self.settings.namespace
 
-    def config_due(self, now: float) -> bool:
-        return self.suspect or now - self.config_checked >= self.settings.config_interval
-
     def fail(self, error: LedgerError) -> LedgerError:
-        """Fail closed for good: every later operation raises ``error``."""
         self.failed = error
         return error
 
@@ -149,7 +134,7 @@ def server_header(answer: Any) -> str:
 
 def send(session: Session, call: commands.Call, deadline: float) -> Steps[Request, Any]:
     """``call`` within ``deadline``; the last failure is raised, marked as retried when
-    an earlier attempt may have landed (C5 reads it: a throttled attempt never did)."""
+    an earlier attempt may have landed (C5)."""
     share = per_attempt(session.settings.timeout)
     attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
     if time.monotonic() >= deadline:
@@ -195,10 +180,10 @@ def _wait_active(session: Session) -> Steps[Request, dict[str, Any]]:
 def read_facts(
     session: Session, deadline: float, *, create: bool, wait: bool = True
 ) -> Steps[Request, TableFacts]:
-    """The table's description (created when asked and missing) and TTL setting."""
+    """The table's description (created when asked and missing) and TTL."""
     try:
         answer = yield from send(session, commands.describe_table(session.table), deadline)
-        table = _table(answer)
+        waiting = wait and _table(answer).get("TableStatus") == "CREATING"
     except Exception as exc:
         if not is_not_found(exc):
             fail(exc, "DescribeTable", session.location)
@@ -213,16 +198,15 @@ def read_facts(
             # Another opener created it first: fine, wait for it like for ours.
             if code_of(exc2) != "ResourceInUseException":
                 fail(exc2, "CreateTable", session.location)
+        waiting = True
+    if waiting:
         answer = yield from _wait_active(session)
-        table = _table(answer)
-    if wait and table.get("TableStatus") == "CREATING":
-        answer = yield from _wait_active(session)
-        table = _table(answer)
     try:
         ttl = yield from send(session, commands.describe_ttl(session.table), _deadline(session))
     except Exception as exc:
         fail(exc, "DescribeTimeToLive", session.location)
-    return TableFacts.read(table, ttl if isinstance(ttl, dict) else {}, server_header(answer))
+    ttl = ttl if isinstance(ttl, dict) else {}
+    return TableFacts.read(_table(answer), ttl, server_header(answer))
 
 
 def _read(
@@ -245,7 +229,7 @@ def _read_genesis(session: Session, deadline: float) -> Steps[Request, bytes | N
 
 
 def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
-    """The namespace's genesis value; the first opener writes a random one, once."""
+    """The namespace's genesis value; the first opener writes a random one."""
     found = yield from _read_genesis(session, _deadline(session))
     if found is not None:
         return found
@@ -254,7 +238,7 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
             f"namespace {session.namespace!r} was never set up in {session.location} and "
             "create=false: nothing to read"
         )
-    value = identity.new_genesis()
+    value = os.urandom(identity.GENESIS_BYTES)
     deadline = _deadline(session)
     try:
         yield from send(
@@ -295,9 +279,8 @@ def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
 
 
 def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
-    """The table's identity and configuration, again: same ``TableId``, ARN and creation
-    time (a table restored under the same name carries our genesis item), no TTL on our
-    attributes, not turned into an eventually consistent global table."""
+    """The table's identity (a restored table carries our genesis item) and its
+    configuration, again."""
     started = time.monotonic()
     try:
         # Never waits: a table being created under our name is not ours anyway.
@@ -330,13 +313,13 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
 
 
 def checked(session: Session) -> Steps[Request, float]:
-    """The guard every operation starts with: fail closed for good once the store was
-    found changed; re-read the table when due, unless another caller is doing it (no
-    caller ever waits on another's check). Returns the operation's deadline."""
+    """Every operation's guard: fail closed for good once the store changed; re-read
+    the table when due unless another caller is (none waits). Returns the deadline."""
     if session.failed is not None:
         raise session.failed
     deadline = _deadline(session)
-    if session.config_due(time.monotonic()):
+    since = time.monotonic() - session.config_checked
+    if session.suspect or since >= session.settings.config_interval:
         lock = session.checking.get()
         if lock.acquire(blocking=False):
             try:
@@ -368,8 +351,7 @@ def proven(session: Session, deadline: float, *, wrote: bool) -> Steps[Request, 
 def spend_steps(
     session: Session, request_id: bytes, token: bytes, digest: bytes | None = None
 ) -> Steps[Request, bool]:
-    """The conditional put (re-entrant under an attempt key's ``digest``: C10), then
-    (on True) the genesis proof."""
+    """The conditional put (C10 with ``digest``), then (on True) the genesis proof."""
     deadline = yield from checked(session)
     key = ledger_key(session.namespace, request_id)
     if digest is None:
@@ -430,11 +412,9 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
 def _put_as(
     session: Session, key: bytes, token: bytes, digest: bytes, deadline: float
 ) -> Steps[Request, bool]:
-    """The put succeeds when no record exists or ours (same digest) does: True. A
-    conditional failure is False: the stored record holds another digest or none, and a
-    digest never changes once written, so no earlier attempt of ours can have landed. A
-    lost reply is settled by the same put again (idempotent for this key, within the
-    call's deadline), else :class:`AmbiguousSpend` (C5)."""
+    """True when no record or ours (same digest) exists. A conditional failure is False:
+    a stored digest never changes, so no attempt of ours landed there. A lost reply is
+    settled by the same put again (idempotent), else :class:`AmbiguousSpend` (C5)."""
     try:
         yield from send(session, commands.put_as(session.table, key, token, digest), deadline)
         return True
@@ -468,10 +448,8 @@ Page = tuple[list[bytes], "dict[str, Any] | None"]
 
 class ParallelScan:
     """Where each consistent parallel Scan segment over the keys under ``prefix``
-    stands: the shells fetch one page of every live segment at once (threads or tasks),
-    hand the answers back, and stream what they list, so memory stays bounded by the
-    segments times one page. Every page is proven: one read from a store that forgot
-    would list too little."""
+    stands: the shells fetch one page of every live segment at once and stream what
+    they list (bounded memory). Every page is proven."""
 
     def __init__(self, session: Session, prefix: bytes, keep: Callable[[bytes], bool]):
         self._session, self._prefix, self._keep = session, prefix, keep
@@ -480,17 +458,14 @@ class ParallelScan:
 
     @classmethod
     def ids(cls, session: Session) -> ParallelScan:
-        """The namespace's ids: never markers, the genesis or another namespace's."""
         prefix = commands.record_prefix(session.namespace)
         return cls(session, prefix, lambda raw: not is_marker(raw))
 
     @classmethod
     def namespaces(cls, session: Session) -> ParallelScan:
-        """The genesis items: a record is only ever written under its namespace's."""
         return cls(session, commands.GENESIS_PREFIX, lambda raw: True)
 
     def next_pages(self) -> list[Steps[Request, Page]]:
-        """The next page of every segment not finished (none: all done)."""
         self._asked = list(self._starts)
         return [self._page(segment, self._starts[segment]) for segment in self._asked]
 
@@ -505,7 +480,6 @@ class ParallelScan:
         return [k[len(prefix) :] for k in keys if k.startswith(prefix)], following or None
 
     def listed(self, answers: list[Page]) -> list[str]:
-        """What those pages listed; finished segments drop out."""
         found: list[str] = []
         for segment, (keys, following) in zip(self._asked, answers, strict=True):
             found += [raw.decode("utf-8") for raw in keys if raw and self._keep(raw)]

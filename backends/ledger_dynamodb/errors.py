@@ -1,8 +1,7 @@
 """botocore/aiobotocore exceptions -> ``LedgerError``: rejected, not sent, or unknown.
 
-Messages name the operation, the table's location and the error code; AWS's own message
-text is repeated only for codes whose text is known to hold no credential, signature or
-string-to-sign (an ``InvalidSignatureException`` quotes the canonical request).
+AWS's own message text is repeated only for codes whose text is known to hold no
+credential or signature (an ``InvalidSignatureException`` quotes the canonical request).
 """
 
 from __future__ import annotations
@@ -100,10 +99,9 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 def write_fate(exc: BaseException) -> Fate:
-    """Whether a failed write can have landed. A 4xx answer to the only attempt is a
-    refusal. A 5xx (DynamoDB: "the request may or may not have succeeded"), a lost
-    connection, a timeout, or any error after a retry (an earlier attempt may have
-    landed) is unknown."""
+    """Whether a failed write can have landed: a 4xx answer to the only attempt is a
+    refusal; a 5xx ("may or may not have succeeded"), a lost connection, a timeout, or
+    any error after a retry is unknown."""
     if isinstance(exc, LedgerError):
         return Fate.REJECTED  # our own shell refused (closed): nothing was sent
     bc = _botocore()

@@ -1,13 +1,11 @@
 """Facts read from DynamoDB -> :class:`LedgerInfo`: identity, durability, refusals. No I/O.
 
-``store_id`` is derived from the table's own identity (``TableId``, ARN, creation time:
-a re-created or restored table gets new ones), the namespace's genesis value (random,
-written once by the first opener) and the namespace."""
+``store_id`` is derived from the table's own identity (a re-created or restored table gets
+a new one), the namespace's random genesis value and the namespace."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,10 +21,6 @@ GENESIS_BYTES = 16
 USABLE_STATUS = frozenset({"ACTIVE", "UPDATING"})
 MOTO_SERVER = "werkzeug"  # moto's server mode answers with Werkzeug's Server header
 MOTO_ACCOUNT = "123456789012"  # moto's default account id
-
-
-def new_genesis() -> bytes:
-    return os.urandom(GENESIS_BYTES)
 
 
 @dataclass(frozen=True)
@@ -89,9 +83,8 @@ class TableFacts:
 
 
 def is_moto(facts: TableFacts, endpoint_url: str | None) -> bool:
-    """moto's server mode. urllib3 (boto3) shows both of its ``Server`` headers, aiohttp
-    (aiobotocore) only the last (``amazon.com``), so its tables' shape decides too: moto's
-    default account and no ``TableId``, which DynamoDB always returns."""
+    """moto's server mode: by its ``Server`` header (aiohttp shows only the last one), or
+    by its tables' shape (moto's default account, no ``TableId``)."""
     if MOTO_SERVER in facts.server.lower():
         return True
     return (
@@ -146,7 +139,6 @@ def judged(
 
 
 def check_genesis(item: dict[str, Any] | None) -> bytes | None:
-    """The genesis value of a returned genesis item (``None``: no item)."""
     if not item:
         return None
     value = binary(item, GENESIS)
@@ -238,9 +230,8 @@ def doctor_checks(
     endpoint_url: str | None,
     botocore_version: str,
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines, from the facts read at open; no I/O.
-    Point-in-time recovery is not read: it restores into a new table (a new store_id),
-    so it decides nothing here."""
+    """The doctor's lines, from the facts read at open; no I/O. (Point-in-time recovery
+    restores into a new table, a new store_id: it decides nothing here.)"""
     parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
     version = version_check(
         "botocore",

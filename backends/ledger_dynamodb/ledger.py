@@ -1,6 +1,5 @@
-"""The sync DynamoDB ledger: a thin shell that performs :mod:`.decisions`' requests
-on a boto3 client (one per process: a forked child builds its own), each attempt
-bounded by its due time (:mod:`.deadlines`)."""
+"""The sync DynamoDB ledger: performs :mod:`.decisions`' requests on a boto3 client (one
+per process), each attempt bounded by its due time (:mod:`.deadlines`)."""
 
 from __future__ import annotations
 
@@ -26,11 +25,9 @@ R = TypeVar("R")
 
 
 class DynamoDBLedger(ReentrantLedgerBase):
-    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend (and per
-    ``spend_as``, C10), then a consistent read of the namespace's genesis (C6).
-
-    Open one with ``open_ledger("dynamodb://TABLE?region=...")`` or :meth:`from_client`.
-    """
+    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend, then a
+    consistent read of the namespace's genesis (C6). Open with ``open_ledger`` or
+    :meth:`from_client`."""
 
     def __init__(self, session: Session, handle: Handle):
         self._session = session
@@ -59,10 +56,6 @@ class DynamoDBLedger(ReentrantLedgerBase):
 
     def __enter__(self) -> DynamoDBLedger:
         return self
-
-    @property
-    def _client(self) -> Any:
-        return self._handle.client
 
     def _current(self) -> Any:
         handle = self._handle
@@ -96,8 +89,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         return self._run(decisions.spend_steps(self._session, request_id, new_token(), digest))
 
     def spent_ids(self) -> Iterator[str]:
-        """Every id spent in this namespace (migration source): parallel consistent Scan
-        segments, streamed; markers, the genesis item and other namespaces are skipped."""
+        """Every id spent in this namespace, streamed from parallel consistent Scans."""
         return self._scan(decisions.ParallelScan.ids(self._session))
 
     def namespaces(self) -> Iterator[str]:

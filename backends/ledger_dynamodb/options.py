@@ -71,7 +71,6 @@ class Target:
         return f"{where} in {self.region}" if self.region else where
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``session.client("dynamodb", ...)``, bounded timeouts."""
         return {
             "region_name": self.region,
             "endpoint_url": self.endpoint_url,
@@ -84,8 +83,7 @@ def per_attempt(timeout: float) -> float:
 
 
 def client_config(timeout: float) -> Any:
-    """botocore's Config: one attempt per request (the decisions send again, within the
-    call's deadline), each connect and read bounded by an attempt's share."""
+    """One attempt per request (the decisions send again), each bounded by its share."""
     from botocore.config import Config
 
     return Config(
@@ -105,12 +103,7 @@ def is_aws_endpoint(endpoint_url: str | None) -> bool:
     return bool(_AWS_HOST.search(host))
 
 
-def _optional_text(request: OpenRequest, name: str) -> str | None:
-    return request.text(name, "") or None
-
-
 def parse(request: OpenRequest) -> Target:
-    """The request as one :class:`Target`; unknown options refused."""
     request.check(OPTIONS)
     url = request.url
     parts = url.parts
@@ -124,15 +117,15 @@ def parse(request: OpenRequest) -> Target:
         raise InvalidLedgerURL(
             f"{url}: expected dynamodb://TABLE with a table name of 3-255 characters [A-Za-z0-9_.-]"
         )
-    endpoint = _optional_text(request, "endpoint_url")
+    endpoint = request.text("endpoint_url", "") or None
     if endpoint is not None:
         scheme = urlsplit(endpoint).scheme
         if scheme not in ("http", "https") or "@" in urlsplit(endpoint).netloc:
             raise InvalidLedgerURL("endpoint_url must be http(s)://host[:port] without credentials")
     return Target(
         table=table,
-        region=_optional_text(request, "region"),
+        region=request.text("region", "") or None,
         endpoint_url=endpoint,
-        profile=_optional_text(request, "profile"),
+        profile=request.text("profile", "") or None,
         settings=Settings.of(request),
     )

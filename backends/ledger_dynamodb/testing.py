@@ -1,5 +1,4 @@
-"""Test and operations support for ``dynamodb://`` URLs (the suite's and the CLI's
-hooks, loaded through ``Backend.testing``): a ledger never imports this module."""
+"""Test and operations support for ``dynamodb://`` URLs; a ledger never imports this."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ _ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
 _AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-# Record prefixes per Scan filter (one ``begins_with`` each, OR'd: far below the 4 KB
-# expression limit), BatchWriteItem's 25 deletes per call, and how often its
-# unprocessed items are sent again.
+# Prefixes per Scan filter (OR'd, below the 4 KB expression limit), BatchWriteItem's 25
+# deletes per call, and how often its unprocessed items are sent again.
 PREFIXES_PER_SCAN = 50
 DELETES_PER_BATCH = 25
 UNPROCESSED_ATTEMPTS = 8
@@ -76,8 +74,7 @@ def remove_namespaces(perform: Perform, table: str, location: str, prefix: str) 
 def _sweep(
     perform: Perform, table: str, location: str, prefixes: list[bytes], *, delete: bool
 ) -> list[bytes]:
-    """Every key under ``prefixes`` (every segment, page by page), each page deleted
-    when ``delete`` (then nothing is kept), else returned."""
+    """Every key under ``prefixes``, each page deleted when ``delete``, else returned."""
     found: list[bytes] = []
     for segment in range(SCAN_SEGMENTS):
         start: dict[str, Any] | None = None
@@ -103,8 +100,8 @@ def _sweep(
 
 
 def _delete(perform: Perform, table: str, location: str, keys: list[bytes]) -> None:
-    """Delete ``keys`` in batches; unprocessed items are sent again (backing off), at
-    most :data:`UNPROCESSED_ATTEMPTS` times, then it fails (never silently)."""
+    """Delete ``keys`` in batches; unprocessed items are sent again (backing off), then
+    it fails (never silently)."""
     for i in range(0, len(keys), DELETES_PER_BATCH):
         requests = [
             {"DeleteRequest": {"Key": {KEY: {"B": k}}}} for k in keys[i : i + DELETES_PER_BATCH]
@@ -144,10 +141,8 @@ class _Hooks:
         return None
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every item (records, markers, genesis) of the namespaces named
-        ``prefix...`` (a check's own scratch prefix, else refused before any I/O); how
-        many namespaces. The URL's options and timeouts; a missing table is an error,
-        never created; the client is closed after."""
+        """Delete every item of the namespaces named ``prefix...`` (a scratch prefix, else
+        refused before any I/O); how many. A missing table is an error, never created."""
         checked = require_scratch_prefix(prefix)
         target = parse(OpenRequest.build(url, create=False))
         client = sync_factory(target)()

@@ -1,10 +1,6 @@
-"""MongoDB ledgers: one ``insert`` of ``{_id: namespace+id bytes, t: token}`` per spend,
-w="majority" and journaled, over PyMongo's ``MongoClient``, its ``AsyncMongoClient``, or
-a host's Motor client.
-
-Importing this package does not import PyMongo; opening a ledger does, and raises
-``MissingDriver`` naming ``pip install 'decision-ledger[mongodb]'`` when it is absent.
-"""
+"""MongoDB ledgers: one majority, journaled ``insert`` per spend, over ``MongoClient``,
+``AsyncMongoClient`` or a host's Motor client. PyMongo is imported only on open
+(``MissingDriver`` naming ``pip install 'decision-ledger[mongodb]'`` without it)."""
 
 from __future__ import annotations
 

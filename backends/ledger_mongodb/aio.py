@@ -1,5 +1,5 @@
-"""The async MongoDB ledger over PyMongo's ``AsyncMongoClient`` or a host's Motor
-client: the same decisions as the sync shell, awaited (C9)."""
+"""The async MongoDB ledger (``AsyncMongoClient``, or a host's Motor client): the same
+decisions as the sync shell, awaited (C9)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from pymongo import ReadPreference
-
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
-from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps_async
 from ledger_core.tokens import new_token
 
 from . import decisions
 from .commands import Request
-from .ledger import CODEC, host_client
+from .ledger import command, host_client, of_collection
 from .options import Settings
 
 
@@ -29,13 +26,9 @@ class AsyncConnection:
         self.owned = owned
         self.db = client.get_database(database)
         self.admin = client.get_database("admin")
-        self.motor = type(client).__module__.startswith("motor")
 
     async def perform(self, request: Request) -> Any:
-        db = self.admin if request.admin else self.db
-        return await db.command(
-            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
-        )
+        return await command(self, request)
 
     async def close(self) -> None:
         if self.owned:
@@ -78,9 +71,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
 
     @classmethod
     async def from_collection(cls, collection: Any, **options: Any) -> AsyncMongoLedger:
-        if "collection" in options:
-            raise TypeError("from_collection takes the collection's own name")
-        return await cls.from_database(collection.database, collection=collection.name, **options)
+        return await cls.from_database(collection.database, **of_collection(collection, options))
 
     async def _steps(self, steps: decisions.Steps) -> Any:
         if self._store.closed:
@@ -102,13 +93,11 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch (see :meth:`MongoLedger.spend_many`)."""
-        raws = [validate_request_id(r) for r in request_ids]
-        batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
+        batches = decisions.batches(self._store, request_ids, spend=True)
         return [won for steps in batches for won in await self._steps(steps)]
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        raws = [validate_request_id(r) for r in request_ids]
-        batches = decisions.is_spent_many_batches(self._store, raws, time.monotonic)
+        batches = decisions.batches(self._store, request_ids, spend=False)
         return [spent for steps in batches for spent in await self._steps(steps)]
 
     def spent_ids(self) -> AsyncIterator[str]:

@@ -44,13 +44,10 @@ class _MongoBackend:
         pymongo = _pymongo()
         from .ledger import MongoLedger, SyncConnection
 
-        client = _client(target, pymongo.MongoClient)
-        conn = SyncConnection(
-            client,
-            target.database,
-            owned=True,
-            rebuild=lambda: _client(target, pymongo.MongoClient),
-        )
+        def make() -> Any:  # again in a forked child
+            return _client(target, pymongo.MongoClient)
+
+        conn = SyncConnection(make(), target.database, owned=True, rebuild=make)
         return MongoLedger.open_on(conn, target.settings, target.location)
 
     async def open_async(self, request: OpenRequest) -> Any:
@@ -63,8 +60,7 @@ class _MongoBackend:
         return await AsyncMongoLedger.open_on(conn, target.settings, target.location)
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
-        """``decision-ledger setup``: the collection (simple collation) and the namespace's
-        genesis, created if missing (idempotent); returns the identity."""
+        """The collection and the namespace's genesis, created if missing (idempotent)."""
         ledger = self.open(request.with_options(create=True))
         try:
             info: LedgerInfo = ledger.describe()

@@ -1,8 +1,5 @@
-"""The store's requests, built without I/O: database commands as PyMongo sends them.
-
-Every request is one database command (``Database.command``), the same object for
-PyMongo's ``MongoClient``, its ``AsyncMongoClient`` and Motor, so the decisions never
-depend on which client runs them.
+"""The store's requests, built without I/O: each one database command
+(``Database.command``), the same for ``MongoClient``, ``AsyncMongoClient`` and Motor.
 
 Keys (C7/C8): a record's ``_id`` is ``ledger_key(namespace, id)`` as exact bytes: BSON
 ``BinData`` where the server finds BinData by equality (MongoDB), else the same bytes as
@@ -39,9 +36,14 @@ class Request:
     admin: bool = False
 
 
-def record_key(namespace: str, request_id: bytes, encoding: str) -> Any:
-    raw = ledger_key(namespace, request_id)
+def encoded(raw: bytes, encoding: str) -> Any:
+    """Key bytes or a digest as stored: BinData, or hex text where the server matches no
+    BinData by equality (nx-27017)."""
     return Binary(raw) if encoding == BIN else raw.hex()
+
+
+def record_key(namespace: str, request_id: bytes, encoding: str) -> Any:
+    return encoded(ledger_key(namespace, request_id), encoding)
 
 
 def record_prefix(namespace: str) -> bytes:
@@ -99,47 +101,32 @@ def insert(
     return write([("insert", collection), ("documents", docs), ("ordered", False)], what, uuid)
 
 
-def digest_value(digest: bytes, encoding: str) -> Any:
-    """An attempt key's digest as stored: in the keys' encoding, since a server that
-    matches no BinData by equality (nx-27017) cannot match it in a query either."""
-    return Binary(digest) if encoding == BIN else digest.hex()
-
-
 def spend_as(
     collection: str, key: Any, token: bytes, digest: Any, namespace: str, uuid: Any
 ) -> Request:
-    """C10 in one ``update``: an upsert whose query is the record's ``_id``, namespace
-    and digest. No record: it is inserted with them (and the token, ``$setOnInsert``).
-    A record with this digest: matched, nothing changes. Any other record (another
-    key's, a plain spend's): the insert meets the ``_id`` and fails, duplicate key."""
-    update = SON(
-        [
-            ("q", SON([("_id", key), ("ns", namespace), ("d", digest)])),
-            ("u", {"$setOnInsert": {"t": Binary(token)}}),
-            ("upsert", True),
-        ]
-    )
-    return write(
-        [("update", collection), ("updates", [update]), ("ordered", True)], "spend_as", uuid
-    )
+    """C10 in one upsert on the record's ``_id``, namespace and digest: no record, it is
+    inserted (the token ``$setOnInsert``); one with this digest is matched, unchanged;
+    any other record makes the insert fail on its ``_id`` (duplicate key)."""
+    query = SON([("_id", key), ("ns", namespace), ("d", digest)])
+    update = SON([("q", query), ("u", {"$setOnInsert": {"t": Binary(token)}}), ("upsert", True)])
+    fields = [("update", collection), ("updates", [update]), ("ordered", True)]
+    return write(fields, "spend_as", uuid)
 
 
 def read_many(
     collection: str, keys: list[Any], genesis: str, uuid: Any, what: str, encoding: str
 ) -> Request:
-    """The records that exist among ``keys`` and the genesis, in one read on the primary,
-    in the ``_id`` order that reads the genesis last: a query may yield between two
-    documents and resume on a newer snapshot, and a genesis still there after the
-    records were read proves they were read from the store this ledger opened. (BSON
-    sorts text before BinData, and hex digits before the genesis's ``g``.)"""
+    """The records among ``keys`` and the genesis in one read, the genesis last (a query
+    may resume on a newer snapshot between documents: a genesis still there after the
+    records proves where they were read). BSON sorts text before BinData, hex digits
+    before the genesis's ``g``."""
     flt = {"_id": {"$in": [*keys, genesis]}}
     last = -1 if encoding == BIN else 1
     return _find(collection, flt, {"t": 1, "g": 1, "d": 1}, len(keys) + 1, uuid, what, last)
 
 
 def genesis_page(collection: str, after: str, size: int, uuid: Any) -> Request:
-    """One page of the collection's genesis documents in ``_id`` order, after ``after``
-    (on the ``_id`` index: the namespaces, without touching a record)."""
+    """One page of the genesis documents after ``after`` (the ``_id`` index only)."""
     flt = {"_id": {"$gt": after, "$lt": GENESIS_END}}
     return _find(collection, flt, {"_id": 1}, size, uuid, "namespaces", 1)
 
@@ -153,13 +140,9 @@ def _find(
     what: str,
     order: int,
 ) -> Request:
-    """One ``find`` of at most ``size`` documents in a single batch, read concern
-    majority, in ``_id`` order (1 ascending, -1 descending)."""
+    """One single-batch ``find``, read concern majority, in ``_id`` order ``order``."""
     cmd: SON[str, Any] = SON([("find", collection), ("filter", flt), ("projection", projection)])
-    cmd["sort"] = {"_id": order}
-    cmd["limit"] = size
-    cmd["batchSize"] = size
-    cmd["singleBatch"] = True
+    cmd.update(sort={"_id": order}, limit=size, batchSize=size, singleBatch=True)
     cmd["readConcern"] = READ_MAJORITY
     return Request(_with_uuid(cmd, uuid), what)
 
@@ -173,18 +156,8 @@ def insert_doc(collection: str, doc: SON[str, Any], what: str) -> Request:
 
 
 def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
-    return SON(
-        [
-            ("_id", genesis_key(namespace)),
-            ("g", Binary(value)),
-            ("ns", namespace),
-            ("enc", encoding),
-        ]
-    )
-
-
-def first_key(encoding: str) -> Any:
-    return Binary(b"") if encoding == BIN else ""
+    fields = [("_id", genesis_key(namespace)), ("g", Binary(value)), ("ns", namespace)]
+    return SON([*fields, ("enc", encoding)])
 
 
 def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any) -> Request:

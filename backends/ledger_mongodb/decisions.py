@@ -1,32 +1,19 @@
-"""Open, spend, is_spent and list, decided once as I/O-free step generators.
-
-Each generator yields a :class:`~.commands.Request`, receives the server's reply (a
-``dict``) or has the driver's exception thrown into it, and returns the result;
-``ledger_core.steps.run_steps`` (sync) and ``run_steps_async`` (async: PyMongo's
-``AsyncMongoClient`` or Motor) drive the same code, so the variants cannot differ (C9).
+"""Open, spend, is_spent and list, decided once as I/O-free step generators of
+:mod:`.commands` requests; the sync and async shells only perform them (C9).
 
 Identity after open (docs/mongodb.md, "Identity (C6)"): every operation proves its
-namespace's genesis itself, no periodic re-check stands in for it:
-
-* every read fetches the genesis with the records, in the same ``find``, the genesis
-  read last (so a forget between the two documents is seen);
-* every write (a spend's insert, a spend_as's upsert, a batch) is followed by a read of
-  the genesis and the records before answering: a genesis still ours after the write
-  proves the write landed in the store this ledger opened (a deleted genesis never
-  comes back: a new one is new random bytes);
-* a listing page is followed by a read of the genesis;
-* where the server has a collection UUID, every command also carries it
-  (``collectionUUID``): a dropped or re-created collection fails the very command,
-  before anything is written into it;
-* collection options and indexes (TTL, capped, collation) are re-checked at most every
-  ``recheck`` seconds, piggybacked on an operation.
-
-Once the store is found to have forgotten or changed, the ledger stays failed closed.
+namespace's genesis itself. A read fetches the genesis with the records in one ``find``,
+the genesis last; a write is followed by that read before answering (a deleted genesis
+never comes back); a listing page is followed by a genesis read. Where the server has a
+collection UUID every command carries it (``collectionUUID``), so a re-created collection
+fails the very command. Options and indexes are re-checked every ``recheck`` seconds.
+Once the store is found changed, the ledger stays failed closed.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +21,7 @@ from typing import Any
 from bson.binary import Binary
 
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
-from ledger_core.ids import is_marker
+from ledger_core.ids import is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
@@ -55,7 +42,6 @@ class Store:
     """What an open ledger knows about its store; shared by its operations."""
 
     settings: Settings
-    database: str
     info: LedgerInfo
     uuid: Any
     genesis_key: str
@@ -145,8 +131,8 @@ def facts_steps(settings: Settings, create: bool) -> Steps:
 
 
 def _probe_steps(settings: Settings) -> Steps:
-    """Whether the server finds a BinData ``_id`` by equality: then ids are BinData,
-    else lowercase hex text (nx-27017 matches nothing on BinData equality)."""
+    """Whether the server finds a BinData ``_id`` by equality (nx-27017 does not): then
+    ids are BinData, else lowercase hex text."""
     probe = cmd.probe_key(settings.namespace)
     doc: Any = {"_id": probe, "ns": settings.namespace}
     _unless_duplicate((yield cmd.insert_doc(settings.collection, doc, "probe")), "key probe")
@@ -204,7 +190,6 @@ def open_steps(settings: Settings, database: str, location: str, now: float) -> 
     )
     return Store(
         settings=settings,
-        database=database,
         info=info,
         uuid=facts.guard_uuid,
         genesis_key=key,
@@ -224,22 +209,14 @@ def _forgot(store: Store, why: str) -> LedgerError:
     return UnsafeStoreConfig(store.failed)
 
 
-def _check(store: Store) -> None:
-    if store.failed is not None:
-        raise UnsafeStoreConfig(store.failed)
-
-
 def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
     return _dropped(store, errors.code_of(exc)) or errors.unavailable(what, exc)
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
-    """Re-read what decides durability (the collection's options and indexes, the server);
-    fail closed on any change. (The genesis is proven by every operation itself.)
-
-    One operation re-checks while the others go on (the next check is due one period
-    later from the start), so a period's end never turns every concurrent call into six
-    more round trips; a re-check that could not reach the store is due again at once."""
+    """Re-read what decides durability (options, indexes, the server); fail closed on any
+    change. One operation re-checks while the others go on (the next check is set due
+    first); a re-check that could not reach the store is due again at once."""
     store.next_check = now + store.settings.recheck
     try:
         facts: Facts = yield from facts_steps(store.settings, False)
@@ -256,7 +233,8 @@ def recheck_steps(store: Store, now: float) -> Steps:
 
 
 def _maybe_recheck(store: Store, now: float) -> Steps:
-    _check(store)
+    if store.failed is not None:
+        raise UnsafeStoreConfig(store.failed)
     if store.settings.recheck == 0 or now >= store.next_check:
         yield from recheck_steps(store, now)
 
@@ -324,23 +302,20 @@ def is_spent_many_steps(store: Store, request_ids: Sequence[bytes], now: float) 
 
 
 def _unique(keys: list[Any]) -> list[Any]:
-    """``keys`` without repeats, in order (BinData and hex text alike are hashable)."""
+    """``keys`` without repeats, in order."""
     return list(dict.fromkeys(keys))
 
 
 def _dropped(store: Store, code: Any) -> LedgerError | None:
-    """A write error saying the collection by this name is not the one opened (sharded:
-    per write): fail closed for good."""
+    """A write error saying the collection is not the one opened: fail closed for good."""
     if code in errors.FORGOT_CODES and store.uuid is not None:
         return _forgot(store, f"collection {store.collection!r} was dropped or replaced")
     return None
 
 
 def _outcome(store: Store, reply: Mapping[str, Any], what: str) -> bool | None:
-    """What a spend's insert or a spend_as's upsert answered: ``True`` recorded (or, an
-    upsert, matched: the record holds our digest), ``False`` a duplicate key (another's
-    record), ``None`` unknown (the write concern failed: applied on the primary, not
-    confirmed)."""
+    """A spend's insert or spend_as's upsert: ``True`` recorded (or matched our digest),
+    ``False`` a duplicate key, ``None`` unknown (the write concern failed)."""
     write_errors: Sequence[Mapping[str, Any]] = reply.get("writeErrors") or []
     if write_errors:
         code = write_errors[0].get("code")
@@ -359,8 +334,7 @@ def _outcome(store: Store, reply: Mapping[str, Any], what: str) -> bool | None:
 
 
 def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> Steps:
-    """One insert of ``{_id, t: token}`` (w majority, journaled); a lost reply is
-    settled by inserting the same token again and reading whose token is stored."""
+    """One insert of ``{_id, t: token}`` (w majority, journaled), then the proof."""
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     insert = cmd.insert(store.collection, [key], token, store.namespace, store.uuid, "spend")
@@ -370,12 +344,10 @@ def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> St
 def spend_as_steps(
     store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
 ) -> Steps:
-    """C10 in one round trip (:func:`commands.spend_as`, an upsert on ``_id`` + digest),
-    proven and settled as a spend is (the same upsert again changes nothing once the
-    record exists)."""
+    """C10 in one upsert (:func:`commands.spend_as`), proven and settled as a spend is."""
     yield from _maybe_recheck(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
-    stored = cmd.digest_value(digest, store.encoding)
+    stored = cmd.encoded(digest, store.encoding)
     request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
     return (yield from _write_steps(store, request, key, token, digest))
 
@@ -384,18 +356,9 @@ def _write_steps(
     store: Store, request: Request, key: Any, token: bytes, digest: bytes | None
 ) -> Steps:
     """The one write that records an id, then the genesis and the record read back before
-    the answer (the proof: a ``deleteMany`` of the namespace leaves the collection and its
-    UUID); a lost reply is settled (C5)."""
+    the answer (the proof); a lost reply is settled (C5)."""
     what = request.what
-    failure: Exception | None = None
-    try:
-        outcome = _outcome(store, (yield request), what)
-    except LedgerError:
-        raise
-    except Exception as exc:
-        _unless_unknown(store, what, exc)
-        failure, outcome = exc, None
-        yield from _resend(store, request, exc, lambda reply: _outcome(store, reply, what))
+    outcome, failure = yield from _sent(store, request, lambda r: _outcome(store, r, what))
     if outcome is None:  # unknown: the read decides (a duplicate may be our own write)
         read = (yield from _read_back(store, [key], failure, what))[key]
         return read.holds(token, digest)
@@ -405,23 +368,22 @@ def _write_steps(
     return outcome and read.holds(token, digest)
 
 
-def _unless_unknown(store: Store, what: str, exc: Exception) -> None:
-    """Raise the ledger's error for a failed write, unless its outcome is unknown (then
-    the caller settles it, C5)."""
-    if errors.classify(exc) is not errors.Outcome.UNKNOWN or errors.code_of(exc) in (
-        errors.FORGOT_CODES
-    ):
-        raise _driver_failure(store, what, exc) from exc
-
-
-def _resend(
-    store: Store, request: Request, failure: Exception, judge: Callable[[Any], object]
-) -> Steps:
-    """C5: the same write again after a lost reply; anything but an answer (or a store
-    found to have forgotten) leaves the outcome unknown."""
-    again = replace(request, what=f"{request.what} (resolve)")
+def _sent(store: Store, request: Request, judge: Callable[[Any], Any]) -> Steps:
+    """``(judge(reply), None)``, or, when the write's outcome is unknown, the same write
+    sent again (C5) and ``(None, failure)``: a read then decides. A refusal raises; a
+    resend that gets no answer (or finds the store forgot) leaves it ambiguous."""
     try:
-        judge((yield again))
+        return judge((yield request)), None
+    except LedgerError:
+        raise
+    except Exception as exc:
+        failure = exc
+    if errors.classify(failure) is not errors.Outcome.UNKNOWN or (
+        errors.code_of(failure) in errors.FORGOT_CODES
+    ):
+        raise _driver_failure(store, request.what, failure) from failure
+    try:
+        judge((yield replace(request, what=f"{request.what} (resolve)")))
     except UnsafeStoreConfig:
         raise
     except Exception as exc:
@@ -429,6 +391,7 @@ def _resend(
         if dropped is not None:
             raise dropped from exc
         raise errors.ambiguous(failure, exc) from failure
+    return None, failure
 
 
 def _read_back(store: Store, keys: list[Any], failure: Exception | None, what: str) -> Steps:
@@ -451,24 +414,20 @@ def _read_back(store: Store, keys: list[Any], failure: Exception | None, what: s
 BATCH = 1000  # records per insert (and keys per read) of a batch
 
 
-def spend_many_batches(
-    store: Store, request_ids: Sequence[bytes], clock: Callable[[], float]
-) -> Iterator[Steps]:
-    """The steps of each batch of ``request_ids``, a fresh token per batch."""
-    for i in range(0, len(request_ids), BATCH):
-        yield spend_many_steps(store, request_ids[i : i + BATCH], new_token(), clock())
-
-
-def is_spent_many_batches(
-    store: Store, request_ids: Sequence[bytes], clock: Callable[[], float]
-) -> Iterator[Steps]:
-    for i in range(0, len(request_ids), BATCH):
-        yield is_spent_many_steps(store, request_ids[i : i + BATCH], clock())
+def batches(store: Store, request_ids: Sequence[str], *, spend: bool) -> Iterator[Steps]:
+    """The steps of each batch of ``request_ids`` (a spend: a fresh token per batch)."""
+    raws = [validate_request_id(r) for r in request_ids]
+    for i in range(0, len(raws), BATCH):
+        batch, now = raws[i : i + BATCH], time.monotonic()
+        if spend:
+            yield spend_many_steps(store, batch, new_token(), now)
+        else:
+            yield is_spent_many_steps(store, batch, now)
 
 
 def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bool] | None:
     """Per document of an unordered insert: inserted, or a duplicate; ``None`` when the
-    write concern failed (applied on the primary, not confirmed): read then."""
+    write concern failed."""
     won = [True] * count
     for error in reply.get("writeErrors") or []:
         code = error.get("code")
@@ -486,27 +445,15 @@ def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bo
 
 
 def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, now: float) -> Steps:
-    """One unordered insert of the batch (w majority, journaled, ``collectionUUID``): each
-    id's answer is what ``spend`` would say (a repeat within the batch: ``False``),
-    settled and proven as a spend is, with one read of the batch's tokens."""
+    """One unordered insert of the batch: each id's answer is what ``spend`` would say (a
+    repeat within the batch: ``False``), settled and proven with one read of the tokens."""
     yield from _maybe_recheck(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
     unique = _unique(keys)
     request = cmd.insert(store.collection, unique, token, store.namespace, store.uuid, "spend_many")
-    failure: Exception | None = None
-    try:
-        won = _many_outcome(store, (yield request), len(unique))
-    except LedgerError:
-        raise
-    except Exception as exc:
-        _unless_unknown(store, "spend_many", exc)
-        failure, won = exc, None  # a duplicate now may be our own first write
-        yield from _resend(
-            store, request, exc, lambda reply: _many_outcome(store, reply, len(unique))
-        )
-    found = yield from _read_back(
-        store, unique, failure, "spend_many"
-    )  # the proof, with the tokens
+    # Unknown (None): a duplicate now may be our own first write; the read decides.
+    won, failure = yield from _sent(store, request, lambda r: _many_outcome(store, r, len(unique)))
+    found = yield from _read_back(store, unique, failure, "spend_many")  # the proof, tokens
     mine = [found[key].token == token for key in unique]
     won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
     answer = dict(zip(unique, won, strict=True))
@@ -514,8 +461,7 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
 
 
 def _page(store: Store, request: Request) -> Steps:
-    """One listing page's documents, then a read of the genesis: the proof that the page
-    came from the store this ledger opened."""
+    """One listing page's documents, then a read of the genesis (the proof)."""
     try:
         reply = yield request
     except Exception as exc:
@@ -525,8 +471,7 @@ def _page(store: Store, request: Request) -> Steps:
 
 
 def namespace_steps(store: Store, after: Any, now: float) -> Steps:
-    """One page of the collection's namespaces: the genesis documents, on the ``_id``
-    index (a record is only ever written under its namespace's genesis)."""
+    """One page of the collection's namespaces: its genesis documents."""
     yield from _maybe_recheck(store, now)
     first = cmd.GENESIS_PREFIX if after is None else after
     docs = yield from _page(store, cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid))
@@ -541,7 +486,7 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
 def list_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the namespace's spent ids (markers and the genesis skipped)."""
     yield from _maybe_recheck(store, now)
-    first = cmd.first_key(store.encoding) if after is None else after
+    first = cmd.encoded(b"", store.encoding) if after is None else after
     request = cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
     docs = yield from _page(store, request)
     prefix = cmd.record_prefix(store.namespace)

@@ -1,9 +1,5 @@
-"""PyMongo exceptions -> the ledger's errors: not sent, rejected, or unknown outcome.
-
-A reply that never came (a reset, a timeout after the request left) is an *unknown*
-outcome: a spend settles it (C5), everything else raises. Messages carry the driver's
-error class and code, never a URL's credentials.
-"""
+"""PyMongo exceptions -> the ledger's errors: not sent, rejected, or an unknown outcome
+(a lost reply: a spend settles it, C5). Messages never carry a URL's credentials."""
 
 from __future__ import annotations
 

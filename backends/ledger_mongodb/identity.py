@@ -1,11 +1,8 @@
 """Identity (C6) and safety: facts read from the server -> ``LedgerInfo``, no I/O.
 
-``store_id`` = deployment (replica set id, or the server kind) + the collection's UUID
-(where the server has a real one) + the namespace's genesis value (random, written once
-in the collection) + namespace. A dropped and re-created collection has a new UUID and
-a new genesis, so it is a new store. The ledger refuses to prove (``store_id = None``
-with the reason) whenever the store can forget an acknowledged spend or compare ids
-loosely.
+``store_id`` = deployment + the collection's UUID (where real) + the namespace's random
+genesis + namespace: a re-created collection is a new store. No ``store_id`` (with the
+reason) when the store can forget an acknowledged spend or compare ids loosely.
 """
 
 from __future__ import annotations
@@ -52,9 +49,8 @@ class Facts:
 
     @property
     def guard_uuid(self) -> Any:
-        """The UUID to send as ``collectionUUID``: MongoDB >= 6.0 accepts it on insert and
-        find; older servers refuse the unknown field (the genesis read proves the store
-        on every server; the UUID also keeps a write out of a re-created collection)."""
+        """The UUID to send as ``collectionUUID`` (MongoDB >= 6.0; older servers refuse
+        the field, and the genesis read alone proves the store there)."""
         return self.uuid if self.version >= (6, 0) else None
 
     @property
@@ -90,9 +86,7 @@ class Facts:
         return found[0][1] if found else None
 
     def refusals(self, durability: str = Durability.MACHINE) -> list[tuple[str, str]]:
-        """Every reason this store must never prove, each with the fact it is about
-        (``deployment``, ``collection``, ``journal``, ``storage engine``), the first
-        being :meth:`verdict`'s."""
+        """Every reason this store must never prove, each with the fact it is about."""
         options: Mapping[str, Any] = self.collection.get("options") or {}
         kind = self.collection.get("type", "collection")
         locale = (options.get("collation") or {}).get("locale", "simple")
@@ -138,8 +132,7 @@ class Facts:
 
 
 def durability_of(facts: Facts) -> str:
-    """What a proof here claims: machine crash, except on nx-27017 where the user
-    accepted the server-process bound (``durability=process``)."""
+    """What a proof claims: a machine crash, but a server process's on nx-27017."""
     return Durability.PROCESS if facts.kind == "nx-27017" else Durability.MACHINE
 
 
@@ -198,8 +191,7 @@ def _fact_lines(facts: Facts) -> list[tuple[str, str]]:
 
 
 def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) -> list[Check]:
-    """``decision-ledger doctor``'s lines for a MongoDB ledger, from the facts it read at
-    open, each judged by :meth:`Facts.refusals`; no I/O."""
+    """The doctor's lines, from the facts read at open; no I/O."""
     said = facts.build.get("version")
     needs = "the hello command every open sends"
     if facts.guard_uuid is not None:

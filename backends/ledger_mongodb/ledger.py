@@ -17,7 +17,6 @@ from pymongo.database import Database
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
-from ledger_core.ids import validate_request_id
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
@@ -31,8 +30,7 @@ CODEC: CodecOptions[dict[str, Any]] = CodecOptions()
 
 
 class SyncConnection:
-    """A client and its database, rebuilt in a forked child (PyMongo is not fork-safe):
-    the child never touches the parent's sockets and never closes them."""
+    """A client and its database, rebuilt in a forked child (PyMongo is not fork-safe)."""
 
     def __init__(
         self, client: MongoClient[Any], database: str, *, owned: bool, rebuild: Rebuild = None
@@ -61,10 +59,7 @@ class SyncConnection:
                 self.owned = True
 
     def perform(self, request: Request) -> Any:
-        db = self.admin if request.admin else self.db
-        return db.command(
-            request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC
-        )
+        return command(self, request)
 
     def close(self) -> None:
         if self.owned and self._pid == os.getpid():
@@ -72,10 +67,9 @@ class SyncConnection:
 
 
 class MongoLedger(ReentrantLedgerBase):
-    """A sync ledger in one MongoDB collection: one ``insert`` per spend (w majority,
-    journaled), ``_id`` = namespace + id as exact bytes. Open one with
-    ``open_ledger("mongodb://...")`` or :meth:`from_client` / :meth:`from_database` /
-    :meth:`from_collection` (never closed by the ledger)."""
+    """A sync ledger in one MongoDB collection: one majority, journaled ``insert`` per
+    spend. Open with ``open_ledger`` or ``from_client``/``from_database``/
+    ``from_collection`` (the host's client is never closed by the ledger)."""
 
     def __init__(self, conn: SyncConnection, store: decisions.Store) -> None:
         self._conn, self._store = conn, store
@@ -105,13 +99,10 @@ class MongoLedger(ReentrantLedgerBase):
 
     @classmethod
     def from_collection(cls, collection: Collection[Any], **options: Any) -> MongoLedger:
-        if "collection" in options:
-            raise TypeError("from_collection takes the collection's own name")
-        return cls.from_database(collection.database, collection=collection.name, **options)
+        return cls.from_database(collection.database, **of_collection(collection, options))
 
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines, from the facts
-        read at open (no I/O)."""
+        """From the facts read at open (no I/O)."""
         store = self._store
         assert store.facts is not None  # every open reads them
         durability = store.settings.durability
@@ -143,14 +134,12 @@ class MongoLedger(ReentrantLedgerBase):
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per 1000 ids, each answer what
         :meth:`spend` would say."""
-        raws = [validate_request_id(r) for r in request_ids]
-        batches = decisions.spend_many_batches(self._store, raws, time.monotonic)
+        batches = decisions.batches(self._store, request_ids, spend=True)
         return [won for steps in batches for won in self._steps(steps)]
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Read a batch: one ``find`` per 1000 ids."""
-        raws = [validate_request_id(r) for r in request_ids]
-        batches = decisions.is_spent_many_batches(self._store, raws, time.monotonic)
+        batches = decisions.batches(self._store, request_ids, spend=False)
         return [spent for steps in batches for spent in self._steps(steps)]
 
     def spent_ids(self) -> Iterator[str]:
@@ -176,6 +165,18 @@ class MongoLedger(ReentrantLedgerBase):
         if not self._store.closed:
             self._store.closed = True
             self._conn.close()
+
+
+def command(conn: Any, request: Request) -> Any:
+    """``request`` on the primary (a coroutine for an async client)."""
+    db = conn.admin if request.admin else conn.db
+    return db.command(request.command, read_preference=ReadPreference.PRIMARY, codec_options=CODEC)
+
+
+def of_collection(collection: Any, options: dict[str, Any]) -> dict[str, Any]:
+    if "collection" in options:
+        raise TypeError("from_collection takes the collection's own name")
+    return {**options, "collection": collection.name}
 
 
 def host_client(

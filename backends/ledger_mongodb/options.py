@@ -1,9 +1,5 @@
-"""``mongodb://`` and ``mongodb+srv://`` URLs -> one frozen :class:`Target` (no I/O).
-
-The URL is passed to PyMongo as MongoDB writes it (database in the path, the driver's own
-options in the query); only our options (:data:`OPTIONS`) are taken out, without
-re-encoding the rest.
-"""
+"""``mongodb://`` and ``mongodb+srv://`` URLs -> one frozen :class:`Target` (no I/O). The
+URL goes to PyMongo as written, only our options (:data:`OPTIONS`) taken out."""
 
 from __future__ import annotations
 
@@ -47,12 +43,7 @@ class Settings:
     @classmethod
     def of(cls, request: OpenRequest) -> Settings:
         collection = request.text("collection", DEFAULT_COLLECTION)
-        if (
-            not collection
-            or collection.startswith("system.")
-            or "$" in collection
-            or "\x00" in collection
-        ):
+        if not collection or collection.startswith("system.") or {"$", "\x00"} & set(collection):
             raise InvalidLedgerURL(f"option 'collection' is not a usable name: {collection!r}")
         timeout = request.seconds("timeout", DEFAULT_TIMEOUT)
         if timeout <= 0:
@@ -85,18 +76,10 @@ class Target:
         reconnects and the reply), unless the URL sets its own; never driver retries, since
         the ledger settles a lost reply itself (C5)."""
         ms = int(self.settings.timeout * 1000)
-        kwargs: dict[str, Any] = {}
-        for key, value in (
-            ("timeoutms", ("timeoutMS", ms)),
-            ("serverselectiontimeoutms", ("serverSelectionTimeoutMS", ms)),
-            ("connecttimeoutms", ("connectTimeoutMS", ms)),
-            ("retrywrites", ("retryWrites", False)),
-            ("retryreads", ("retryReads", False)),
-            ("appname", ("appname", "decision-ledger")),
-        ):
-            if key not in self.driver_keys:
-                kwargs[value[0]] = value[1]
-        return kwargs
+        ours: dict[str, Any] = {"timeoutMS": ms, "serverSelectionTimeoutMS": ms}
+        ours |= {"connectTimeoutMS": ms, "retryWrites": False, "retryReads": False}
+        ours["appname"] = "decision-ledger"
+        return {key: value for key, value in ours.items() if key.lower() not in self.driver_keys}
 
 
 def _database(url: LedgerURL) -> str:
@@ -109,10 +92,7 @@ def _database(url: LedgerURL) -> str:
 
 
 def parse(request: OpenRequest) -> Target:
-    """Split the request into the driver's URL and our :class:`Settings`.
-
-    Query keys that are not ours are PyMongo's (it refuses the ones it does not know);
-    a keyword option must be ours."""
+    """The driver's URL (query keys not ours are PyMongo's) and our :class:`Settings`."""
     url = request.url
     if url.scheme not in ("mongodb", "mongodb+srv"):
         raise InvalidLedgerURL(f"expected a mongodb:// or mongodb+srv:// URL, not {url}")

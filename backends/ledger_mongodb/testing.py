@@ -1,9 +1,4 @@
-"""Test and operations support for MongoDB ledgers; a ledger never imports this module.
-
-The backend's ``testing`` reference names :data:`HOOKS`: ``reroute(url, route)`` (the
-conformance suite's fault proxy) and ``remove_scratch(url, prefix)`` (``decision-ledger
-check``'s own namespaces).
-"""
+"""Test and operations support for MongoDB ledgers; a ledger never imports this module."""
 
 from __future__ import annotations
 
@@ -21,10 +16,8 @@ from .options import parse
 
 
 def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, int]:
-    """Every document but the genesis (records, markers, the key probe) whose ``ns``
-    starts with ``prefix`` (an anchored, escaped regex), then the genesis documents on
-    the ``_id`` range of ``genesis\\0`` + the prefix, last, so an interrupted removal still
-    lists them; how many namespaces (the genesis count)."""
+    """Every document but the genesis whose ``ns`` starts with ``prefix``, then the
+    genesis documents, last (an interrupted removal still lists them); how many."""
     from .commands import genesis_key, write
     from .decisions import _listed, _raise_write_concern
 
@@ -55,8 +48,6 @@ class Hooks:
         return None if url.scheme == "mongodb+srv" else reroute_address(url, route, 27017)
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """The URL's options and timeouts; nothing is created (the collection is looked
-        up first); the client is closed after."""
         from .backend import _client, _pymongo  # the driver: reroute needs none
         from .errors import unavailable
         from .ledger import SyncConnection

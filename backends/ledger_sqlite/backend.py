@@ -1,10 +1,6 @@
-"""The entry point: ``sqlite:///relative.db`` and ``sqlite:////absolute.db``.
-
-A file has no network address: no ``reroute``, so the suite's network faults say "not
-exercised" and its local faults stand in (``testing.py``).
-No ``setup``: opening with ``create`` (the default) creates the file, or adds what an
-older version's file lacks.
-"""
+"""The entry point: ``sqlite:///relative.db`` and ``sqlite:////absolute.db``. No
+``reroute`` (a file has no address: local faults stand in) and no ``setup`` (opening
+with ``create``, the default, creates the file or upgrades an older one)."""
 
 from __future__ import annotations
 

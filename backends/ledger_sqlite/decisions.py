@@ -1,7 +1,6 @@
 """What opening, spending, reading and listing decide, once, as I/O-free step generators
-of :mod:`.commands` requests. The async shell runs the sync shell's calls on worker
-threads, so the two never decide differently (C9); a transaction a decision leaves open
-when it raises is rolled back by the shell before the connection is pooled again."""
+of :mod:`.commands` requests (the async shell runs the sync one's calls: C9). A
+transaction left open by a raise is rolled back before the connection is pooled."""
 
 from __future__ import annotations
 
@@ -72,11 +71,9 @@ def missing(target: Target, what: str) -> LedgerUnavailable:
 
 
 def prepare_steps(target: Target, *, must_hold_ledger: bool) -> Steps[Request, None]:
-    """Make a new connection safe to use: durability per connection, WAL verified.
-
-    ``must_hold_ledger``: refuse a file without the ledger's tables before anything is
-    written to it (asking for WAL would convert another application's database).
-    """
+    """Make a new connection safe: durability per connection, WAL verified;
+    ``must_hold_ledger`` refuses a file without the ledger's tables first (asking for WAL
+    would convert another application's database)."""
     try:
         if must_hold_ledger:
             row = yield Statement(sql.HAS_TABLES)
@@ -93,12 +90,9 @@ def prepare_steps(target: Target, *, must_hold_ledger: bool) -> Steps[Request, N
 
 
 def _wal(target: Target) -> Steps[Request, str]:
-    """Put the file in WAL mode (it stays so) and return the mode SQLite reports.
-
-    Switching needs an exclusive lock, and while several processes create one file at
-    once SQLite answers BUSY at once, without its busy handler (to avoid a deadlock); so
-    this waits as the handler would, within ``busy_timeout``.
-    """
+    """Put the file in WAL mode and return the mode SQLite reports. Switching answers
+    BUSY at once, without the busy handler, while others create the file: so this waits
+    as the handler would, within ``busy_timeout``."""
     deadline = time.monotonic() + target.busy_timeout
     pause = 0.001
     while True:
@@ -319,9 +313,8 @@ def lineage_steps(store: Store) -> Steps[Request, list[str]]:
 def namespaces_page_steps(
     store: Store, after: str, page: int
 ) -> Steps[Request, tuple[list[str], str | None]]:
-    """The next ``page`` namespaces after ``after`` that hold a row (a genesis: every
-    namespace a ledger opened, this one's included; an id, a marker), one primary-key
-    seek each, in one snapshot, in order; and where the next page starts (``None``: last)."""
+    """The next ``page`` namespaces after ``after`` that hold a row, one primary-key seek
+    each, in one snapshot; and where the next page starts (``None``: last)."""
     found = yield from _snapshot(store, _seek(after, page), "namespaces")
     return found, (None if len(found) < page else found[-1])
 

@@ -1,10 +1,5 @@
-"""``sqlite3`` exceptions read for what they mean to a ledger (no I/O).
-
-A SQLite file has no secrets to redact (the path is the user's own, shown on purpose).
-What matters is the kind of failure: a busy lock (wait, or raise when it lasts), a store
-that forgot (its tables are gone), and a connection that must not go back to the pool
-(it was opened read-only, or hit an I/O error).
-"""
+"""``sqlite3`` exceptions read for what they mean to a ledger (no I/O): a busy lock, a
+store that forgot, a connection that must not be pooled again. (A path is no secret.)"""
 
 from __future__ import annotations
 
@@ -34,12 +29,9 @@ def no_table(exc: BaseException) -> bool:
 
 
 def spoils_connection(exc: BaseException) -> bool:
-    """Whether a connection that raised ``exc`` must be closed, not pooled again.
-
-    A busy lock or a constraint says nothing about the connection. Anything else may:
-    SQLite opens a write-protected file read-only and stays so, and after an I/O error
-    (a full disk, a removed file) a fresh connection is the one that sees the file anew.
-    """
+    """Whether a connection that raised ``exc`` must be closed, not pooled again: any
+    failure but a busy lock or a constraint (it may be read-only for good, or have hit an
+    I/O error that a fresh connection sees anew)."""
     if not isinstance(exc, sqlite3.Error):
         return False
     code = _code(exc)

@@ -1,9 +1,5 @@
-"""What a SQLite ledger is: its ``store_id`` and what a spend survives (C6, durability).
-
-The identity is a namespace's genesis: a uuid in a row of the records table, written
-by the namespace's first opener; the filesystem the file lives on decides what an
-acknowledged spend survives.
-"""
+"""What a SQLite ledger is: its ``store_id`` (the namespace's genesis uuid, C6) and what
+a spend survives (the filesystem decides)."""
 
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ _MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 def filesystem_of(path: str, mounts: str | None = None) -> str | None:
-    """The type of the filesystem holding ``path`` (Linux ``/proc/self/mounts``), or
-    ``None`` when unknown. Read once per open: cheap, and the mount cannot change
-    under an open file."""
+    """The type of the filesystem holding ``path`` (``/proc/self/mounts``; ``None``:
+    unknown). Read once per open: the mount cannot change under an open file."""
     if mounts is None:
         try:
             with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
@@ -104,8 +99,7 @@ def doctor_checks(
     library: str,
     python: str,
 ) -> list[Check]:
-    """``decision-ledger doctor``'s lines for a SQLite ledger, from what it read at open
-    (the filesystem) and a re-read of its connection's pragmas; no I/O."""
+    """The doctor's lines, from the filesystem read at open and the pragmas; no I/O."""
     version = tuple(int(p) for p in library.split(".") if p.isdigit()) or None
     shown = f"Python sqlite3 module (Python {python})"
     level = _SYNCHRONOUS.get(synchronous, str(synchronous))

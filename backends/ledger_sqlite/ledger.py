@@ -1,5 +1,5 @@
-"""The sync SQLite ledger: a thin shell that performs :mod:`.decisions`' requests on
-pooled connections (one per concurrent caller; a forked child never uses its parent's)."""
+"""The sync SQLite ledger: performs :mod:`.decisions`' requests on pooled connections
+(one per concurrent caller; a forked child never uses its parent's)."""
 
 from __future__ import annotations
 
@@ -242,7 +242,6 @@ class SQLiteLedger(ReentrantLedgerBase):
 
     @classmethod
     def open(cls, target: Target) -> SQLiteLedger:
-        """The ledger ``target`` names (what ``open_ledger`` parsed from the URL)."""
         return cls(target.path, **target.keywords())
 
     def __enter__(self) -> SQLiteLedger:
@@ -264,7 +263,6 @@ class SQLiteLedger(ReentrantLedgerBase):
         return self._conns.run(decisions.spend_many_steps(self._store, raws, new_token()))
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Read a batch in one read transaction."""
         raws = [validate_request_id(r) for r in request_ids]
         return self._conns.run(decisions.is_spent_many_steps(self._store, raws))
 
@@ -293,7 +291,6 @@ class SQLiteLedger(ReentrantLedgerBase):
         return self._conns.run(decisions.lineage_steps(self._store))
 
     def doctor_checks(self) -> list[Check]:
-        """``decision-ledger doctor``'s versions and configuration lines (reads only)."""
         mode, level = self._conns.run(decisions.pragmas_steps(self._store))
         versions = sqlite3.sqlite_version, platform.python_version()
         return identity.doctor_checks(self._info, self._store.filesystem, mode, level, *versions)

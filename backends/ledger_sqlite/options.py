@@ -40,8 +40,7 @@ class Target:
     durability: str = Durability.MACHINE  # what the user accepts as a proof
 
     def checked(self) -> Target:
-        """This target validated (no I/O): an absolute path, a valid namespace, a known
-        durability level; an in-memory database refused (it forgets)."""
+        """This target validated (no I/O); an in-memory database refused (it forgets)."""
         accepted = _DURABILITY.get(self.durability)
         if accepted is None:
             raise InvalidLedgerURL(
@@ -58,7 +57,6 @@ class Target:
         )
 
     def keywords(self) -> dict[str, Any]:
-        """The ledger's keyword options (``SQLiteLedger(path, **keywords)``)."""
         return {key: getattr(self, key) for key in KEYWORDS}
 
     @property

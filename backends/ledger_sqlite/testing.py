@@ -1,13 +1,8 @@
 """Test and operations support for SQLite ledgers; a ledger never imports this module.
 
-The backend's ``testing`` reference names :data:`HOOKS`: ``local_faults(url)`` (the
-conformance suite's C4 local-fault clause) and ``remove_scratch(url, prefix)``
-(``decision-ledger check``'s own namespaces).
-
-A file has no network address for a fault proxy to stand in front of, so the faults
-(``locked``, ``read-only``, ``full``, ``removed``: docs/sqlite.md, "Local faults") are made
-on the file itself, each a context manager inside which the whole file suffers it, each
-offered only where it works here and now (:func:`file_faults` probes).
+A file has no address for a fault proxy, so C4's faults (``locked``, ``read-only``,
+``full``, ``removed``: docs/sqlite.md, "Local faults") are made on the file itself, each
+a context manager, each offered only where it works here and now (probed).
 """
 
 from __future__ import annotations
@@ -151,8 +146,7 @@ def _why_not_full() -> str | None:
 
 
 def file_faults(path: str | os.PathLike[str]) -> LocalFaults:
-    """The local faults on the ledger file ``path`` that work here and now (probed), and
-    the reason for each withheld one: the factory contract's ``ledger_local_faults``."""
+    """The local faults on ``path`` that work here and now, and why each other is not."""
     file = Path(os.path.abspath(path))
     why_not = {"read-only": _why_not_immutable(file.parent), "full": _why_not_full()}
     withheld = {name: why for name, why in why_not.items() if why is not None}
@@ -174,14 +168,12 @@ DELETE_SCRATCH = "DELETE FROM decision_ledger WHERE namespace >= ? AND namespace
 
 class Hooks:
     def local_faults(self, url: LedgerURL) -> LocalFaults:
-        """:func:`file_faults` on the file a ledger opened from ``url`` uses: the same
-        path, resolved the same way."""
+        """:func:`file_faults` on the file a ledger opened from ``url`` uses."""
         return file_faults(Target(url_path(url)).checked().path)
 
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
-        """Delete every row of the namespaces named ``prefix...`` (a check's own scratch
-        prefix, else refused before any I/O) in one write transaction; say how many
-        namespaces. The file is never created (``mode=rw``)."""
+        """Delete every row of the namespaces named ``prefix...`` (a scratch prefix, else
+        refused before any I/O) in one transaction; how many. Never creates the file."""
         bounds = prefix_bounds(prefix)
         found = target(OpenRequest.build(url, create=False))
         uri = f"{Path(found.path).as_uri()}?mode=rw"

@@ -414,13 +414,13 @@ def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
 def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -> None:
     with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
         assert ledger.spend("parent") is True
-        parent_client = ledger._client
+        parent_client = ledger._handle.client
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: exit code says what happened
             code = 1
             try:
-                ok = ledger.spend("child") is True and ledger._client is not parent_client
+                ok = ledger.spend("child") is True and ledger._handle.client is not parent_client
                 code = 0 if ok else 2
             finally:
                 os._exit(code)
@@ -429,7 +429,7 @@ def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -
         _, status = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(status) == 0
         assert ledger.is_spent("child") is True
-        assert ledger._client is parent_client
+        assert ledger._handle.client is parent_client
 
 
 def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(

@@ -26,7 +26,6 @@ KEY = cmd.record_key("n", b"id", cmd.BIN)
 def store(uuid: Any = UUID) -> decisions.Store:
     return decisions.Store(
         settings=Settings(namespace="n", collection="c", recheck=3600),
-        database="d",
         info=LedgerInfo(backend="mongodb", store_id="s"),
         uuid=uuid,
         genesis_key=cmd.genesis_key("n"),
