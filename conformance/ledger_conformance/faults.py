@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import functools
 import math
@@ -103,13 +104,43 @@ def _reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def _check_latency(latency: float) -> float:
+def _checked(toxic: Toxic, latency: float) -> float:
+    if not isinstance(toxic, Toxic):
+        raise TypeError(f"expected a Toxic, got {toxic!r}")
     if not isinstance(latency, (int, float)) or not math.isfinite(latency) or latency < 0:
         raise ValueError(f"latency must be a finite number of seconds >= 0, got {latency!r}")
     return float(latency)
 
 
-class FaultProxy:
+class _Controls:
+    """What a proxy and a router share: healing, the async wait, ``with``."""
+
+    def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
+        raise NotImplementedError
+
+    def wait_reply_dropped(self, timeout: float) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def heal(self) -> None:
+        self.set(Toxic.PASS)
+
+    async def wait_reply_dropped_async(self, timeout: float) -> bool:
+        """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
+        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class FaultProxy(_Controls):
     """A TCP proxy from ``address`` to one upstream, with a switchable :class:`Toxic`."""
 
     def __init__(
@@ -184,17 +215,11 @@ class FaultProxy:
                 if self._listener is not None:
                     self._listener.close()
 
+    close = stop
+
     def __enter__(self) -> FaultProxy:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = "unstarted" if self._address is None else f"{self._address[0]}:{self._address[1]}"
@@ -226,9 +251,6 @@ class FaultProxy:
         """Switch the toxic; applied to new and existing connections before this returns."""
         self._set(toxic, latency, ())
 
-    def heal(self) -> None:
-        self.set(Toxic.PASS)
-
     def reset_connections(self) -> None:
         """RST every open connection now (the toxic stays as it is)."""
         with self._control:
@@ -251,14 +273,8 @@ class FaultProxy:
         """True once a server reply was dropped under the toxic of the last ``set()``."""
         return self._drop_events[0].wait(timeout)
 
-    async def wait_reply_dropped_async(self, timeout: float) -> bool:
-        """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
-        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
-
     def _set(self, toxic: Toxic, latency: float, extra: tuple[threading.Event, ...]) -> None:
-        if not isinstance(toxic, Toxic):
-            raise TypeError(f"expected a Toxic, got {toxic!r}")
-        latency = _check_latency(latency)
+        latency = _checked(toxic, latency)
         with self._control:
             if self._stopped:
                 raise RuntimeError("the FaultProxy is stopped")
@@ -545,7 +561,7 @@ class FaultProxy:
             event.set()
 
 
-class ProxyRouter:
+class ProxyRouter(_Controls):
     """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream.
 
     A factory calls ``route(host, port)`` and connects to the address it gets back; the
@@ -595,19 +611,12 @@ class ProxyRouter:
     @property
     def stats(self) -> ProxyStats:
         """The counters of every proxy, summed."""
-        every = [proxy.stats for proxy in self.proxies]
-        return ProxyStats(
-            accepted=sum(s.accepted for s in every),
-            bytes_up=sum(s.bytes_up for s in every),
-            bytes_down=sum(s.bytes_down for s in every),
-            replies_dropped=sum(s.replies_dropped for s in every),
-        )
+        every = [dataclasses.astuple(proxy.stats) for proxy in self.proxies]
+        return ProxyStats(*(sum(column) for column in zip(*every, strict=False)))
 
     def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
         """Switch every proxy (and the ones created later) to ``toxic``."""
-        if not isinstance(toxic, Toxic):
-            raise TypeError(f"expected a Toxic, got {toxic!r}")
-        latency = _check_latency(latency)
+        latency = _checked(toxic, latency)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the ProxyRouter is closed")
@@ -615,9 +624,6 @@ class ProxyRouter:
             self._dropped = threading.Event()
             for proxy in self._proxies.values():
                 proxy._set(toxic, latency, (self._dropped,))
-
-    def heal(self) -> None:
-        self.set(Toxic.PASS)
 
     def reset_connections(self) -> None:
         for proxy in self.proxies:
@@ -649,9 +655,6 @@ class ProxyRouter:
             proxies = list(self._proxies.values())
         return any(proxy._waiting() for proxy in proxies)
 
-    async def wait_reply_dropped_async(self, timeout: float) -> bool:
-        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -661,11 +664,3 @@ class ProxyRouter:
 
     def __enter__(self) -> ProxyRouter:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

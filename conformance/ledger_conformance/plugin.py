@@ -79,7 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ledger-call-bound",
-        type=_seconds,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="the longest one call may take under a fault (C4; default 10): the ledger's "
@@ -94,10 +94,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str | float) -> float:
+    """The call bound (``--ledger-call-bound``, ``check --call-bound``): seconds > 0."""
     value = float(text)
     if not value > 0:
-        raise ValueError(f"not a positive number of seconds: {text}")
+        raise ValueError(f"not a positive number of seconds: {value:g}")
     return value
 
 

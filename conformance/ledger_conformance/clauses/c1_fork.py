@@ -40,7 +40,13 @@ from ..harness import KEY_SEPARATOR, Acked, Handle, Ledgers, error_text
 from ..history import History, Op
 from ..profile import Profile
 from .c1_once import C1
-from .common import assert_linearizable, expect_bool, not_exercised, require_store_id
+from .common import (
+    assert_linearizable,
+    expect_bool,
+    not_exercised,
+    require_routed,
+    require_store_id,
+)
 
 GO = b"g"
 
@@ -214,8 +220,7 @@ def _reap(children: list[_Child], deadline: float) -> None:
 def _routed_parent(ledgers: Ledgers, stack: ExitStack, label: str) -> tuple[Handle, ProxyRouter]:
     router = stack.enter_context(ProxyRouter())
     parent = ledgers.open(label, "sync", route=router)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no parent call could be held")
+    require_routed(router, "no parent call could be held")
     return parent, router
 
 

@@ -21,7 +21,14 @@ from ledger_core.opening import LOCAL_FAULTS, LocalFault
 from ..declare import ROUTABLE, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
-from .common import assert_linearizable, expect_bool, not_exercised, partly
+from .common import (
+    assert_linearizable,
+    expect_bool,
+    not_exercised,
+    open_both,
+    partly,
+    require_routed,
+)
 
 LATENCY = 0.2
 C4 = declare("C4", "fail closed: a fault raises; never a false True, never a false False")
@@ -29,13 +36,8 @@ C5 = declare("C5", "ambiguity: a write whose reply was lost is resolved, not gue
 
 
 def _open_routed(ledgers: Ledgers, router: ProxyRouter) -> list[Handle]:
-    label = ledgers.label()
-    handles = [ledgers.open(label, "sync", route=router)]
-    second = ledgers.open(label, "async", route=router)
-    if second.flavor != handles[0].flavor:
-        handles.append(second)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no fault could be injected")
+    handles = open_both(ledgers, ledgers.label(), router)
+    require_routed(router)
     return handles
 
 

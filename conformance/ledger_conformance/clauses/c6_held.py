@@ -26,15 +26,14 @@ from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
 from .c6_forget import answers_for_forgotten, forget_now, spent_store, verdict
 from .c6_identity import C6
-from .common import not_exercised, partly
+from .common import not_exercised, partly, require_routed
 
 MAX_CUTS = 6  # points between requests tried per flavor; a spend rarely sends more
 
 
 def _open(ledgers: Ledgers, router: ProxyRouter, label: str, flavor: Flavor) -> Handle:
     handle = ledgers.open(label, flavor, route=router)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no request could be held")
+    require_routed(router, "no request could be held")
     if handle.flavor != flavor:
         not_exercised(f"the factory gave a {handle.flavor} ledger when asked for {flavor}")
     return handle
