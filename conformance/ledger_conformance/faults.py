@@ -1,14 +1,8 @@
 """An asyncio TCP fault proxy (toxiproxy-like) for the conformance suite's failure tests.
 
-A :class:`FaultProxy` listens on loopback and forwards to one upstream server; a
-:class:`Toxic` decides, chunk by chunk and at once for existing connections, what happens
-to the bytes: forwarded, delayed, swallowed, or the connection refused or reset. The
-interesting one for a ledger is :attr:`Toxic.DROP_REPLIES`: the request reaches the store
-but the answer never comes back, the case a ledger must resolve, not guess (C5).
-
-The proxy runs its own event loop in a daemon thread, so sync and async tests drive it
-the same way; every control method blocks until the change has been applied. A RST is
-sent by closing with ``SO_LINGER`` set to zero.
+A :class:`Toxic` decides, chunk by chunk and at once for existing connections, what
+happens to the bytes. The proxy runs its own loop in a daemon thread, so sync and async
+tests drive it the same way; every control method blocks until the change is applied.
 """
 
 from __future__ import annotations
@@ -70,11 +64,8 @@ class Toxic(enum.Enum):
 
 @dataclass(frozen=True)
 class ProxyStats:
-    """Counters since start: connections accepted, bytes forwarded each way, replies lost.
-
-    ``bytes_up`` and ``bytes_down`` count what was handed on (client to server, server to
-    client); discarded bytes are not counted, dropped replies are (in chunks).
-    """
+    """Counters since start: connections accepted, bytes handed on each way (discarded
+    ones not counted), replies dropped (in chunks)."""
 
     accepted: int = 0
     bytes_up: int = 0
@@ -562,11 +553,8 @@ class FaultProxy(_Controls):
 
 
 class ProxyRouter(_Controls):
-    """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream.
-
-    A factory calls ``route(host, port)`` and connects to the address it gets back; the
-    suite then drives every proxy at once with :meth:`set`.
-    """
+    """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream
+    the factory asks for, every one driven at once with :meth:`set`."""
 
     def __init__(self, *, listen_host: str = "127.0.0.1") -> None:
         self._listen_host = listen_host

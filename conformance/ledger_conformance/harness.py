@@ -1,10 +1,7 @@
 """The machinery every clause shares: one event loop, opened ledgers, recorded operations.
 
-Clauses are plain (sync) pytest tests. Async ledgers live on the suite's own event loop
-(a daemon thread), so threads, tasks and the fault watchdog drive sync and async ledgers
-the same way. Every operation a :class:`Handle` performs is timed and recorded into the
-test's :class:`History`; every ``spend`` that answered ``True`` is remembered for the
-end-of-run permanence check (C2).
+Async ledgers live on the suite's own loop (a daemon thread), so threads, tasks and the
+fault watchdog drive both variants the same way.
 """
 
 from __future__ import annotations
@@ -296,6 +293,18 @@ class Ledgers:
                 del self._cleanups[i]
                 self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
                 return
+
+    def adopt(self, label: str, ops: list[Op]) -> list[tuple[str, Op]]:
+        """Ops another process recorded on ``label``: into the history (a True spend is
+        acknowledged, C2); each with its request id."""
+        adopted = []
+        for op in ops:
+            request_id = op.key.split(KEY_SEPARATOR, 1)[1]
+            self.history.add(op)
+            if op.kind == "spend" and op.result is True:
+                self.acked.append(Acked(label, request_id, op))
+            adopted.append((request_id, op))
+        return adopted
 
     def refer(self, clause: str, text: str) -> None:
         """Violations of another clause seen here: reported under that clause, once."""

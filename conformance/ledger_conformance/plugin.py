@@ -1,13 +1,7 @@
 """pytest plugin: the suite's options, fixtures, ordering and per-clause table.
 
-Registered as a ``pytest11`` entry point, so ``pytest --pyargs ledger_conformance
---ledger-url URL`` (or ``--ledger-factory module:callable``) runs the suite, and a
-project's own tests can subclass :class:`ledger_conformance.LedgerConformance`.
-
-Light, the way Hypothesis's plugin is: every pytest run in an environment that has the
-suite installed loads this module, so at import it needs only pytest and the suite's own
-small pure modules. The harness, the clauses, the core and any backend are imported when
-a ledger test actually runs (or ``--ledger-url`` is given).
+Light, the way Hypothesis's plugin is: every pytest run where the suite is installed loads
+it, so at import it needs only pytest and the suite's small pure modules.
 """
 
 from __future__ import annotations

@@ -145,15 +145,9 @@ def run_check(
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
-    ``restart``, ``forget`` and ``failover`` are shell commands (the hooks pytest takes
-    as ``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` / ``--ledger-failover-cmd``);
-    ``select`` is pytest's ``-k``.
-    With a URL, the namespaces the run wrote are removed afterwards where the backend can
-    (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
-    pytest runs in forked children (a crash fails the clause that crashed); its own
-    output goes to a log file the last line names, or to the terminal with ``verbose``.
-    ``report`` and ``junit`` are paths for the JSON report and the JUnit XML;
-    ``call_bound`` is C4's bound on one call under a fault (``--ledger-call-bound``).
+    ``restart``, ``forget`` and ``failover`` are shell commands; ``select`` is pytest's
+    ``-k``. With a URL, the run's namespaces are removed afterwards where the backend can,
+    unless ``keep_scratch``. pytest's own output goes to a log file unless ``verbose``.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")

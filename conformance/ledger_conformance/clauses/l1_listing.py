@@ -1,9 +1,7 @@
 """L1 listing (optional capability, detected by ``spent_ids``): what a migration copies.
 
-A ledger that can list its ids lists every spent id of its store exactly once and
-nothing else: no marker (H3 closes, migration lineage), no other store's id, no
-identity record. Spends go on while it lists: ids spent before the listing started
-must all appear; ids spent during may or may not.
+Every spent id of the store exactly once and nothing else (no marker, no other store's
+id); ids spent before the listing started must all appear, ids spent during may.
 """
 
 from __future__ import annotations

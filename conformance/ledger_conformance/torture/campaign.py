@@ -1,16 +1,7 @@
-"""The conductor: proxies, worker processes, the fault schedule, restarts and failovers,
-the verdict.
+"""The conductor: proxies, worker processes, the fault schedule, hooks, the verdict.
 
-It runs in the calling process and never spends itself. It opens the ledger once through
-a :class:`~ledger_conformance.faults.ProxyRouter` (so every address the ledger connects to
-gets a proxy, whose addresses the workers are given), starts the worker processes
-(``spawn``: nothing inherited but the spec), releases them together, drives the schedule,
-shows progress, and stops them: at the deadline, at the operation budget, or on Ctrl-C.
-Then it reads every id that was spent with a fresh ledger opened around the proxy, runs
-the forget check when it has a hook, and judges the whole history. After a failover the
-final read is judged only when the store still answers with the ``store_id`` it had at
-the start: a failover that gave the store another one made it a new store (hosts ask
-again), so the old identity's acknowledged spends are not asked of it.
+It never spends itself. After a failover the final read is judged only when the store
+still reports its first ``store_id``: another one makes it a new store (hosts ask again).
 """
 
 from __future__ import annotations
@@ -548,9 +539,7 @@ def _await_ready(messages: Any, children: list[Any], problems: list[str]) -> Non
 @contextlib.contextmanager
 def _ctrl_c_counted() -> Iterator[list[int]]:
     """Ctrl-C counted, not raised, while the conductor reads its workers' messages: a
-    KeyboardInterrupt raised inside a multiprocessing queue read can cut a message in
-    half, and the workers' "done" was lost (a loaded CI run then waited out the whole
-    300 s campaign). Outside the main thread no Ctrl-C arrives, and nothing changes."""
+    KeyboardInterrupt inside a multiprocessing queue read can cut a message in half."""
     count = [0]
     if threading.current_thread() is not threading.main_thread():
         yield count
