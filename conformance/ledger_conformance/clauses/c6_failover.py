@@ -17,20 +17,12 @@ from ledger_core.errors import LedgerError
 
 from ..declare import FAILOVER
 from ..harness import Handle, Ledgers, error_text
-from .c6_forget import answers_for_forgotten, verdict
+from .c6_forget import answers_for_forgotten, run_hook, verdict
 from .c6_identity import C6
 from .common import expect_bool, not_applicable, note, open_both
 
 FAILOVER_IDS = 40  # spent right before the hook, half on each variant
 LOST = "the id answered True under this store_id before the failover"
-
-
-def _failover(ledgers: Ledgers, hook: Callable[[], object]) -> None:
-    ledgers.runtime.forgot = True  # a lossy failover may lose the run's earlier spends
-    try:
-        hook()
-    except Exception as exc:
-        pytest.fail(f"the failover hook failed: {error_text(exc)}", pytrace=False)
 
 
 def _race(handle: Handle, ids: list[str], first: str, stop: threading.Event) -> list[str]:
@@ -78,7 +70,7 @@ class C6Failover:
         )
         racer.start()
         try:
-            _failover(ledgers, ledger_failover)
+            run_hook(ledgers, ledger_failover, "failover")
         finally:
             stop.set()
             racer.join(ledgers.profile.settle)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -36,15 +37,20 @@ def _store_id_now(handle: Handle) -> object:
         return f"<raised {error_text(exc)}>"
 
 
+def run_hook(ledgers: Ledgers, hook: Callable[[], object], what: str = "forget") -> None:
+    """Run a hook that may lose the run's earlier spends; a failing hook fails the test."""
+    ledgers.runtime.forgot = True
+    try:
+        hook()
+    except Exception as exc:
+        pytest.fail(f"the {what} hook failed: {error_text(exc)}", pytrace=False)
+
+
 def forget_now(
     ledgers: Ledgers, forget: Callable[..., object], namespace: str | None = None
 ) -> None:
-    """Run the forget hook (for one namespace when given); a failing hook fails the test."""
-    ledgers.runtime.forgot = True
-    try:
-        forget() if namespace is None else forget_namespace(forget, namespace)
-    except Exception as exc:
-        pytest.fail(f"the forget hook failed: {error_text(exc)}", pytrace=False)
+    """Run the forget hook (for one namespace when given)."""
+    run_hook(ledgers, forget if namespace is None else partial(forget_namespace, forget, namespace))
 
 
 def spent_store(ledgers: Ledgers, handles: list[Handle], tag: str = "old") -> tuple[str, list[str]]:

@@ -37,9 +37,6 @@ PAGES_FALLBACK = 1_500
 def _listing(handle: Handle, **page: int) -> list[object]:
     """The whole listing, whatever its shape (an iterator or an async iterator)."""
 
-    def sync_list() -> list[object]:
-        return list(handle.ledger.spent_ids(**page))
-
     async def async_list() -> list[object]:
         made: Any = handle.ledger.spent_ids(**page)
         if inspect.isawaitable(made):
@@ -50,7 +47,7 @@ def _listing(handle: Handle, **page: int) -> list[object]:
 
     if handle.is_async:
         return handle._loop.run(async_list(), timeout=CALL_BOUND * 4)
-    return sync_list()
+    return list(handle.ledger.spent_ids(**page))
 
 
 def _page_keyword(handle: Handle) -> str | None:

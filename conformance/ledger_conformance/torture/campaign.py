@@ -133,16 +133,13 @@ async def _final_reads(ledger: Any, ids: list[str]) -> tuple[list[Op], int]:
     async def read(request_id: str) -> bool:
         async with gate:
             invoke = time.monotonic_ns()
+            value, error = None, None
             try:
                 value = await _threaded(ledger, "is_spent", request_id)
             except Exception as exc:
-                ops.append(
-                    Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), None,
-                       error_line(exc))
-                )  # fmt: skip
-                return False
-            ops.append(Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), value, None))
-            return True
+                error = error_line(exc)
+            ops.append(Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), value, error))
+            return error is None
 
     pending = ids
     for n in range(FINAL_ROUNDS):
@@ -284,19 +281,11 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
             forget=campaign.forget or factory_hook(made, "ledger_forget"),
             failover=campaign.failover or factory_hook(made, "ledger_failover"),
         )
-    run_id = f"ledger-torture-{secrets.token_hex(4)}"
-    seed = campaign.seed if campaign.seed is not None else secrets.randbits(32)
-    workload = Workload(
-        tag=run_id, hot=campaign.hot, cold=campaign.cold, generation=campaign.generation
-    )
-    source = Source(campaign.url, campaign.factory, run_id)
-    factory = source.factory_callable()
     loop = _Loop()
     router = ProxyRouter() if campaign.faults else None
     workdir = Path(tempfile.mkdtemp(prefix="ledger-torture-"))
     try:
-        return _run(campaign, run_id, seed, workload, source, factory, loop, router, workdir,
-                    err, out)  # fmt: skip
+        return _run(campaign, loop, router, workdir, err, out)
     finally:
         if router is not None:
             router.close()
@@ -323,17 +312,19 @@ def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> object:
 
 def _run(
     campaign: Campaign,
-    run_id: str,
-    seed: int,
-    workload: Workload,
-    source: Source,
-    factory: Any,
     loop: _Loop,
     router: ProxyRouter | None,
     workdir: Path,
     err: TextIO,
     out: TextIO,
 ) -> Result:
+    run_id = f"ledger-torture-{secrets.token_hex(4)}"
+    seed = campaign.seed if campaign.seed is not None else secrets.randbits(32)
+    workload = Workload(
+        tag=run_id, hot=campaign.hot, cold=campaign.cold, generation=campaign.generation
+    )
+    source = Source(campaign.url, campaign.factory, run_id)
+    factory = source.factory_callable()
     first = _preflight(loop, factory, router or identity_route, f"{workload.tag}-preflight")
     routes = {p.upstream: p.address for p in router.proxies} if router is not None else {}
     routed = bool(routes)
