@@ -18,7 +18,6 @@ import struct
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, TypeVar
 
 __all__ = ["FaultProxy", "ProxyRouter", "ProxyStats", "Toxic"]
@@ -122,12 +121,7 @@ class _Controls:
         """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
         return await asyncio.to_thread(self.wait_reply_dropped, timeout)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
