@@ -1,12 +1,8 @@
 """Clauses declare themselves: an id, what they check, and what they need.
 
-A clause module declares its clause once (``C1 = declare("C1", "once: ...")``) and marks
-each of its tests with it (``@C1()``, or ``@C10(SPEND_AS)`` for a test that needs more).
-The report's rows, their titles and their order come from these declarations, and a test
-whose needs are missing is skipped with the one standard reason before it runs: a missing
-optional capability is "not applicable: the ledger has no X", a missing hook or route is
-"not exercised". Nothing here imports pytest until a test is marked, so the plugin stays
-light (see ``plugin.py``).
+The report's rows and titles come from these declarations, and a test whose needs are
+missing is skipped with the one standard reason before it runs. No pytest import until a
+test is marked, so the plugin stays light.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """An asyncio TCP fault proxy (toxiproxy-like) for the conformance suite's failure tests.
 
-A :class:`FaultProxy` listens on loopback and forwards to one upstream server; a
-:class:`Toxic` decides, chunk by chunk and at once for existing connections, what happens
-to the bytes: forwarded, delayed, swallowed, or the connection refused or reset. The
-interesting one for a ledger is :attr:`Toxic.DROP_REPLIES`: the request reaches the store
-but the answer never comes back, the case a ledger must resolve, not guess (C5).
-
-The proxy runs its own event loop in a daemon thread, so sync and async tests drive it
-the same way; every control method blocks until the change has been applied. A RST is
-sent by closing with ``SO_LINGER`` set to zero.
+A :class:`Toxic` decides, chunk by chunk and at once for existing connections, what
+happens to the bytes. The proxy runs its own loop in a daemon thread, so sync and async
+tests drive it the same way; every control method blocks until the change is applied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import functools
 import math
@@ -23,7 +18,6 @@ import struct
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, TypeVar
 
 __all__ = ["FaultProxy", "ProxyRouter", "ProxyStats", "Toxic"]
@@ -69,11 +63,8 @@ class Toxic(enum.Enum):
 
 @dataclass(frozen=True)
 class ProxyStats:
-    """Counters since start: connections accepted, bytes forwarded each way, replies lost.
-
-    ``bytes_up`` and ``bytes_down`` count what was handed on (client to server, server to
-    client); discarded bytes are not counted, dropped replies are (in chunks).
-    """
+    """Counters since start: connections accepted, bytes handed on each way (discarded
+    ones not counted), replies dropped (in chunks)."""
 
     accepted: int = 0
     bytes_up: int = 0
@@ -103,13 +94,38 @@ def _reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def _check_latency(latency: float) -> float:
+def _checked(toxic: Toxic, latency: float) -> float:
+    if not isinstance(toxic, Toxic):
+        raise TypeError(f"expected a Toxic, got {toxic!r}")
     if not isinstance(latency, (int, float)) or not math.isfinite(latency) or latency < 0:
         raise ValueError(f"latency must be a finite number of seconds >= 0, got {latency!r}")
     return float(latency)
 
 
-class FaultProxy:
+class _Controls:
+    """What a proxy and a router share: healing, the async wait, ``with``."""
+
+    def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
+        raise NotImplementedError
+
+    def wait_reply_dropped(self, timeout: float) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def heal(self) -> None:
+        self.set(Toxic.PASS)
+
+    async def wait_reply_dropped_async(self, timeout: float) -> bool:
+        """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
+        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class FaultProxy(_Controls):
     """A TCP proxy from ``address`` to one upstream, with a switchable :class:`Toxic`."""
 
     def __init__(
@@ -184,17 +200,11 @@ class FaultProxy:
                 if self._listener is not None:
                     self._listener.close()
 
+    close = stop
+
     def __enter__(self) -> FaultProxy:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = "unstarted" if self._address is None else f"{self._address[0]}:{self._address[1]}"
@@ -226,9 +236,6 @@ class FaultProxy:
         """Switch the toxic; applied to new and existing connections before this returns."""
         self._set(toxic, latency, ())
 
-    def heal(self) -> None:
-        self.set(Toxic.PASS)
-
     def reset_connections(self) -> None:
         """RST every open connection now (the toxic stays as it is)."""
         with self._control:
@@ -251,14 +258,8 @@ class FaultProxy:
         """True once a server reply was dropped under the toxic of the last ``set()``."""
         return self._drop_events[0].wait(timeout)
 
-    async def wait_reply_dropped_async(self, timeout: float) -> bool:
-        """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
-        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
-
     def _set(self, toxic: Toxic, latency: float, extra: tuple[threading.Event, ...]) -> None:
-        if not isinstance(toxic, Toxic):
-            raise TypeError(f"expected a Toxic, got {toxic!r}")
-        latency = _check_latency(latency)
+        latency = _checked(toxic, latency)
         with self._control:
             if self._stopped:
                 raise RuntimeError("the FaultProxy is stopped")
@@ -545,12 +546,9 @@ class FaultProxy:
             event.set()
 
 
-class ProxyRouter:
-    """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream.
-
-    A factory calls ``route(host, port)`` and connects to the address it gets back; the
-    suite then drives every proxy at once with :meth:`set`.
-    """
+class ProxyRouter(_Controls):
+    """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream
+    the factory asks for, every one driven at once with :meth:`set`."""
 
     def __init__(self, *, listen_host: str = "127.0.0.1") -> None:
         self._listen_host = listen_host
@@ -595,19 +593,12 @@ class ProxyRouter:
     @property
     def stats(self) -> ProxyStats:
         """The counters of every proxy, summed."""
-        every = [proxy.stats for proxy in self.proxies]
-        return ProxyStats(
-            accepted=sum(s.accepted for s in every),
-            bytes_up=sum(s.bytes_up for s in every),
-            bytes_down=sum(s.bytes_down for s in every),
-            replies_dropped=sum(s.replies_dropped for s in every),
-        )
+        every = [dataclasses.astuple(proxy.stats) for proxy in self.proxies]
+        return ProxyStats(*(sum(column) for column in zip(*every, strict=False)))
 
     def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
         """Switch every proxy (and the ones created later) to ``toxic``."""
-        if not isinstance(toxic, Toxic):
-            raise TypeError(f"expected a Toxic, got {toxic!r}")
-        latency = _check_latency(latency)
+        latency = _checked(toxic, latency)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the ProxyRouter is closed")
@@ -615,9 +606,6 @@ class ProxyRouter:
             self._dropped = threading.Event()
             for proxy in self._proxies.values():
                 proxy._set(toxic, latency, (self._dropped,))
-
-    def heal(self) -> None:
-        self.set(Toxic.PASS)
 
     def reset_connections(self) -> None:
         for proxy in self.proxies:
@@ -649,9 +637,6 @@ class ProxyRouter:
             proxies = list(self._proxies.values())
         return any(proxy._waiting() for proxy in proxies)
 
-    async def wait_reply_dropped_async(self, timeout: float) -> bool:
-        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -661,11 +646,3 @@ class ProxyRouter:
 
     def __enter__(self) -> ProxyRouter:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

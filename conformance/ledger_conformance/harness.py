@@ -1,10 +1,7 @@
 """The machinery every clause shares: one event loop, opened ledgers, recorded operations.
 
-Clauses are plain (sync) pytest tests. Async ledgers live on the suite's own event loop
-(a daemon thread), so threads, tasks and the fault watchdog drive sync and async ledgers
-the same way. Every operation a :class:`Handle` performs is timed and recorded into the
-test's :class:`History`; every ``spend`` that answered ``True`` is remembered for the
-end-of-run permanence check (C2).
+Async ledgers live on the suite's own loop (a daemon thread), so threads, tasks and the
+fault watchdog drive both variants the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -94,13 +91,7 @@ class Runtime:
     # suite -> flavor -> what the first ledger of that flavor said of itself (the report)
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed
-    _labels: itertools.count[int] = field(default_factory=itertools.count)
-
-    def acked_for(self, suite_key: str) -> list[Acked]:
-        return self.acked.setdefault(suite_key, [])
-
-    def next_number(self) -> int:
-        return next(self._labels)
+    labels: itertools.count[int] = field(default_factory=itertools.count)
 
     def close(self) -> None:
         self.loop.close()
@@ -111,10 +102,6 @@ def error_text(exc: BaseException) -> str:
     line) joined, not cut."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
-
-
-def process_name() -> str:
-    return threading.current_thread().name
 
 
 class Handle:
@@ -164,22 +151,16 @@ class Handle:
 
     # -- recorded calls ----------------------------------------------------------------
     def spend(self, request_id: str, process: str | None = None) -> object:
-        return self._record(process, "spend", request_id, lambda: self.call("spend", request_id))
+        return self._record(process, "spend", request_id)
 
     def is_spent(self, request_id: str, process: str | None = None) -> object:
-        return self._record(
-            process, "is_spent", request_id, lambda: self.call("is_spent", request_id)
-        )
+        return self._record(process, "is_spent", request_id)
 
     async def aspend(self, request_id: str, process: str) -> object:
-        return await self._arecord(
-            process, "spend", request_id, lambda: self.acall("spend", request_id)
-        )
+        return await self._arecord(process, "spend", request_id)
 
     async def ais_spent(self, request_id: str, process: str) -> object:
-        return await self._arecord(
-            process, "is_spent", request_id, lambda: self.acall("is_spent", request_id)
-        )
+        return await self._arecord(process, "is_spent", request_id)
 
     def submit(self, kind: OpKind, request_id: str, process: str) -> concurrent.futures.Future[Any]:
         """Start a recorded call without waiting for it (the fault clauses watch it)."""
@@ -189,25 +170,21 @@ class Handle:
         method = self.spend if kind == "spend" else self.is_spent
         return self._owner.executor.submit(method, request_id, process)
 
-    def _record(
-        self, process: str | None, kind: OpKind, request_id: str, call: Callable[[], object]
-    ) -> object:
-        who = process or process_name()
+    def _record(self, process: str | None, kind: OpKind, request_id: str) -> object:
+        who = process or threading.current_thread().name
         invoke = time.monotonic_ns()
         try:
-            value = call()
+            value = self.call(kind, request_id)
         except Exception as exc:
             self._done(who, kind, request_id, invoke, None, exc)
             raise
         self._done(who, kind, request_id, invoke, value, None)
         return value
 
-    async def _arecord(
-        self, process: str, kind: OpKind, request_id: str, call: Callable[[], Awaitable[object]]
-    ) -> object:
+    async def _arecord(self, process: str, kind: OpKind, request_id: str) -> object:
         invoke = time.monotonic_ns()
         try:
-            value = await call()
+            value = await self.acall(kind, request_id)
         except Exception as exc:
             self._done(process, kind, request_id, invoke, None, exc)
             raise
@@ -225,9 +202,6 @@ class Handle:
     ) -> None:
         error = None if exc is None else error_text(exc)
         op = Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, error)
-        self._add(op, request_id)
-
-    def _add(self, op: Op, request_id: str) -> None:
         self._owner.history.add(op)
         if op.kind == "spend" and op.result is True:
             self._owner.acked.append(Acked(self.label, request_id, op))
@@ -245,10 +219,10 @@ class Ledgers:
         self.factory = factory
         self.profile = runtime.profile
         self.history = History()
-        self.acked = runtime.acked_for(suite_key)
+        self.acked = runtime.acked.setdefault(suite_key, [])
         self.suite_key = suite_key
         self.referred: list[tuple[str, str]] = []  # (clause, violations) seen, not ours
-        self._number = runtime.next_number()
+        self._number = next(runtime.labels)
         self._cleanups: list[tuple[Handle, Cleanup]] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._ids = itertools.count()
@@ -319,6 +293,18 @@ class Ledgers:
                 del self._cleanups[i]
                 self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
                 return
+
+    def adopt(self, label: str, ops: list[Op]) -> list[tuple[str, Op]]:
+        """Ops another process recorded on ``label``: into the history (a True spend is
+        acknowledged, C2); each with its request id."""
+        adopted = []
+        for op in ops:
+            request_id = op.key.split(KEY_SEPARATOR, 1)[1]
+            self.history.add(op)
+            if op.kind == "spend" and op.result is True:
+                self.acked.append(Acked(label, request_id, op))
+            adopted.append((request_id, op))
+        return adopted
 
     def refer(self, clause: str, text: str) -> None:
         """Violations of another clause seen here: reported under that clause, once."""

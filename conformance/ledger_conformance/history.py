@@ -1,24 +1,15 @@
 """Operation histories and a per-key linearizability checker (Jepsen/Porcupine style).
 
-Concurrency tests record every ``spend``/``is_spent`` call with its invoke and complete
-times; :func:`check` then decides whether some sequential order of those calls, each
-placed at an instant inside its own interval, explains every result under the ledger's
-model. Each key is an independent register, so the check is one linear pass per key.
+Each key is an independent register: ``spent`` starts ``False``, ``spend`` flips it and
+returns ``True`` (``False`` if already set), ``is_spent`` returns it. A raised spend may
+take effect at any instant after its invoke or never; a raised read has no effect.
 
-The model: ``spent`` starts ``False``; ``spend`` flips it and returns ``True``, or
-returns ``False`` if it was already ``True``; ``is_spent`` returns it. An op that raised
-is indeterminate: a raised ``spend`` may take effect at any instant after its invoke
-(even after it completed) or never; a raised ``is_spent`` has no effect.
-
-Real-time order: ``x`` precedes ``y`` when ``x.complete_ns <= y.invoke_ns``. The stamps
-bracket the call (taken just before and just after), so equal stamps still mean ``x``
-returned before ``y`` started. With ``T`` the winning spend, *before-ops* the reads that
-saw ``False`` and *after-ops* the losing spends and the reads that saw ``True``, a
-linearization exists iff nothing that must follow the flip precedes something that must
-come before it: ``max(T.invoke, before.invoke) < min(T.complete, after.complete)``
-(without the trivial ``T``-with-itself pair). Without a winner, the flip must come from a
-raised spend ``R`` (the earliest invoked is the best candidate):
-``max(R.invoke, before.invoke) < min(after.complete)``.
+With ``T`` the winning spend, *before-ops* the reads that saw ``False`` and *after-ops*
+the losing spends and the reads that saw ``True``, a linearization exists iff
+``max(T.invoke, before.invoke) < min(T.complete, after.complete)``. Without a winner the
+flip comes from the earliest raised spend ``R``:
+``max(R.invoke, before.invoke) < min(after.complete)``. ``x`` precedes ``y`` when
+``x.complete_ns <= y.invoke_ns``.
 """
 
 from __future__ import annotations
@@ -121,11 +112,8 @@ class History:
             return len(self._ops)
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Plain dicts, to ship ops from child OS processes (CLOCK_MONOTONIC is system-wide).
-
-        A result that JSON cannot carry is sent as its ``repr`` (still a non-bool, so
-        still a violation on the other side).
-        """
+        """Plain dicts, to ship ops from child processes (CLOCK_MONOTONIC is system-wide);
+        a result JSON cannot carry goes as its ``repr`` (still a non-bool: a violation)."""
         return [_op_to_json(op) for op in self.ops]
 
     @classmethod

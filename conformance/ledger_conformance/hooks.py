@@ -1,15 +1,9 @@
 """The optional hooks beside the factory: restart the store's server, make the store forget
 (all of it, or one namespace), fail it over to a replica.
 
-A hook is a callable, given as ``module:callable`` (pytest's ``--ledger-restart`` /
-``--ledger-forget`` / ``--ledger-failover``, or a backend's own fixture), as an attribute
-of the factory (``factory.ledger_restart`` / ``ledger_forget`` / ``ledger_failover``), or
-as a shell command (``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` /
-``--ledger-failover-cmd``, and ``decision-ledger check --restart CMD --forget CMD``). It
-takes no argument, except a forget of one namespace: a callable gets the namespace, a
-shell command reads it from ``LEDGER_FORGET_NAMESPACE``. A shell command is bounded and
-its output captured; a command that fails or hangs fails the clause that called it, with
-its output, so a broken hook never reads as a ledger that passed.
+A hook is a callable (``module:callable``, or a factory attribute) or a bounded shell
+command; one that fails or hangs fails the clause that called it, with its output, so a
+broken hook never reads as a ledger that passed.
 """
 
 from __future__ import annotations

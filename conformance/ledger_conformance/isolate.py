@@ -1,12 +1,8 @@
-"""Run the suite's pytest in a forked child, so a store that crashes the interpreter (a
+"""Run the suite's pytest in forked children, so a store that crashes the interpreter (a
 segfault in a C extension) fails the clause that crashed instead of ``check`` itself.
 
-The child writes, line by line, the clause tests it collected, each test it starts and
-each outcome once the test is over (teardown included). When it dies of a signal, the
-test it started and never finished failed with that signal, and a new child runs the
-tests not yet run (the session's state, such as C2's early spends, starts afresh there).
-A fork costs no start-up: quick pays nothing for the isolation. pytest's own output goes
-to a log file (``quiet``) or to the terminal.
+Each child writes every clause test's start and outcome as it happens; after a crash a
+new child runs the tests not yet run.
 """
 
 from __future__ import annotations
@@ -147,11 +143,8 @@ def run_isolated(
     after: Callable[[], list[str]] = list,
     inside: Callable[[Callable[[], int]], int] = lambda run: run(),
 ) -> IsolatedRun:
-    """pytest ``args`` in forked children until every collected clause test ran once.
-
-    ``after`` runs in the last child that finishes (its lines are kept: the scratch
-    removal, which must see a memory store's namespaces); ``inside`` wraps each child's
-    run (hypothesis's home)."""
+    """pytest ``args`` in forked children until every collected clause test ran once;
+    ``after`` runs in the last child (the scratch removal), ``inside`` wraps each run."""
     result = IsolatedRun()
     kept = list(plugins)
     done: set[str] = set()

@@ -1,13 +1,7 @@
 """pytest plugin: the suite's options, fixtures, ordering and per-clause table.
 
-Registered as a ``pytest11`` entry point, so ``pytest --pyargs ledger_conformance
---ledger-url URL`` (or ``--ledger-factory module:callable``) runs the suite, and a
-project's own tests can subclass :class:`ledger_conformance.LedgerConformance`.
-
-Light, the way Hypothesis's plugin is: every pytest run in an environment that has the
-suite installed loads this module, so at import it needs only pytest and the suite's own
-small pure modules. The harness, the clauses, the core and any backend are imported when
-a ledger test actually runs (or ``--ledger-url`` is given).
+Light, the way Hypothesis's plugin is: every pytest run where the suite is installed loads
+it, so at import it needs only pytest and the suite's small pure modules.
 """
 
 from __future__ import annotations
@@ -79,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ledger-call-bound",
-        type=_seconds,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="the longest one call may take under a fault (C4; default 10): the ledger's "
@@ -94,10 +88,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str | float) -> float:
+    """The call bound (``--ledger-call-bound``, ``check --call-bound``): seconds > 0."""
     value = float(text)
     if not value > 0:
-        raise ValueError(f"not a positive number of seconds: {text}")
+        raise ValueError(f"not a positive number of seconds: {value:g}")
     return value
 
 

@@ -48,11 +48,16 @@ def skip_status(reason: str) -> str:
     return NOT_APPLICABLE if reason.startswith(NOT_APPLICABLE) else NOT_EXERCISED
 
 
-def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
-    """One row per clause that had tests, in contract order (C9 before C10)."""
+def _by_clause(outcomes: Iterable[CaseOutcome]) -> dict[str, list[CaseOutcome]]:
     by_clause: dict[str, list[CaseOutcome]] = {}
     for outcome in outcomes:
         by_clause.setdefault(outcome.clause, []).append(outcome)
+    return by_clause
+
+
+def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
+    """One row per clause that had tests, in contract order (C9 before C10)."""
+    by_clause = _by_clause(outcomes)
     rows: list[ClauseResult] = []
     for clause in sorted(by_clause, key=clause_key):
         tests = by_clause[clause]
@@ -199,9 +204,7 @@ def report_document(
 ) -> dict[str, object]:
     """The machine-readable report (``check --report FILE``): what the table says, with
     each clause's tests (exercised), the parts left out and every reason."""
-    by_clause: dict[str, list[CaseOutcome]] = {}
-    for outcome in outcomes:
-        by_clause.setdefault(outcome.clause, []).append(outcome)
+    by_clause = _by_clause(outcomes)
     clauses = []
     for row in rows:
         tests = by_clause.get(row.clause, [])

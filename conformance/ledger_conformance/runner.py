@@ -29,6 +29,7 @@ from .context import LedgerContext, NotALedger, enter_factory
 from .harness import error_text
 from .isolate import run_isolated
 from .loading import FactoryPathError, load_factory
+from .plugin import positive_seconds
 from .profile import PROFILES
 from .report import (
     ClauseResult,
@@ -81,9 +82,7 @@ def _factory_from(url: str | None, factory: str | None, scratch: str) -> Any:
     assert url is not None
     try:
         backend_for(LedgerURL.parse(url).scheme)
-    except MissingDriver as exc:
-        raise _Refused(USAGE, str(exc)) from None
-    except InvalidLedgerURL as exc:
+    except (MissingDriver, InvalidLedgerURL) as exc:
         raise _Refused(USAGE, str(exc)) from None
     from .urlmode import URLFactory
 
@@ -120,15 +119,13 @@ def _check_reachable(factory: Any, what: str) -> list[LedgerSummary]:
     try:
         return asyncio.run(asyncio.wait_for(_preflight(factory), PREFLIGHT_TIMEOUT))
     except _UNREACHABLE as exc:
-        raise _Refused(UNAVAILABLE, f"cannot reach the store of {what}: {_text(exc)}") from None
+        raise _Refused(
+            UNAVAILABLE, f"cannot reach the store of {what}: {error_text(exc)}"
+        ) from None
     except (NotALedger, LedgerError) as exc:
-        raise _Refused(USAGE, f"{what}: {_text(exc)}") from None
+        raise _Refused(USAGE, f"{what}: {error_text(exc)}") from None
     except Exception as exc:
-        raise _Refused(USAGE, f"the factory {what} raised {_text(exc)}") from None
-
-
-def _text(exc: BaseException) -> str:
-    return error_text(exc)
+        raise _Refused(USAGE, f"the factory {what} raised {error_text(exc)}") from None
 
 
 def run_check(
@@ -148,22 +145,19 @@ def run_check(
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
-    ``restart``, ``forget`` and ``failover`` are shell commands (the hooks pytest takes
-    as ``--ledger-restart-cmd`` / ``--ledger-forget-cmd`` / ``--ledger-failover-cmd``);
-    ``select`` is pytest's ``-k``.
-    With a URL, the namespaces the run wrote are removed afterwards where the backend can
-    (its ``remove_scratch`` hook), unless ``keep_scratch``; what is left is said.
-    pytest runs in forked children (a crash fails the clause that crashed); its own
-    output goes to a log file the last line names, or to the terminal with ``verbose``.
-    ``report`` and ``junit`` are paths for the JSON report and the JUnit XML;
-    ``call_bound`` is C4's bound on one call under a fault (``--ledger-call-bound``).
+    ``restart``, ``forget`` and ``failover`` are shell commands; ``select`` is pytest's
+    ``-k``. With a URL, the run's namespaces are removed afterwards where the backend can,
+    unless ``keep_scratch``. pytest's own output goes to a log file unless ``verbose``.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
         return USAGE
-    if call_bound is not None and not call_bound > 0:
-        _fail(f"--call-bound must be a positive number of seconds, not {call_bound:g}")
-        return USAGE
+    if call_bound is not None:
+        try:
+            positive_seconds(call_bound)
+        except ValueError as exc:
+            _fail(f"--call-bound: {exc}")
+            return USAGE
     hooks = {"restart": restart, "forget": forget, "failover": failover}
     for name, command in hooks.items():
         if command is not None and not command.strip():

@@ -1,12 +1,7 @@
 """What ``decision-ledger check URL`` leaves in the user's store, said and removed where it can be.
 
-Every namespace a check writes starts with one clearly named prefix
-(``ledger-conformance-<token>-``). Afterwards the check counts them (through the
-ledger's optional ``namespaces()`` listing) and removes them through the backend's
-optional ``remove_scratch(url, prefix)`` hook (``ledger_core.registry.testing_hook``).
-A ledger itself never deletes records (C2: a spent id stays spent), so removal is a
-backend's administrative hook, never a ledger method, and is refused for any prefix
-that is not a check's own scratch prefix.
+A ledger never deletes records (C2), so removal is the backend's administrative
+``remove_scratch(url, prefix)`` hook, refused for any prefix not a check's own.
 """
 
 from __future__ import annotations

@@ -2,19 +2,13 @@
 
 ::
 
-    from ledger_conformance import LedgerConformance
-
     class TestMyLedger(LedgerConformance):
         @pytest.fixture
         def ledger_factory(self):
             return my_factory          # LedgerContext -> ledger (see context.py)
 
-Optional overrides: ``ledger_restart`` (a callable that restarts the server, for C2),
-``ledger_forget`` (a callable that makes the whole store under test forget everything, or
-told a namespace that namespace alone, for C6 after forget) and ``ledger_failover`` (a
-callable that fails the store over to a replica, for C6 after failover). By default
-each comes from its command-line option, else from an attribute of the same name on the
-factory.
+``ledger_restart``, ``ledger_forget`` and ``ledger_failover`` may be overridden too; by
+default each comes from its option, else from the factory's attribute of that name.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``--ledger-url``: the suite builds ledgers itself, one namespace per store label.
 
-The URL's network address is sent through ``ctx.route`` so the fault proxy can sit in the
-path. The suite knows no scheme: the backend's ``reroute(url, route)`` hook says how
-(``ledger_core.registry.testing_hook``; ``docs/backends.md``). A backend without the
-hook, or whose URL names no single address (a file, memory, a socket, a cluster whose
-nodes redirect elsewhere), is never routed, and the fault clauses then say "not
-exercised". A store without an address offers faults of its own instead through the
-backend's ``local_faults(url)`` hook (a file locked, read-only, full or removed), which
-C4's local-fault clause runs.
+The suite knows no scheme: the backend's ``reroute(url, route)`` hook sends the URL's
+address through ``ctx.route`` (a backend without one is never routed: the fault clauses
+say "not exercised"), and its ``local_faults(url)`` hook serves C4's local faults.
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ from .common import (
     expect_bool,
     forked,
     in_child,
-    not_exercised,
     open_both,
     partly,
     reply,
+    require_routed,
     run_bound,
     run_threads,
 )
@@ -72,13 +72,6 @@ def reentrant(ledgers: Ledgers, label: str, request: pytest.FixtureRequest) -> l
         if handle not in offered:
             partly(request, f"the {handle.flavor} variant has no spend_as (the other one has)")
     return offered
-
-
-def _routed(ledgers: Ledgers, label: str, router: ProxyRouter) -> list[Handle]:
-    """A sync and an async instance on ``label`` through ``router`` (one if one shape)."""
-    first = ledgers.open(label, "sync", route=router)
-    second = ledgers.open(label, "async", route=router)
-    return [first] if first.flavor == second.flavor else [first, second]
 
 
 def spend_as(handle: Handle, request_id: object, key: object) -> object:
@@ -241,7 +234,7 @@ class C10Reentry:
         fresh = ledgers.ids(1, "fresh")[0]
         problems: list[str] = []
         with ProxyRouter() as router:
-            handles = [h for h in _routed(ledgers, label, router) if h.has(SPEND_AS)]
+            handles = [h for h in open_both(ledgers, label, router) if h.has(SPEND_AS)]
             if router.used and getattr(ledgers.factory, "routable", True):
                 for handle in handles:  # warm the connections, then cut the store off
                     spend_as(handle, ledgers.ids(1, "warm")[0], new_keys(1)[0])
@@ -287,9 +280,8 @@ class C10Reentry:
         count = ledgers.profile.fault_ids
         tried: dict[str, list[tuple[str, object]]] = {}  # id -> (key, answer) under the fault
         with ProxyRouter() as router:
-            handles = [h for h in _routed(ledgers, label, router) if h.has(SPEND_AS)]
-            if not router.used:
-                not_exercised("the factory never called ctx.route, so no fault could be injected")
+            handles = [h for h in open_both(ledgers, label, router) if h.has(SPEND_AS)]
+            require_routed(router)
             setup = handles[0]
             plain, held, fresh = (ledgers.ids(count, tag) for tag in ("plain", "held", "fresh"))
             owner = dict(zip(held, new_keys(count), strict=True))

@@ -1,16 +1,9 @@
 """C1 after fork: a ledger opened and used in a parent, then inherited by forked children.
 
-gunicorn ``--preload``, ``multiprocessing`` with fork, a worker pool that forks after
-setup: each child inherits the parent's ledger object with its connections, pools,
-sockets and (dead) threads. A ledger that keeps using what it inherited shares one
-server connection among processes; replies interleave and one id answers ``True`` in
-two processes, or a child hangs on a watchdog thread that does not exist in it. The
-contract asks every ledger with a ``store_id`` to be fork-safe (detect the pid change,
-discard inherited resources without closing the parent's, rebuild).
-
-The children use only the inherited ledger (never the suite's threads, loop or
-history) and leave with ``os._exit``, so no atexit handler or pytest teardown runs
-twice. Only the sync variant is forked: an event loop does not survive ``fork()``.
+A ledger that keeps using inherited connections shares one among processes (replies
+interleave: one id answers ``True`` twice) or hangs on a thread that does not exist in the
+child. Children use only the inherited ledger and leave with ``os._exit``; only the sync
+variant is forked (an event loop does not survive ``fork()``).
 """
 
 from __future__ import annotations
@@ -36,11 +29,17 @@ import pytest
 from ledger_core.errors import LedgerError
 
 from ..faults import ProxyRouter, Toxic
-from ..harness import KEY_SEPARATOR, Acked, Handle, Ledgers, error_text
+from ..harness import KEY_SEPARATOR, Handle, Ledgers, error_text
 from ..history import History, Op
 from ..profile import Profile
 from .c1_once import C1
-from .common import assert_linearizable, expect_bool, not_exercised, require_store_id
+from .common import (
+    assert_linearizable,
+    expect_bool,
+    not_exercised,
+    require_routed,
+    require_store_id,
+)
 
 GO = b"g"
 
@@ -119,10 +118,7 @@ def _fork_children(
     ledger: Any, label: str, ids: list[str], profile: Profile, forked: Callable[[], None] = _nothing
 ) -> tuple[list[_Child], list[str]]:
     """Fork the children, call ``forked()``, release them at once, collect their reports
-    (bounded).
-
-    Returns the children (reaped; the hung ones killed) and the problems seen.
-    """
+    (bounded): the children, reaped (the hung ones killed), and the problems seen."""
     deadline = time.monotonic() + profile.fork_bound
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -214,8 +210,7 @@ def _reap(children: list[_Child], deadline: float) -> None:
 def _routed_parent(ledgers: Ledgers, stack: ExitStack, label: str) -> tuple[Handle, ProxyRouter]:
     router = stack.enter_context(ProxyRouter())
     parent = ledgers.open(label, "sync", route=router)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no parent call could be held")
+    require_routed(router, "no parent call could be held")
     return parent, router
 
 
@@ -290,15 +285,11 @@ class C1Fork:
                     f"child {c.pid}: every spend raised (first: {ops[0].error}): the inherited "
                     "ledger never answered in the child (it must rebuild what it inherited)"
                 )
-            for op in ops:
-                request_id = op.key.split(KEY_SEPARATOR, 1)[1]
-                ledgers.history.add(op)
+            for request_id, op in ledgers.adopt(label, ops):
                 if op.error is not None:
                     raised[request_id] += 1
-                    continue
-                results[request_id].append(op.result)
-                if op.result is True:
-                    ledgers.acked.append(Acked(label, request_id, op))
+                else:
+                    results[request_id].append(op.result)
 
         complete = not problems  # every child reported every call
         for request_id, answers in results.items():

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..context import Factory, LedgerContext, enter_factory
 from ..declare import declare
-from ..harness import CALL_BOUND, KEY_SEPARATOR, Acked, Ledgers, error_text
+from ..harness import CALL_BOUND, KEY_SEPARATOR, Ledgers, error_text
 from ..history import History, Op
 from .common import (
     FORK,
@@ -57,16 +57,10 @@ def _child(factory: Factory, label: str, ids: list[str], barrier: Any, results: 
 
     try:
         ops = asyncio.run(run())
-        results.put(("ok", _history(ops).to_json()))
+        results.put(("ok", History(ops).to_json()))
     except BaseException as exc:
         barrier.abort()
         results.put(("error", error_text(exc)))
-
-
-def _history(ops: list[Op]) -> History:
-    history = History()
-    history.extend(ops)
-    return history
 
 
 class C1Once:
@@ -151,12 +145,8 @@ class C1Once:
         assert not errors, f"a child process failed: {errors[0]}"
         results = empty_results(ids)
         for _, data in replies:
-            for op in History.from_json(data).ops:
-                request_id = op.key.split(KEY_SEPARATOR, 1)[1]
-                ledgers.history.add(op)
+            for request_id, op in ledgers.adopt(label, History.from_json(data).ops):
                 results[request_id].append(op.result if op.error is None else op.error)
-                if op.kind == "spend" and op.result is True:
-                    ledgers.acked.append(Acked(label, request_id, op))
         assert_one_winner(results, f"{profile.processes} OS processes per id")
         assert_linearizable(ledgers, "C1")
 

@@ -145,8 +145,7 @@ class C2Permanent:
             known = witness.get((entry.label, entry.request_id))
             if known is None or entry.op.complete_ns < known.op.complete_ns:
                 witness[(entry.label, entry.request_id)] = entry
-        history = History()
-        history.extend(a.op for a in witness.values())
+        history = History(a.op for a in witness.values())
         by_label: dict[str, list[str]] = {}
         for entry in acked:
             by_label.setdefault(entry.label, []).append(entry.request_id)

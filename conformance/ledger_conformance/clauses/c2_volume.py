@@ -1,12 +1,8 @@
 """C2 at volume: many distinct ids spent, then every one read back.
 
-A store that silently drops old entries once it holds enough (a capped collection, a
-cache with a size limit or an LRU policy, a table someone prunes) keeps the few hundred
-ids of the other clauses; only spending many and reading every one back catches it.
-The calls go out in parallel and are not recorded in the history (tens of thousands of
-ops would make the checker and the final C2 read the slowest part of the run); this
-clause checks its own answers. The ids are read back at once, after the restart hook, and
-once more at the run's end, at least the profile's wait later.
+Catches a store that drops old entries once it holds enough (a capped collection, an LRU
+cache). Not recorded in the history (it would make the checker the slowest part); the
+ids are re-read at once, after the restart hook, and at the run's end.
 """
 
 from __future__ import annotations

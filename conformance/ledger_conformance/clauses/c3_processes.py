@@ -1,12 +1,8 @@
 """C3 across processes: a read in one process sees a spend made in another.
 
-A per-process cache of "not spent" answers (a dict at module level, an LRU in front of
-the store) is consistent inside one process, since its own spends clear it; only a read
-in one process after a spend in another shows it. The parent reads the ids first (so a
-cache holds ``False``), forks a child that opens its own ledger through the factory and
-reads them too; then the parent spends some, the child reads them again and spends the
-others, and the parent reads those, through its old instance and a new one. Sync and
-async; only for a ledger with a ``store_id`` (the cross-process promise).
+A per-process cache of "not spent" answers is consistent inside one process (its own
+spends clear it); only reads across processes show it. Only for a ledger with a
+``store_id`` (the cross-process promise).
 """
 
 from __future__ import annotations

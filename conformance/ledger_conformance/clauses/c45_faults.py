@@ -1,10 +1,7 @@
 """C4 fail closed and C5 ambiguity, through the TCP fault proxy.
 
-Under each fault the suite spends ids that are already spent and ids that are fresh,
-and reads the spent ones, from every variant the factory offers, all at once. A call
-may raise or return, but a ``True`` must be backed by a record (a later spend from a
-healthy instance must not also win) and a read must never say ``False`` for a spent
-id. If calls hang in a black hole, a watchdog heals the network and waits, bounded.
+A call under a fault may raise or return, but a ``True`` must be backed by a record and a
+read must never say ``False`` for a spent id.
 """
 
 from __future__ import annotations
@@ -21,7 +18,14 @@ from ledger_core.opening import LOCAL_FAULTS, LocalFault
 from ..declare import ROUTABLE, declare
 from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
-from .common import assert_linearizable, expect_bool, not_exercised, partly
+from .common import (
+    assert_linearizable,
+    expect_bool,
+    not_exercised,
+    open_both,
+    partly,
+    require_routed,
+)
 
 LATENCY = 0.2
 C4 = declare("C4", "fail closed: a fault raises; never a false True, never a false False")
@@ -29,23 +33,16 @@ C5 = declare("C5", "ambiguity: a write whose reply was lost is resolved, not gue
 
 
 def _open_routed(ledgers: Ledgers, router: ProxyRouter) -> list[Handle]:
-    label = ledgers.label()
-    handles = [ledgers.open(label, "sync", route=router)]
-    second = ledgers.open(label, "async", route=router)
-    if second.flavor != handles[0].flavor:
-        handles.append(second)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no fault could be injected")
+    handles = open_both(ledgers, ledgers.label(), router)
+    require_routed(router)
     return handles
 
 
 def _settle(
     ledgers: Ledgers, router: ProxyRouter, futures: list[concurrent.futures.Future[object]]
 ) -> tuple[list[str], bool]:
-    """Wait a little under the fault, then heal and wait (bounded).
-
-    Returns what still hung, and whether a server reply was dropped under the fault.
-    """
+    """Wait a little under the fault, then heal and wait (bounded): what still hung, and
+    whether a server reply was dropped under the fault."""
     profile = ledgers.profile
     _, pending = concurrent.futures.wait(futures, timeout=profile.watchdog)
     dropped = router.wait_reply_dropped(0)
@@ -167,12 +164,9 @@ class C4LocalFaults:
         ledger_local_faults: OfferedFaults | None,
         request: pytest.FixtureRequest,
     ) -> None:
-        """Spent and fresh ids tried under each local fault, all at once; the fault ends
-        after ``local_fault_hold`` (5 s quick), longer than a store's short busy wait. A
-        call may raise a LedgerError or wait the fault out, but never answer wrong (the
-        history checker sees a false True or False). Once the fault is over, the same
-        instance must work again: every call answers (after ``removed`` it may instead
-        refuse for good with UnsafeStoreConfig). A fault not offered is said."""
+        """Spent and fresh ids tried under each local fault, held longer than a store's
+        short busy wait: a call may raise or wait, never answer wrong; afterwards the same
+        instance works again (after ``removed`` it may refuse with UnsafeStoreConfig)."""
         if ledger_local_faults is None:
             not_exercised(
                 "the factory offers no local faults (ledger_local_faults: locked, read-only, "

@@ -1,13 +1,9 @@
 """C4, never a hang: under a black hole or a trickling reply, every one of many
 concurrent callers raises (or answers) within the call bound.
 
-One caller that times out after its bound is what the fault clauses see; many callers
-that wait on one another (one lock around a network call, an identity check each waiter
-repeats in turn) each wait out the others' timeouts, and the last one waits many bounds.
-A read timeout that restarts with every byte never trips on a server that sends one byte
-at a time. The bound is the ``ledger_call_bound`` fixture: ``--ledger-call-bound`` (``check
---call-bound``) when given, else 10 s; a factory's class may override it with what the
-ledger documents for its timeout.
+Callers that wait on one another (one lock around a network call) each wait out the
+others' timeouts, and a read timeout that restarts with every byte never trips on a
+trickle. The bound: ``--ledger-call-bound`` when given, else 10 s.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """C6 after failover: under one ``store_id``, a failover never turns a spent id back
 into an unspent one.
 
-A replicated store fails over (the ``ledger_failover`` hook: the primary stops at once,
-a replica takes over, however the topology decides). Replication that lags loses the
-last acknowledged writes; a ledger on such a store either never proves (``store_id``
-None), or the lossy failover gives the store another ``store_id`` (hosts ask again, H5),
-or it keeps every acknowledged spend. What breaks C6: after the failover, wherever the
-factory's ledgers answer with the ``store_id`` S they had before (the instances opened
-before, or new ones), an id that answered ``True`` under S reads unspent or answers
-``True`` again. The spends come right before the hook and race it (the writes a lagging
-replica has not got yet). Runs last: a lossy failover may lose every id of the run.
+A lagging replica loses the last acknowledged writes; the ledger must then never prove
+(``store_id`` None), take another ``store_id``, or keep every spend. The spends race the
+hook; runs last, since a lossy failover may lose every id of the run.
 """
 
 from __future__ import annotations
@@ -23,20 +17,12 @@ from ledger_core.errors import LedgerError
 
 from ..declare import FAILOVER
 from ..harness import Handle, Ledgers, error_text
-from .c6_forget import answers_for_forgotten, verdict
+from .c6_forget import answers_for_forgotten, run_hook, verdict
 from .c6_identity import C6
 from .common import expect_bool, not_applicable, note, open_both
 
 FAILOVER_IDS = 40  # spent right before the hook, half on each variant
 LOST = "the id answered True under this store_id before the failover"
-
-
-def _failover(ledgers: Ledgers, hook: Callable[[], object]) -> None:
-    ledgers.runtime.forgot = True  # a lossy failover may lose the run's earlier spends
-    try:
-        hook()
-    except Exception as exc:
-        pytest.fail(f"the failover hook failed: {error_text(exc)}", pytrace=False)
 
 
 def _race(handle: Handle, ids: list[str], first: str, stop: threading.Event) -> list[str]:
@@ -84,7 +70,7 @@ class C6Failover:
         )
         racer.start()
         try:
-            _failover(ledgers, ledger_failover)
+            run_hook(ledgers, ledger_failover, "failover")
         finally:
             stop.set()
             racer.join(ledgers.profile.settle)

@@ -1,22 +1,11 @@
 """C6 after forget: a store that forgot is a new store; no instance answers for it under
 the old ``store_id``.
 
-A store can forget after a ledger opened it (TRUNCATE, DROP and re-create, FLUSHALL, a
-deleted table or file, the rows or keys of one namespace). A ledger that checks its
-identity once, on a timer, per table instead of per namespace, or in a round trip of
-its own, keeps reporting the old ``store_id`` and spends an already-run request again:
-a host that minted the request under that ``store_id`` runs it twice. These clauses call
-the ``ledger_forget`` hook, so they run last, after the final "every acknowledged id is
-still spent" check (C2).
-
-The rule, after any forget: any ``spend(old id)`` that returns ``True`` or
-``is_spent(old id)`` that returns ``False`` while the instance reports the old
-``store_id`` (read before and after the call) is a violation. Raising a ``LedgerError``
-is fine (fail closed). A new instance has another ``store_id`` (or ``None``) and works as
-a new store, or refuses with a ``LedgerError`` that says why. The forms: the whole store
-(instances opened before and after), the whole store with calls racing the hook and at
-once after it (no time for a timer to run out), one namespace while a sibling keeps its
-records, and a forget while a spend's request is held in flight (``c6_held.py``).
+A ledger that checks its identity once, on a timer, per table instead of per namespace,
+or in a round trip of its own, keeps the old ``store_id`` and spends an already-run
+request again. After a forget, ``spend(old id)`` returning ``True`` or ``is_spent(old id)``
+returning ``False`` while the instance reports the old ``store_id`` is a violation; a
+``LedgerError`` is fine. These clauses call the forget hook, so they run last.
 """
 
 from __future__ import annotations
@@ -24,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -47,15 +37,20 @@ def _store_id_now(handle: Handle) -> object:
         return f"<raised {error_text(exc)}>"
 
 
+def run_hook(ledgers: Ledgers, hook: Callable[[], object], what: str = "forget") -> None:
+    """Run a hook that may lose the run's earlier spends; a failing hook fails the test."""
+    ledgers.runtime.forgot = True
+    try:
+        hook()
+    except Exception as exc:
+        pytest.fail(f"the {what} hook failed: {error_text(exc)}", pytrace=False)
+
+
 def forget_now(
     ledgers: Ledgers, forget: Callable[..., object], namespace: str | None = None
 ) -> None:
-    """Run the forget hook (for one namespace when given); a failing hook fails the test."""
-    ledgers.runtime.forgot = True
-    try:
-        forget() if namespace is None else forget_namespace(forget, namespace)
-    except Exception as exc:
-        pytest.fail(f"the forget hook failed: {error_text(exc)}", pytrace=False)
+    """Run the forget hook (for one namespace when given)."""
+    run_hook(ledgers, forget if namespace is None else partial(forget_namespace, forget, namespace))
 
 
 def spent_store(ledgers: Ledgers, handles: list[Handle], tag: str = "old") -> tuple[str, list[str]]:
@@ -214,12 +209,8 @@ class C6Forget:
         request: pytest.FixtureRequest,
     ) -> None:
         """The old instance keeps reading while the hook runs, then reads and spends at
-        once after it: the first read after the store forgot comes within a call's time,
-        however long the hook takes (reads only while it runs: a spend racing the forget
-        is the held-request clause's, cut by cut). A ledger that trusts a checked
-        identity for a while (a re-check on a timer) answers from the forgotten store
-        under the old store_id. The whole store forgets, or (``namespace``) the
-        instance's namespace alone."""
+        once after it: a ledger that trusts a checked identity for a while (a re-check on
+        a timer) answers from the forgotten store under the old store_id."""
         assert ledger_forget is not None
         if scope == "namespace" and not takes_namespace(ledger_forget):
             not_exercised("the forget hook takes no namespace (see the one-namespace form)")

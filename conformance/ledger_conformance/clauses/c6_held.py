@@ -1,13 +1,8 @@
 """C6 after a forget that lands while a spend's request is in flight.
 
-An identity checked in a round trip of its own (or at the start of a call) is proven for
-that moment only: the network may hold the write that follows while the store forgets,
-and the write then lands in the forgotten store and answers ``True`` under the old
-``store_id``. The fault proxy holds a spend of an already-spent id at each point between
-its requests in turn (cut 0: before its first request; cut 1: after the first one was
-let through and answered; ...); at that point the whole store forgets, then the held
-request goes on. A ``True`` under the old ``store_id`` is a second run of a request that
-already ran. Each cut point is a new store: the forget wipes it.
+An identity checked in a round trip of its own is proven for that moment only. The proxy
+holds a spend of a spent id at each point between its requests in turn; the store forgets
+there, then the request goes on: a ``True`` under the old ``store_id`` is a second run.
 """
 
 from __future__ import annotations
@@ -26,15 +21,14 @@ from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
 from .c6_forget import answers_for_forgotten, forget_now, spent_store, verdict
 from .c6_identity import C6
-from .common import not_exercised, partly
+from .common import not_exercised, partly, require_routed
 
 MAX_CUTS = 6  # points between requests tried per flavor; a spend rarely sends more
 
 
 def _open(ledgers: Ledgers, router: ProxyRouter, label: str, flavor: Flavor) -> Handle:
     handle = ledgers.open(label, flavor, route=router)
-    if not router.used:
-        not_exercised("the factory never called ctx.route, so no request could be held")
+    require_routed(router, "no request could be held")
     if handle.flavor != flavor:
         not_exercised(f"the factory gave a {handle.flavor} ledger when asked for {flavor}")
     return handle

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import pytest
 
 from ..collect import NOTE, PARTLY
-from ..context import Factory, Flavor, LedgerContext, enter_factory
+from ..context import Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
 from ..harness import CALL_BOUND, Handle, Ledgers, describe_violations, error_text
 
 NOT_EXERCISED = "not exercised"
@@ -71,11 +71,17 @@ def open_flavor(ledgers: Ledgers, label: str, flavor: Flavor) -> Handle:
     return handle
 
 
-def open_both(ledgers: Ledgers, label: str) -> list[Handle]:
+def open_both(ledgers: Ledgers, label: str, route: Route = identity_route) -> list[Handle]:
     """A sync and an async instance on ``label`` (just one if the factory has one shape)."""
-    first = ledgers.open(label, "sync")
-    second = ledgers.open(label, "async")
+    first = ledgers.open(label, "sync", route)
+    second = ledgers.open(label, "async", route)
     return [first] if first.flavor == second.flavor else [first, second]
+
+
+def require_routed(router: Any, what: str = "no fault could be injected") -> None:
+    """A fault test whose factory never routed through the proxy is not exercised."""
+    if not router.used:
+        not_exercised(f"the factory never called ctx.route, so {what}")
 
 
 # Clauses whose wrong answers show up as C1/C3 violations of the history (a fault turned

@@ -20,22 +20,21 @@ H4 = declare("H4", "host: a retried close keeps its verdict; late answers are to
 H5 = declare("H5", "host: a decision is spent only in the store it was minted under")
 
 
-def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
+def _host(ledgers: Ledgers, handle: Handle, rule: str, argument: object) -> Any:
+    """``host.<rule>`` on the handle's ledger, or ``host.<rule>_async`` for an async one."""
     if handle.is_async:
-        return ledgers.runtime.loop.run(host.resolve_async(handle.ledger, pending))
-    return host.resolve(handle.ledger, pending)
+        return ledgers.runtime.loop.run(getattr(host, f"{rule}_async")(handle.ledger, argument))
+    return getattr(host, rule)(handle.ledger, argument)
+
+
+def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
+    resolution: host.Resolution = _host(ledgers, handle, "resolve", pending)
+    return resolution
 
 
 def _close(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Closure:
-    if handle.is_async:
-        return ledgers.runtime.loop.run(host.close_pause_async(handle.ledger, pending))
-    return host.close_pause(handle.ledger, pending)
-
-
-def _landed(ledgers: Ledgers, handle: Handle, request_id: str) -> LandedVerdict:
-    if handle.is_async:
-        return ledgers.runtime.loop.run(host.spend_landed_async(handle.ledger, request_id))
-    return host.spend_landed(handle.ledger, request_id)
+    closure: host.Closure = _host(ledgers, handle, "close_pause", pending)
+    return closure
 
 
 def _why(result: Any) -> str:
@@ -149,10 +148,10 @@ class HostRules:
             expected = (
                 LandedVerdict.NOT_LANDED if handle.has_is_spent else LandedVerdict.COUNTS_AS_SPENT
             )
-            before = _landed(ledgers, handle, request_id)
+            before = _host(ledgers, handle, "spend_landed", request_id)
             assert before is expected, f"{handle.flavor}: an unspent id gave {before.value}"
             assert handle.spend(request_id) is True
-            after = _landed(ledgers, handle, request_id)
+            after = _host(ledgers, handle, "spend_landed", request_id)
             assert after is LandedVerdict.COUNTS_AS_SPENT, (
                 f"{handle.flavor}: a spent id gave {after.value}"
             )

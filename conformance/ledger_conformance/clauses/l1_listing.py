@@ -1,9 +1,7 @@
 """L1 listing (optional capability, detected by ``spent_ids``): what a migration copies.
 
-A ledger that can list its ids lists every spent id of its store exactly once and
-nothing else: no marker (H3 closes, migration lineage), no other store's id, no
-identity record. Spends go on while it lists: ids spent before the listing started
-must all appear; ids spent during may or may not.
+Every spent id of the store exactly once and nothing else (no marker, no other store's
+id); ids spent before the listing started must all appear, ids spent during may.
 """
 
 from __future__ import annotations
@@ -39,9 +37,6 @@ PAGES_FALLBACK = 1_500
 def _listing(handle: Handle, **page: int) -> list[object]:
     """The whole listing, whatever its shape (an iterator or an async iterator)."""
 
-    def sync_list() -> list[object]:
-        return list(handle.ledger.spent_ids(**page))
-
     async def async_list() -> list[object]:
         made: Any = handle.ledger.spent_ids(**page)
         if inspect.isawaitable(made):
@@ -52,7 +47,7 @@ def _listing(handle: Handle, **page: int) -> list[object]:
 
     if handle.is_async:
         return handle._loop.run(async_list(), timeout=CALL_BOUND * 4)
-    return sync_list()
+    return list(handle.ledger.spent_ids(**page))
 
 
 def _page_keyword(handle: Handle) -> str | None:

@@ -1,16 +1,7 @@
-"""The conductor: proxies, worker processes, the fault schedule, restarts and failovers,
-the verdict.
+"""The conductor: proxies, worker processes, the fault schedule, hooks, the verdict.
 
-It runs in the calling process and never spends itself. It opens the ledger once through
-a :class:`~ledger_conformance.faults.ProxyRouter` (so every address the ledger connects to
-gets a proxy, whose addresses the workers are given), starts the worker processes
-(``spawn``: nothing inherited but the spec), releases them together, drives the schedule,
-shows progress, and stops them: at the deadline, at the operation budget, or on Ctrl-C.
-Then it reads every id that was spent with a fresh ledger opened around the proxy, runs
-the forget check when it has a hook, and judges the whole history. After a failover the
-final read is judged only when the store still answers with the ``store_id`` it had at
-the start: a failover that gave the store another one made it a new store (hosts ask
-again), so the old identity's acknowledged spends are not asked of it.
+It never spends itself. After a failover the final read is judged only when the store
+still reports its first ``store_id``: another one makes it a new store (hosts ask again).
 """
 
 from __future__ import annotations
@@ -142,16 +133,13 @@ async def _final_reads(ledger: Any, ids: list[str]) -> tuple[list[Op], int]:
     async def read(request_id: str) -> bool:
         async with gate:
             invoke = time.monotonic_ns()
+            value, error = None, None
             try:
                 value = await _threaded(ledger, "is_spent", request_id)
             except Exception as exc:
-                ops.append(
-                    Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), None,
-                       error_line(exc))
-                )  # fmt: skip
-                return False
-            ops.append(Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), value, None))
-            return True
+                error = error_line(exc)
+            ops.append(Op(FINAL, "is_spent", request_id, invoke, time.monotonic_ns(), value, error))
+            return error is None
 
     pending = ids
     for n in range(FINAL_ROUNDS):
@@ -293,19 +281,11 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
             forget=campaign.forget or factory_hook(made, "ledger_forget"),
             failover=campaign.failover or factory_hook(made, "ledger_failover"),
         )
-    run_id = f"ledger-torture-{secrets.token_hex(4)}"
-    seed = campaign.seed if campaign.seed is not None else secrets.randbits(32)
-    workload = Workload(
-        tag=run_id, hot=campaign.hot, cold=campaign.cold, generation=campaign.generation
-    )
-    source = Source(campaign.url, campaign.factory, run_id)
-    factory = source.factory_callable()
     loop = _Loop()
     router = ProxyRouter() if campaign.faults else None
     workdir = Path(tempfile.mkdtemp(prefix="ledger-torture-"))
     try:
-        return _run(campaign, run_id, seed, workload, source, factory, loop, router, workdir,
-                    err, out)  # fmt: skip
+        return _run(campaign, loop, router, workdir, err, out)
     finally:
         if router is not None:
             router.close()
@@ -332,17 +312,19 @@ def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> object:
 
 def _run(
     campaign: Campaign,
-    run_id: str,
-    seed: int,
-    workload: Workload,
-    source: Source,
-    factory: Any,
     loop: _Loop,
     router: ProxyRouter | None,
     workdir: Path,
     err: TextIO,
     out: TextIO,
 ) -> Result:
+    run_id = f"ledger-torture-{secrets.token_hex(4)}"
+    seed = campaign.seed if campaign.seed is not None else secrets.randbits(32)
+    workload = Workload(
+        tag=run_id, hot=campaign.hot, cold=campaign.cold, generation=campaign.generation
+    )
+    source = Source(campaign.url, campaign.factory, run_id)
+    factory = source.factory_callable()
     first = _preflight(loop, factory, router or identity_route, f"{workload.tag}-preflight")
     routes = {p.upstream: p.address for p in router.proxies} if router is not None else {}
     routed = bool(routes)
@@ -548,9 +530,7 @@ def _await_ready(messages: Any, children: list[Any], problems: list[str]) -> Non
 @contextlib.contextmanager
 def _ctrl_c_counted() -> Iterator[list[int]]:
     """Ctrl-C counted, not raised, while the conductor reads its workers' messages: a
-    KeyboardInterrupt raised inside a multiprocessing queue read can cut a message in
-    half, and the workers' "done" was lost (a loaded CI run then waited out the whole
-    300 s campaign). Outside the main thread no Ctrl-C arrives, and nothing changes."""
+    KeyboardInterrupt inside a multiprocessing queue read can cut a message in half."""
     count = [0]
     if threading.current_thread() is not threading.main_thread():
         yield count

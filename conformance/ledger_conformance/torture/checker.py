@@ -1,12 +1,7 @@
 """The verdict on a campaign's history: per-key linearizability, then the counts.
 
-Each id is a set-once register, checked by :func:`ledger_conformance.history.check` (the
-suite's checker: a raised spend is indeterminate, reads after an acknowledged spend must
-say spent, a ``False`` spend needs a spend that could have won, at most one ``True`` per
-id). The end-of-campaign reads are ops of the process ``final``, so an acknowledged spend
-they do not find is a C2 violation: a lost spend. Ambiguous outcomes (spends that raised
-or never returned) are counted and, where the final read saw the id, split by what it
-saw; nothing is guessed.
+The end-of-campaign reads are ops of the process ``final``, so an acknowledged spend they
+do not find is a lost spend (C2); ambiguous outcomes are counted, never guessed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""What a person sees: live progress on stderr, the summary, and the violation file.
-
-On a terminal the progress is one line rewritten in place; otherwise (a CI log, a file) it
-is a plain line every few seconds. The violation file holds, for every id that broke the
-model, the sentence that says how, then the id's whole history in invoke order: times in
-milliseconds from the campaign's start, the worker (``p<process>-t<thread>`` or
-``-a<task>``, ``final`` for the end-of-run read), the call, its outcome, and the faults
-that were on while it ran.
+"""What a person sees: live progress on stderr, the summary, and the violation file
+(every broken id: how, then its whole history with the faults on while each call ran).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The fault schedule: when the proxy turns which toxic on, and when the server restarts
 or the store fails over.
 
-Deterministic for a seed, so a failing campaign can be re-run with the same faults in the
-same order. Fault phases alternate with calm ones (``PASS``) and take every toxic in turn,
-so even a short campaign injects each kind at least once when it has room; the last part
-of the run is always calm, so every call can finish and the final read sees a healed
-network. Restarts are spread evenly through the middle of the run, and failovers between
-them.
+Deterministic for a seed (a failing campaign re-runs the same faults); the last part of a
+run is always calm, so every call finishes and the final read sees a healed network.
 """
 
 from __future__ import annotations

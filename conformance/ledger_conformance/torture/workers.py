@@ -1,12 +1,7 @@
 """The worker processes: threads and asyncio tasks spending and reading overlapping ids.
 
-Each OS process opens one sync ledger (shared by its threads) and one async ledger
-(shared by its tasks) on the campaign's store, waits for the conductor's go, then loops
-until the deadline, the stop signal or its share of the operation budget. Ids come in
-generations (a new set every ``generation`` seconds, so spends keep landing on fresh ids):
-a few *hot* ids every worker contends for, and *cold* ids that only a small group of
-workers touch; some reads go to the previous generation, where most ids are spent.
-Every call goes into the process's :class:`~.recorder.Journal`.
+Ids come in generations (fresh ones keep landing): a few *hot* ids every worker contends
+for, *cold* ids a small group shares, and some reads of the previous, mostly spent one.
 """
 
 from __future__ import annotations
