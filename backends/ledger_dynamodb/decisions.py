@@ -475,7 +475,13 @@ class ParallelScan:
         call = commands.scan(session.table, [prefix], segment, start)
         answer = yield from _read(session, call, "Scan", deadline)
         yield from proven(session, deadline, wrote=False)
-        keys = [binary(item, commands.KEY) or b"" for item in answer.get("Items") or []]
+        items = answer.get("Items")
+        if not isinstance(items, list):  # every Scan answer has them; {} is an empty body
+            raise LedgerUnavailable(
+                f"DynamoDB Scan on {session.location} answered without Items: the listing "
+                "cannot tell an empty page from a lost one"
+            )
+        keys = [binary(item, commands.KEY) or b"" for item in items]
         following = answer.get("LastEvaluatedKey")
         return [k[len(prefix) :] for k in keys if k.startswith(prefix)], following or None
 

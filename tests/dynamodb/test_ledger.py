@@ -146,6 +146,27 @@ def test_spent_ids_lists_only_this_namespace_ids(dynamodb_url: str, namespace: s
         assert sorted(ledger.spent_ids()) == sorted(f"id-{i}" for i in range(30))
 
 
+@pytest.mark.parametrize("kept", [(), ("Count", "ScannedCount", "ResponseMetadata")])
+def test_a_scan_page_without_its_items_fails_the_listing(
+    dynamodb_url: str, namespace: str, kept: tuple[str, ...]
+) -> None:
+    """A Scan answer always carries ``Items``; one without (an empty JSON body parses as
+    ``{}``) must fail the listing, never end its segment as if all had been listed."""
+    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+        for i in range(5):
+            ledger.spend(f"id-{i}")
+
+        def hollow(request: Call, perform: Callable[[Call], Any]) -> Any:
+            answer = perform(request)
+            if request.op == "scan":
+                return {k: v for k, v in answer.items() if k in kept}
+            return answer
+
+        _inject(ledger, hollow)
+        with pytest.raises(LedgerUnavailable, match="Scan"):
+            list(ledger.spent_ids())
+
+
 def test_migrate_from_dynamodb(dynamodb_url: str, namespace: str) -> None:
     opts = tools.ledger_options(dynamodb_url)
     with (
