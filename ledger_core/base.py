@@ -1,23 +1,18 @@
 """What every ledger shipped here has in common, so each backend writes only its I/O.
 
-A backend computes a :class:`LedgerInfo` once at open (identity and safety checks) and
-implements ``_spend``/``_is_spent`` on validated id bytes. Validation happens here,
-before any I/O (C8), for sync and async alike. The same two methods store markers
-(``spend_marker``): id bytes that start with ``0xFF``, which no request id can be, so a
-backend stores them exactly as it stores ids and skips them when it lists ids.
+A backend computes a :class:`LedgerInfo` once at open and implements ``_spend`` /
+``_is_spent`` on validated id bytes (validation is here, before any I/O: C8). Markers
+(``spend_marker``) go through the same two methods: id bytes starting with ``0xFF``,
+which no request id can be. An exception out of them that is not a ``LedgerError`` (a
+driver error a backend forgot to map, a bug) is raised as :class:`AmbiguousSpend` or
+:class:`LedgerUnavailable`, chained, so "every error out of a ledger is a
+``LedgerError``" never rests on every backend's every path (a ``try`` costs nothing in
+CPython 3.11+ until something raises).
 
-A safety net: an exception out of ``_spend``/``_is_spent`` that is not a ``LedgerError``
-(a driver error a backend forgot to map, a bug) is raised as :class:`AmbiguousSpend`
-(the write may have landed) or :class:`LedgerUnavailable`, chained, so the promise
-"every error out of a ledger is a ``LedgerError``" never rests on every backend's
-every path. A ``try`` costs nothing in CPython 3.11+ until something raises.
-
-One invariant for every way a ledger is made (``open_ledger``, ``from_client``,
-``from_pool``, a constructor): before its first answer about an id, a ledger checks that
-no migration into its namespace is unfinished (``IncompleteMigration``): the store may
-lack ids spent in the old one. ``open_ledger`` checks at open; the migration's target
-and the tools that report on a store are let through (``runs.allow_incomplete``).
-Every answering method a backend adds (``spend_many``, ``is_spent_many``) is gated too.
+However a ledger is made (``open_ledger``, ``from_client``, a constructor), before its
+first answer it checks that no migration into its namespace is unfinished
+(``IncompleteMigration``), in every answering method (``spend_many`` too);
+``runs.allow_incomplete`` lets the migration's target and the reporting tools through.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import AmbiguousSpend, LedgerError, LedgerUnavailable
 from .ids import validate_marker, validate_request_id
@@ -97,7 +92,10 @@ def _gated_async(method: Callable[..., Any]) -> Callable[..., Any]:
     return answer
 
 
-def _validated_first(method: Callable[..., Any]) -> Callable[..., Any]:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _validated_first(method: _F) -> _F:
     """A method that validates, then passes the gate itself (C8: no I/O before that)."""
     method.__gated__ = True  # type: ignore[attr-defined]
     return method
@@ -143,9 +141,9 @@ class LedgerBase(_Described):
     def is_marker_spent(self, marker: bytes) -> bool:
         return self._guarded_read(validate_marker(marker))
 
-    def _guarded_spend(self, raw: bytes) -> bool:
+    def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
-            return self._spend(raw)
+            return self._spend(raw) if digest is None else self._spend_as(raw, digest)
         except LedgerError:
             raise
         except Exception as exc:
@@ -164,6 +162,9 @@ class LedgerBase(_Described):
 
     def _is_spent(self, request_id: bytes) -> bool:
         raise NotImplementedError
+
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        raise NotImplementedError  # ReentrantLedgerBase
 
     def close(self) -> None:
         """Release connections this ledger opened (never ones it was given)."""
@@ -212,9 +213,9 @@ class AsyncLedgerBase(_Described):
     async def is_marker_spent(self, marker: bytes) -> bool:
         return await self._guarded_read(validate_marker(marker))
 
-    async def _guarded_spend(self, raw: bytes) -> bool:
+    async def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
-            return await self._spend(raw)
+            return await (self._spend(raw) if digest is None else self._spend_as(raw, digest))
         except LedgerError:
             raise
         except Exception as exc:
@@ -233,6 +234,9 @@ class AsyncLedgerBase(_Described):
 
     async def _is_spent(self, request_id: bytes) -> bool:
         raise NotImplementedError
+
+    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        raise NotImplementedError  # AsyncReentrantLedgerBase
 
     async def aclose(self) -> None:
         """Release connections this ledger opened (never ones it was given)."""
@@ -260,15 +264,7 @@ class ReentrantLedgerBase(LedgerBase):
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
         if not self._cleared:
             self._clear()
-        try:
-            return self._spend_as(raw, digest)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_spend(self, exc) from exc
-
-    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        raise NotImplementedError
+        return self._guarded_spend(raw, digest)
 
 
 class AsyncReentrantLedgerBase(AsyncLedgerBase):
@@ -279,12 +275,4 @@ class AsyncReentrantLedgerBase(AsyncLedgerBase):
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
         if not self._cleared:
             await self._clear()
-        try:
-            return await self._spend_as(raw, digest)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_spend(self, exc) from exc
-
-    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        raise NotImplementedError
+        return await self._guarded_spend(raw, digest)

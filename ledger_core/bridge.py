@@ -1,36 +1,18 @@
 """A ledger over two stores, so a fleet moves from an old store to a new one host by host.
 
-The rule (one for both phases and both shapes): a spend asks the **new** store first, then
-the **old** one, and answers ``True`` only when both answered ``True``; the old store is
-not asked once the new one said ``False``. ``is_spent`` is ``True`` when either store
-holds the id. So every ``True`` of a bridge is also a ``True`` of the old store *and* of
-the new one, and:
+A spend asks the **new** store first, then the **old** one, and answers ``True`` only
+when both did (the old store is not asked once the new one said ``False``); ``is_spent``
+is ``True`` when either store holds the id. So every ``True`` of a bridge is a ``True``
+of both stores: hosts on the old store, on a bridge, and on the new store never both win
+an id, as long as old-only and new-only hosts never run side by side (the phases of
+``docs/migration.md``); and ``migrate`` never takes a decision from a bridge, since a
+bridge writes the old store only after it won the new one.
 
-- hosts on the old store and hosts on a bridge never both win an id: every winner needs
-  the old store's ``True``, and it gives one;
-- hosts on a bridge and hosts on the new store never both win: every winner needs the new
-  store's ``True``;
-- the offline copy (``migrate``) never takes a decision from a bridge: it writes into the
-  new store only ids the old store holds, and a bridge writes the old store only after it
-  won the new one, so the copy finds those already there.
-
-The one unsafe mix is old-only hosts beside new-only hosts (or new-only hosts before the
-copy is verified), which the phases in ``docs/migration.md`` never create, and which a
-new-only ledger refuses to open on a store whose copy never finished.
-
-A bridge answers under ONE ``store_id`` (``answer_as``): the old store's in phase 1 (so
-requests minted on old-only hosts keep resolving, H5) or the new store's in phase 2 (so
-requests minted there keep resolving on new-only hosts). Both are honest: a bridge's
-``True`` is a ``True`` of either store, and an id spent in either reads as spent. The
-host rules compare one ``store_id``, so requests minted under the old id and answered
-under the new one (the flip from phase 1 to 2) are asked again.
-
-Opening: phase 1 (``answer_as="old"``) marks the new store as the target of a migration
-run from the old one, unless a copy from it already finished, so no new-only host may
-open it until ``migrate`` verifies the copy (and ``migrate`` resumes that run: the ids
-the bridge wrote are not a merge). Phase 2 (``answer_as="new"``) opens only when that
-copy finished. Decisions are written once as step generators (``ledger_core.steps``),
-run by :class:`Bridge` (sync) and :class:`AsyncBridge` (async).
+A bridge answers under ONE ``store_id`` (``answer_as``): the old store's in phase 1, the
+new store's in phase 2 (requests minted under the other one are asked again, H5). Phase 1
+marks the new store as the target of a migration run from the old one (unless a copy
+already finished), so no new-only host opens it before ``migrate`` verifies the copy;
+phase 2 opens only once that copy finished.
 """
 
 from __future__ import annotations
@@ -38,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .base import AsyncLedgerBase, LedgerBase
@@ -56,6 +38,7 @@ from .protocol import (
 )
 from .registry import open_async_ledger, open_ledger
 from .runs import (
+    READ,
     IncompleteMigration,
     MarkerStep,
     MigrationError,
@@ -71,7 +54,6 @@ AnswerAs = Literal["old", "new"]
 Side = Literal["old", "new"]
 # (which store, "spend" or "read", id or marker bytes): what a bridge asks of one store.
 Call = tuple[Side, str, bytes]
-OpenStep = tuple[Side, MarkerStep]
 
 
 def spend_steps(raw: bytes) -> Steps[Call, bool]:
@@ -103,27 +85,14 @@ def _answer(value: object, what: str) -> bool:
     return value
 
 
-def _on_new(steps: Steps[MarkerStep, Any]) -> Steps[OpenStep, Any]:
-    """Run marker steps against the new store."""
-    try:
-        step = next(steps)
-        while True:
-            try:
-                answer = yield ("new", step)
-            except Exception as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(answer)
-    except StopIteration as done:
-        return done.value
-
-
-def open_steps(old_id: str, answer_as: AnswerAs, note: Note | None = None) -> Steps[OpenStep, None]:
-    """Phase 1: make the new store the target of a run from the old one (or join the
-    run a bridge or ``migrate`` started), unless a copy from it already finished.
-    Phase 2: refuse unless that copy finished."""
-    copied = yield ("new", ("is_marker_spent", lineage_marker(old_id)))
-    state = yield from _on_new(run_state_steps())
+def open_steps(
+    old_id: str, answer_as: AnswerAs, note: Note | None = None
+) -> Steps[MarkerStep, None]:
+    """The new store's markers. Phase 1: make it the target of a run from the old one
+    (or join the run a bridge or ``migrate`` started), unless a copy from it already
+    finished. Phase 2: refuse unless that copy finished."""
+    copied = yield (READ, lineage_marker(old_id))
+    state = yield from run_state_steps()
     if answer_as == "new":
         if not copied or state.blocks_opening:
             raise IncompleteMigration(
@@ -133,7 +102,7 @@ def open_steps(old_id: str, answer_as: AnswerAs, note: Note | None = None) -> St
             )
         return
     if not copied:
-        yield from _on_new(begin_run_steps(old_id, merge=False, note=note))
+        yield from begin_run_steps(old_id, merge=False, note=note)
 
 
 def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
@@ -144,14 +113,8 @@ def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
         for side, info in (("old", old_info), ("new", new_info))
         if info.store_id is None
     ]
-    weaker = {old_info.durability, new_info.durability}
-    durability = (
-        Durability.NONE
-        if Durability.NONE in weaker
-        else Durability.PROCESS
-        if Durability.PROCESS in weaker
-        else Durability.MACHINE
-    )
+    stated = {old_info.durability, new_info.durability}
+    weakest = (d for d in (Durability.NONE, Durability.PROCESS) if d in stated)
     return LedgerInfo(
         backend="bridge",
         store_id=None if reasons else named.store_id,
@@ -160,7 +123,7 @@ def _info(old: object, new: object, answer_as: AnswerAs) -> LedgerInfo:
         f"{new_info.location or new_info.backend}",
         namespace=named.namespace,
         identity=f"answers as the {answer_as} store; every spend needs True from both",
-        durability=durability,
+        durability=next(weakest, Durability.MACHINE),
     )
 
 
@@ -181,7 +144,9 @@ def _check_pair(old: object, new: object) -> str:
     return old_id
 
 
-def _method(side_ledger: object, op: str, raw: bytes) -> tuple[Callable[..., Any], object]:
+def _method(old: object, new: object, call: Call) -> tuple[Callable[..., Any], object]:
+    side, op, raw = call
+    side_ledger = old if side == "old" else new
     marker = is_marker(raw)
     name = {"spend": "spend", "read": "is_spent"}[op]
     name = {"spend": "spend_marker", "is_spent": "is_marker_spent"}[name] if marker else name
@@ -218,15 +183,12 @@ class Bridge(LedgerBase):
             raise TypeError("an async ledger needs the async bridge: await AsyncBridge.open(...)")
         self._old, self._new, self._owns = old, new, owns
         self._cleared = True  # its opening steps are its migration check
-        old_id = _check_pair(old, new)
-        perform_new = marker_performer(new)
-        run_steps(open_steps(old_id, answer_as, _note(old)), lambda step: perform_new(step[1]))
+        run_steps(open_steps(_check_pair(old, new), answer_as, _note(old)), marker_performer(new))
         _waive(new, answer_as)
         self._info = _info(old, new, answer_as)
 
     def _perform(self, call: Call) -> object:
-        side, op, raw = call
-        method, arg = _method(self._old if side == "old" else self._new, op, raw)
+        method, arg = _method(self._old, self._new, call)
         return method(arg)
 
     def _spend(self, request_id: bytes) -> bool:
@@ -254,19 +216,13 @@ class AsyncBridge(AsyncLedgerBase):
     ) -> AsyncBridge:
         if answer_as not in ("old", "new"):
             raise ValueError(f"answer_as must be 'old' or 'new', not {answer_as!r}")
-        old_id = _check_pair(old, new)
-        perform_new = async_marker_performer(new)
-
-        def perform(step: OpenStep) -> Awaitable[bool]:
-            return perform_new(step[1])
-
-        await run_steps_async(open_steps(old_id, answer_as, _note(old)), perform)
+        steps = open_steps(_check_pair(old, new), answer_as, _note(old))
+        await run_steps_async(steps, async_marker_performer(new))
         _waive(new, answer_as)
         return cls(old, new, _info(old, new, answer_as), owns)
 
     async def _perform(self, call: Call) -> object:
-        side, op, raw = call
-        method, arg = _method(self._old if side == "old" else self._new, op, raw)
+        method, arg = _method(self._old, self._new, call)
         answer = method(arg)
         return await answer if inspect.isawaitable(answer) else answer
 

@@ -11,18 +11,17 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 - 4 internal error, the answer is unknown: anything that is not a ``LedgerError`` (a
   third-party ledger's raw exception, a bug) or an answer that is not a bool.
 
-Errors are one line on stderr (the exception type and its message) with every secret of
-the URLs given removed; ``--debug`` adds the traceback for exit 4. Reads (``is-spent``,
-``store-id``), ``spend`` and a migration's source open with ``create=False``: a mistyped
-path is a missing store (exit 3), never a new, empty one. ``setup`` creates. A store whose
-first migration never finished answers nothing (``spend``/``is-spent`` exit 3); the commands
-that report on a store (``store-id``, ``lineage``, ``namespaces``, ``doctor``) and the
-migration's target open it anyway, to say so or to finish it.
+Errors are one line on stderr with every secret of the URLs given removed (``--debug``
+adds the traceback for exit 4). Reads, ``spend`` and a migration's source open with
+``create=False``: a mistyped path is a missing store (exit 3), never a new one. A
+store whose migration never finished answers nothing (exit 3); the commands that report
+on a store, and the migration's target, open it anyway, to say so or to finish it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import secrets
 import shlex
@@ -32,7 +31,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
@@ -68,33 +67,32 @@ def _answer(value: object, what: str) -> bool:
 
 
 @contextmanager
-def _opened(args: argparse.Namespace, *, report: bool = False) -> Iterator[DecisionLedger]:
-    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
-    ``report``: a command that reports on the store (its id, lineage, health) opens one
-    whose migration is unfinished, to say so; a command that answers for ids does not."""
-    ledger = open_ledger(args.url, **_ns(args.namespace), create=False, allow_incomplete=report)
+def _ledger(url: str, namespace: str | None, **options: bool) -> Iterator[DecisionLedger]:
+    ledger = open_ledger(url, **_ns(namespace), **options)
     try:
         yield ledger
     finally:
         close_ledger(ledger)
 
 
-def _spend(args: argparse.Namespace) -> int:
+def _opened(
+    args: argparse.Namespace, *, report: bool = False
+) -> AbstractContextManager[DecisionLedger]:
+    """Open without creating: a missing store is ``LedgerUnavailable``, never a new one.
+    ``report``: a command that reports on the store (its id, lineage, health) opens one
+    whose migration is unfinished, to say so; a command that answers for ids does not."""
+    return _ledger(args.url, args.namespace, create=False, allow_incomplete=report)
+
+
+def _ask(args: argparse.Namespace, method: str, no: str) -> int:
+    """``spend`` or ``is_spent`` of one id: 0 spent (by this call, for ``spend``), 1 ``no``."""
     validate_request_id(args.request_id)  # bad input is exit 2 before any store is opened
     with _opened(args) as ledger:
-        spent = _answer(ledger.spend(args.request_id), "spend")
-    print("spent" if spent else "already spent")
-    return OK if spent else REFUSED
-
-
-def _is_spent(args: argparse.Namespace) -> int:
-    validate_request_id(args.request_id)
-    with _opened(args) as ledger:
-        is_spent = getattr(ledger, "is_spent", None)
-        if not callable(is_spent):
-            raise UnknownAnswer(f"{type(ledger).__name__} has no is_spent")
-        spent = _answer(is_spent(args.request_id), "is_spent")
-    print("spent" if spent else "not spent")
+        call = getattr(ledger, method, None)
+        if not callable(call):
+            raise UnknownAnswer(f"{type(ledger).__name__} has no {method}")
+        spent = _answer(call(args.request_id), method)
+    print("spent" if spent else no)
     return OK if spent else REFUSED
 
 
@@ -116,9 +114,8 @@ def _store_id(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
-    """The lineage markers the store can list, after every unfinished run (exit 1: the
-    store must not be switched to); a backend that cannot list its markers is told,
-    never answered with an empty chain."""
+    """The lineage markers, after every unfinished run (exit 1); a backend that cannot
+    list its markers is told so, never answered with an empty chain."""
     with _opened(args, report=True) as ledger:
         unfinished = unfinished_runs(ledger)
         lister = getattr(ledger, "lineage", None)
@@ -141,9 +138,8 @@ def _lineage(args: argparse.Namespace) -> int:
 
 
 def _suite() -> ModuleType | None:
-    """The conformance suite's commands, imported by name only when one runs: the suite
-    (and pytest) is an optional extra, and the core depends on none of it. This is the
-    one place the core names it; None says it is not installed."""
+    """The conformance suite's commands (an optional extra, with pytest), imported by name
+    only when one runs: the one place the core names it. None: not installed."""
     try:
         return importlib.import_module("ledger_conformance.commands")
     except ImportError as exc:
@@ -170,19 +166,9 @@ def _check(args: argparse.Namespace) -> int:
     if suite is None:
         return USAGE
     run_check: Callable[..., int] = suite.check
-    return run_check(
-        url=args.url,
-        factory=args.factory,
-        profile=args.profile,
-        restart=args.restart,
-        forget=args.forget,
-        failover=args.failover,
-        keep_scratch=args.keep_scratch,
-        verbose=args.verbose,
-        report=args.report,
-        junit=args.junit,
-        call_bound=args.call_bound,
-    )
+    # Every option of ``check`` is the suite's, by the same name; the rest is main()'s.
+    ours = ("command", "handler", "namespace", "debug")
+    return run_check(**{name: v for name, v in vars(args).items() if name not in ours})
 
 
 def _torture(args: argparse.Namespace) -> int:
@@ -209,9 +195,9 @@ def _setup(args: argparse.Namespace) -> int:
 
 
 class _Meter:
-    """Progress on stderr: one rewritten line on a terminal; otherwise a plain line
-    every ``EVERY`` seconds, from a ticker too, so a slow batch or count still shows
-    one (a log keeps them). ``--all-namespaces`` adds an overall part."""
+    """Progress on stderr: one rewritten line on a terminal, else a plain line every
+    ``EVERY`` seconds (a ticker too: a slow batch still shows one); ``--all-namespaces``
+    adds an overall part."""
 
     EVERY = 2.0  # seconds between plain lines
 
@@ -295,15 +281,11 @@ def _ends(
 ) -> Iterator[tuple[DecisionLedger, DecisionLedger]]:
     """The source (it must exist) and the target: the migration's own, opened even
     while a run into it is unfinished."""
-    source = open_ledger(args.url, **_ns(namespace), create=False)
-    try:
-        target = open_ledger(args.target, **_ns(target_ns), allow_incomplete=True)
-        try:
-            yield source, target
-        finally:
-            close_ledger(target)
-    finally:
-        close_ledger(source)
+    with (
+        _ledger(args.url, namespace, create=False) as source,
+        _ledger(args.target, target_ns, allow_incomplete=True) as target,
+    ):
+        yield source, target
 
 
 def _ns(namespace: str | None) -> dict[str, str]:
@@ -348,8 +330,7 @@ def _migrate_one(
 
 def _list_namespaces(url: str, namespace: str | None) -> list[str]:
     """Every namespace of the store at ``url`` (NamespaceListing), or a clear refusal."""
-    ledger = open_ledger(url, **_ns(namespace), create=False, allow_incomplete=True)
-    try:
+    with _ledger(url, namespace, create=False, allow_incomplete=True) as ledger:
         lister = getattr(ledger, "namespaces", None)
         if not callable(lister):
             raise MigrationError(
@@ -357,8 +338,6 @@ def _list_namespaces(url: str, namespace: str | None) -> list[str]:
                 "namespaces(), the NamespaceListing capability); name each one with --namespace"
             )
         return sorted(lister())
-    finally:
-        close_ledger(ledger)
 
 
 def _namespaces(args: argparse.Namespace) -> int:
@@ -368,10 +347,9 @@ def _namespaces(args: argparse.Namespace) -> int:
 
 
 def _migrate_all(args: argparse.Namespace) -> int:
-    """Each namespace of the source into the same namespace of the target: its own run,
-    lineage and progress. Every target namespace is marked (its run begun) before the
-    first id is copied, so an interruption anywhere leaves none of them openable. A
-    re-run resumes each (finished ones are only read back)."""
+    """Each namespace of the source into the same one of the target, each its own run.
+    Every target namespace is marked before the first id is copied, so an interruption
+    anywhere leaves none of them openable; a re-run resumes each."""
     if args.namespace or args.target_namespace:
         print(
             "decision-ledger migrate: --all-namespaces moves every namespace to the same "
@@ -424,8 +402,8 @@ PASSWORD_VARS = ("DECISION_LEDGER_SOURCE_PASSWORD", "DECISION_LEDGER_TARGET_PASS
 
 
 def _resume_line(args: argparse.Namespace, nonce: str | None) -> str:
-    """The command that resumes this migration, pasteable: each password of a URL is
-    ``${DECISION_LEDGER_..._PASSWORD}`` in double quotes, and the line says to set it."""
+    """The pasteable command that resumes this migration, each password a
+    ``${DECISION_LEDGER_..._PASSWORD}`` the line says to set."""
     words, hidden = ["decision-ledger", "migrate"], []
     for url, var in zip((args.url, args.target), PASSWORD_VARS, strict=True):
         word, names = _shell_url(url, var)
@@ -503,10 +481,12 @@ def _parser() -> argparse.ArgumentParser:
     with_url(
         "spend",
         "record an id in an existing store; exit 0 if this call spent it, 1 if already spent",
-        _spend,
+        functools.partial(_ask, method="spend", no="already spent"),
     ).add_argument("request_id")
     with_url(
-        "is-spent", "exit 0 if the id is spent, 1 if not (never records)", _is_spent
+        "is-spent",
+        "exit 0 if the id is spent, 1 if not (never records)",
+        functools.partial(_ask, method="is_spent", no="not spent"),
     ).add_argument("request_id")
     with_url("store-id", "print the store id; exit 1 (with the reason) if there is none", _store_id)
     with_url(

@@ -1,10 +1,8 @@
 """``decision-ledger doctor URL``: every safety check, pass or fail, and the fix for each.
 
-Built from what a ledger already knows (``describe()``: identity, the reason it cannot
-prove, durability), the migration markers, a backend's own itemized checks when it offers
-``doctor_checks()`` (versions, configuration), and a timed read-only probe: a random id
-and a random marker, both of which must read as not spent. Nothing is ever written, so
-running the doctor leaves no id (and no marker) spent.
+Built from ``describe()`` (identity, durability), the migration markers, a backend's own
+``doctor_checks()`` (versions, configuration), and a timed probe: a random id and marker
+must read as not spent. Nothing is ever written.
 """
 
 from __future__ import annotations
@@ -51,9 +49,8 @@ def version_check(
     shown: str | None = None,
     unknown: str = "the server reports no version",
 ) -> Check:
-    """The ``versions`` line of a backend's doctor: the server's version as the ledger saw
-    it at open against the lowest one its commands work on (``needs`` says which feature
-    sets that floor), and the driver's version. I/O-free: the backend passes its facts."""
+    """The ``versions`` line of a backend's doctor: the server's version (as seen at open)
+    against the lowest its commands need (``needs``: which feature), and the driver's."""
     said = shown or (dotted(version) if version is not None else "")
     if version is None:
         return Check("versions", INFO, f"{server}: {unknown}; {driver}")
@@ -69,9 +66,8 @@ def version_check(
 
 
 def configuration_checks(info: LedgerInfo, lines: Iterable[Check]) -> list[Check]:
-    """A backend's itemized ``configuration`` lines, kept consistent with its decision:
-    a ledger that refused to prove shows at least one failure (its reason, when no
-    itemized fact carries it), and the fix of a failure names what to change."""
+    """A backend's itemized ``configuration`` lines, consistent with its decision: a ledger
+    that refused to prove shows at least one failure (its reason, if no fact carries it)."""
     checks = list(lines)
     if info.store_id is None and not any(c.status == FAIL for c in checks):
         checks.append(
@@ -88,9 +84,9 @@ def configuration_checks(info: LedgerInfo, lines: Iterable[Check]) -> list[Check
 def itemized(
     facts: Iterable[tuple[str, str]], refusals: Iterable[tuple[str, str]], page: str
 ) -> list[Check]:
-    """``configuration`` lines, one per ``(topic, what it is)`` fact: the backend's own
-    refusals about that topic (its decision's words) fail it, else it passes; a refusal
-    about a topic with no fact listed gets a failing line of its own."""
+    """``configuration`` lines, one per ``(topic, what it is)`` fact: failed by the
+    backend's own refusals about that topic, else passed; a refusal about a topic with no
+    fact gets a failing line of its own."""
     refused: dict[str, list[str]] = {}
     for topic, reason in refusals:
         refused.setdefault(topic, []).append(reason)
@@ -168,15 +164,7 @@ def _backend_checks(ledger: object, info: LedgerInfo) -> list[Check]:
         try:
             checks = list(own())
         except LedgerError as exc:  # a re-read failed: nothing of it can be judged
-            return [
-                Check(
-                    "configuration",
-                    FAIL,
-                    f"{type(exc).__name__}: {exc}",
-                    "the store could not answer: make it reachable and run the doctor again",
-                    raised=True,
-                )
-            ]
+            return [_unanswered("configuration", exc)]
         if all(isinstance(c, Check) for c in checks):
             return checks
     name = type(ledger).__name__
@@ -240,21 +228,20 @@ def diagnose(ledger: object, *, max_round_trip: float = MAX_ROUND_TRIP) -> list[
     """Every check on an open ledger, in order. Reads only."""
     info = describe(ledger)
     checks = [identity_check(info), _durability(info), *_backend_checks(ledger, info)]
-    for check in (_migration, lambda led: _round_trip(led, max_round_trip)):
+    for name, check in (
+        ("migration", _migration),
+        ("round trip", lambda led: _round_trip(led, max_round_trip)),
+    ):
         try:
             checks.append(check(ledger))
         except LedgerError as exc:
-            name = "migration" if check is _migration else "round trip"
-            checks.append(
-                Check(
-                    name,
-                    FAIL,
-                    f"{type(exc).__name__}: {exc}",
-                    "the store could not answer: make it reachable and run the doctor again",
-                    raised=True,
-                )
-            )
+            checks.append(_unanswered(name, exc))
     return checks
+
+
+def _unanswered(name: str, exc: LedgerError) -> Check:
+    fix = "the store could not answer: make it reachable and run the doctor again"
+    return Check(name, FAIL, f"{type(exc).__name__}: {exc}", fix, raised=True)
 
 
 def render(checks: Iterable[Check]) -> list[str]:

@@ -29,12 +29,8 @@ class MissingDriver(LedgerError, ImportError):
 
 
 class BackendLoadError(MissingDriver):
-    """A scheme's entry point could not be loaded (a broken install, a wrong object path).
-
-    A :class:`MissingDriver` so that every caller that handles a missing driver (the
-    CLI, ``decision-ledger check``) handles this one too; the message names the scheme
-    and the entry point.
-    """
+    """A scheme's entry point could not be loaded (a broken install, a wrong object path);
+    a :class:`MissingDriver`, so whoever handles a missing driver handles this one too."""
 
 
 class LedgerUnavailable(LedgerError):
@@ -42,20 +38,13 @@ class LedgerUnavailable(LedgerError):
 
 
 class AmbiguousSpend(LedgerUnavailable):
-    """A spend's write may or may not have landed, and re-reading could not tell (C5).
-
-    The caller must treat the id as possibly spent: the tool does not run, and
-    ``is_spent`` (H2) decides later whether the pause is still answerable.
-    """
+    """A spend's write may or may not have landed, and re-reading could not tell (C5):
+    treat the id as possibly spent (the tool does not run; ``is_spent`` decides later, H2)."""
 
 
 class UnsafeStoreConfig(LedgerError):
-    """The store is configured so that it cannot keep the promise asked of it.
-
-    Raised when an operation would be unsafe (a spend on a read-only replica, or a
-    proof demanded from a store that can forget). A ledger that merely *cannot prove*
-    reports ``store_id = None`` with the reason instead of raising.
-    """
+    """The store cannot keep the promise asked of it (a spend on a read-only replica); a
+    ledger that merely *cannot prove* reports ``store_id = None`` with the reason instead."""
 
 
 class LedgerClosed(LedgerError):

@@ -1,9 +1,8 @@
 """The host rules H1-H5, written once for sync and async ledgers.
 
-Each rule is a small generator that yields the ledger calls it needs and returns a
-verdict; ``ledger_core.steps`` runs it against a sync ledger (:func:`_perform`) or an
-async one (:func:`_perform_async`, which takes a sync one too: the seed's ``boolean |
-Promise<boolean>``). So the rules cannot drift apart between the two shapes.
+Each rule is a generator that yields the ledger calls it needs and returns a verdict,
+run against a sync ledger (:func:`_perform`) or an async one (:func:`_perform_async`,
+which takes a sync one too), so the two shapes cannot drift apart.
 """
 
 from __future__ import annotations
@@ -50,6 +49,10 @@ def _error_to_dict(error: BaseException | None) -> dict[str, str] | None:
     if isinstance(error, RecordedError):
         return {"type": error.type_name, "message": error.message}
     return {"type": type(error).__name__, "message": str(error)[:_MAX_MESSAGE]}
+
+
+def _envelope(kind: str, **fields: object) -> dict[str, Any]:
+    return {"kind": kind, "version": RECORD_VERSION, **fields}
 
 
 def _record(data: object, kind: str) -> dict[str, Any]:
@@ -139,12 +142,7 @@ class PendingRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe data to persist with the paused run (checkpoint, run state)."""
-        return {
-            "kind": "pending-request",
-            "version": RECORD_VERSION,
-            "request_id": self.request_id,
-            "store_id": self.store_id,
-        }
+        return _envelope("pending-request", request_id=self.request_id, store_id=self.store_id)
 
     @classmethod
     def from_dict(cls, data: object) -> PendingRequest:
@@ -169,12 +167,7 @@ class Resolution:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; an error keeps only its type name and message."""
-        return {
-            "kind": "resolution",
-            "version": RECORD_VERSION,
-            "verdict": self.verdict.value,
-            "error": _error_to_dict(self.error),
-        }
+        return _envelope("resolution", verdict=self.verdict.value, error=_error_to_dict(self.error))
 
     @classmethod
     def from_dict(cls, data: object) -> Resolution:
@@ -195,14 +188,13 @@ class Closure:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; an error keeps only its type name and message."""
-        return {
-            "kind": "closure",
-            "version": RECORD_VERSION,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-            "error": _error_to_dict(self.error),
-            "recorded": self.recorded,
-        }
+        return _envelope(
+            "closure",
+            verdict=self.verdict.value,
+            reason=self.reason,
+            error=_error_to_dict(self.error),
+            recorded=self.recorded,
+        )
 
     @classmethod
     def from_dict(cls, data: object) -> Closure:
@@ -375,10 +367,9 @@ def resolve(
 ) -> Resolution:
     """A person answered ``pending``: spend it and say what the host may do (H1, H2, H4, H5).
 
-    With ``attempt_key`` (see :func:`ledger_core.reentry.attempt_key`) and a ledger that
-    offers ``spend_as`` (C10), the same attempt resolving again (a retry, a restart)
-    gets ``RUN`` again and every other attempt still gets ``ALREADY_SPENT``; a ledger
-    without ``spend_as`` is asked a plain ``spend``, exactly as without a key.
+    With ``attempt_key`` and a ledger with ``spend_as`` (C10), the same attempt resolving
+    again (a retry, a restart) gets ``RUN`` again, every other one ``ALREADY_SPENT``; a
+    ledger without ``spend_as`` is asked a plain ``spend``, as without a key.
     """
     steps = _resolve_steps(pending, store_id_of(ledger), attempt_key)
     return run_steps(steps, _perform(ledger))

@@ -13,8 +13,7 @@ MAX_ID_BYTES = 1024
 MAX_NAMESPACE_BYTES = 256
 DEFAULT_NAMESPACE = "default"
 # Markers (what a host or a migration records beside the ids) start with a byte that
-# never occurs in UTF-8, so no valid request id can ever name one (issue: markers shared
-# the request-id space, and a request called "closed-proven:x" forged a proof for "x").
+# never occurs in UTF-8, so no request id can name one (and forge "closed-proven:x").
 MARKER_LEAD = b"\xff"
 MIN_KEY_CHARS = 16  # an attempt key (C10): ``ledger_core.reentry``
 MAX_KEY_CHARS = 256
@@ -95,13 +94,9 @@ def ledger_key(namespace: str, request_id: bytes) -> bytes:
 
 
 def marker_id(kind: str, subject: str) -> bytes:
-    """The id bytes of marker ``kind`` about ``subject``: outside every request id.
-
-    ``0xFF`` + kind + ``0x00`` + the subject's UTF-8 bytes. A request id is valid UTF-8
-    and UTF-8 never holds ``0xFF``, so no request id equals a marker, and the kind is
-    delimited by a byte a kind never holds. A backend stores markers exactly like ids
-    (binary, at most :data:`MAX_MARKER_BYTES`) and leaves them out of ``spent_ids``.
-    """
+    """The id bytes of marker ``kind`` about ``subject``: ``0xFF`` (never in UTF-8, so
+    never a request id) + kind + ``0x00`` + the subject's UTF-8. A backend stores them
+    like ids (at most :data:`MAX_MARKER_BYTES`) and leaves them out of ``spent_ids``."""
     if not kind or "\x00" in kind:
         raise ValueError(f"marker kind {kind!r} must be non-empty and hold no NUL")
     return MARKER_LEAD + kind.encode("ascii") + b"\x00" + subject.encode("utf-8")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator
 
-from .base import AsyncLedgerBase, LedgerBase
-from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace, validate_request_id
+from .base import AsyncReentrantLedgerBase, ReentrantLedgerBase
+from .ids import DEFAULT_NAMESPACE, is_marker, ledger_key, validate_namespace
 from .opening import OpenRequest
 from .protocol import LedgerInfo
-from .reentry import attempt_digest
 from .urls import LedgerURL, redact_url
 
 _REASON = "in-process memory: forgotten on restart and invisible to other processes"
@@ -80,7 +79,7 @@ def _info(name: str, namespace: str) -> LedgerInfo:
     )
 
 
-class MemoryLedger(LedgerBase):
+class MemoryLedger(ReentrantLedgerBase):
     """A thread-safe in-process ledger (``store_id = None``)."""
 
     def __init__(
@@ -96,10 +95,8 @@ class MemoryLedger(LedgerBase):
     def _is_spent(self, request_id: bytes) -> bool:
         return ledger_key(self._namespace, request_id) in self._store
 
-    def spend_as(self, request_id: str, attempt_key: str) -> bool:
-        """C10: ``spend`` that also answers ``True`` again to the attempt key that won."""
-        raw = validate_request_id(request_id)
-        return self._store.add_as(ledger_key(self._namespace, raw), attempt_digest(attempt_key))
+    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        return self._store.add_as(ledger_key(self._namespace, request_id), digest)
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace (for ``migrate``)."""
@@ -114,7 +111,7 @@ class MemoryLedger(LedgerBase):
         yield from sorted({self._namespace, *map(namespace_of, self._store.snapshot())})
 
 
-class AsyncMemoryLedger(AsyncLedgerBase):
+class AsyncMemoryLedger(AsyncReentrantLedgerBase):
     """The async face of :class:`MemoryLedger`; no I/O, so it never yields."""
 
     def __init__(
@@ -129,9 +126,8 @@ class AsyncMemoryLedger(AsyncLedgerBase):
     async def _is_spent(self, request_id: bytes) -> bool:
         return self._sync._is_spent(request_id)
 
-    async def spend_as(self, request_id: str, attempt_key: str) -> bool:
-        """C10, async: see :meth:`MemoryLedger.spend_as`."""
-        return self._sync.spend_as(request_id, attempt_key)
+    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+        return self._sync._spend_as(request_id, digest)
 
     async def namespaces(self) -> AsyncIterator[str]:
         """:meth:`MemoryLedger.namespaces`, as an async iterator."""

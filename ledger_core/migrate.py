@@ -1,21 +1,16 @@
 """Move a ledger to a new store without letting any spent id read as unspent there.
 
-A new store is a new ``store_id`` (C6), so requests minted under the old one resolve as
-``ledger-changed`` (H5) and are asked again. ``migrate`` copies every spent id into the
-target in batches (``spend_many``/``is_spent_many`` when the target has them, one call
-per id otherwise), verifies each one reads as spent there, and records the lineage (the
-old ``store_id``) as a spent marker in the target.
+A new store is a new ``store_id`` (C6): requests minted under the old one are asked again
+(H5). ``migrate`` copies every spent id in batches, verifies each reads as spent in the
+target, and records the lineage (the old ``store_id``) as a marker there.
 
 Safe to interrupt: each run is numbered in the target by markers (``migration-started``
-n, then ``migration-done`` n once every id is verified); until then the target reads as
-an incomplete migration (:func:`migration_state`), and ``open_ledger`` refuses to open it
-(:class:`IncompleteMigration`) unless ``allow_incomplete=True``: it may lack ids spent in
-the old store. A catch-up run into a store that already continues its source is marked
-(``migration-catch-up``) and does not take the store out of service. A re-run resumes:
-ids the target already holds are only read (batched), never written again. Resuming by
-a position in the source would be wrong: ids spent in the old store meanwhile land
-anywhere in byte order. A target that holds spends from elsewhere is refused unless
-``merge=True``.
+n, ``migration-done`` n once verified); until then ``open_ledger`` refuses the target
+(:class:`IncompleteMigration`): it may lack ids spent in the old store. A catch-up run
+into a store that already continues its source does not take it out of service. A
+re-run resumes by reading what the target holds, never by a position in the source (ids
+spent meanwhile land anywhere in byte order). A target holding spends from elsewhere is
+refused unless ``merge=True``.
 """
 
 from __future__ import annotations
@@ -99,9 +94,8 @@ class Progress:
 
 
 class MigrationInterrupted(MigrationError):
-    """The copy stopped before it finished (Ctrl-C); the target stays incomplete.
-    ``resume``: the nonce to pass back (``resume=`` / ``--resume``) when the source
-    never proves (``None``: the source's store_id names its run)."""
+    """The copy stopped (Ctrl-C); the target stays incomplete. ``resume``: the nonce to
+    pass back when the source never proves (``None``: its store_id names the run)."""
 
     def __init__(self, progress: Progress, resume: str | None = None) -> None:
         self.progress = progress
@@ -113,11 +107,7 @@ class MigrationInterrupted(MigrationError):
 
 
 def lineage_marker(source_store_id: str) -> bytes:
-    """The marker that records "this store continues ``source_store_id``".
-
-    A marker, not an id: a request id can never collide with it, and listing the
-    target's ids never shows it.
-    """
+    """The marker that records "this store continues ``source_store_id``"."""
     return marker_id(MarkerKind.LINEAGE, source_store_id)
 
 
@@ -143,8 +133,7 @@ class Note:
     started: int
 
     def encode(self) -> bytes:
-        """Compact (each set bit is a marker write): the location's UTF-8 (at most
-        ``NOTE_BYTES``), NUL, the nonce's bytes, then the start as 4 bytes."""
+        """Compact (each set bit is a marker write): location, NUL, nonce, 4-byte start."""
         where = self.where.encode()[:NOTE_BYTES].decode(errors="ignore").encode()
         nonce = bytes.fromhex(self.nonce) if self.nonce else b""
         return where + b"\x00" + nonce + (self.started & 0xFFFFFFFF).to_bytes(4, "big")
@@ -212,10 +201,9 @@ def begin_run_steps(
     note: Note | None = None,
     target: str = "NEW",
 ) -> Steps[MarkerStep, tuple[int, bool, tuple[int, ...]]]:
-    """Number a run from ``subject`` (the source's store_id by default) in the target,
-    or resume its own unfinished ones; refuse while another source's run is unfinished,
-    and a target holding spends from elsewhere unless ``merge``. ``(run, resumed,
-    every run of ours to mark done)``."""
+    """Number a run from ``subject`` (default: the source's store_id) in the target, or
+    resume our unfinished ones; refuse while another source's run is unfinished, and a
+    target holding spends from elsewhere unless ``merge``. ``(run, resumed, our runs)``."""
     subject = subject if subject is not None else source_id
     if not subject:
         raise MigrationError("a migration run needs a subject naming its source")
@@ -286,11 +274,10 @@ def begin_run(
     write_note: bool = True,
 ) -> Begun:
     """Mark the target as migrating from ``source`` (or resume its unfinished run):
-    from here the target refuses to open as a ledger until the copy is verified.
-    ``resume``: the run nonce of a source that never proves (``MigrationInterrupted``
-    and ``lineage`` show it); ``target_name`` is how a refusal names the target.
-    ``write_note``: write the run's note (its source and start) now; else the caller
-    writes ``Begun.note`` (:func:`migrate` does, beside the copy)."""
+    from here it refuses to open until the copy is verified. ``resume``: the run nonce
+    of a source that never proves; ``target_name``: how a refusal names the target;
+    ``write_note=False`` leaves ``Begun.note`` to the caller (``migrate`` writes it
+    beside the copy)."""
     if resume is not None and not _NONCE.fullmatch(resume):
         raise MigrationError(f"{resume!r} is not a run nonce (12 hex digits, as printed)")
     allow_incomplete(target)
@@ -309,8 +296,8 @@ def begin_run(
 
 class _NoteWriter(threading.Thread):
     """Writes a new run's note beside the copy: a marker spend per set bit (about 150)
-    is seconds on a store that syncs each write, and must not delay the copy. Only an
-    unfinished run's note is ever read, so a copy that finished stops it (``drop``)."""
+    is seconds on a store that syncs each write. Only an unfinished run's note is ever
+    read, so a finished copy stops it (``drop``)."""
 
     def __init__(self, target: object, run: int, note: Note) -> None:
         super().__init__(daemon=True, name="migration-note")
@@ -344,12 +331,10 @@ def migrate(
 ) -> MigrationReport:
     """Copy every spent id from ``source`` into ``target``, verify, record the lineage.
 
-    ``progress`` is called after every batch (with ``total``, if given, for an ETA; see
-    :func:`count_ids`). ``merge``: allow a target that already holds spends that no
-    migration from ``source`` put there. ``resume``, ``target_name``: see :func:`begin_run`.
+    ``progress`` is called after every batch (``total``: for an ETA, see :func:`count_ids`);
+    ``merge``, ``resume``, ``target_name``: see :func:`begin_run`.
     """
-    if not isinstance(source, ScannableLedger):
-        raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
+    scannable = _scannable(source)
     is_spent = getattr(target, "is_spent", None)
     if not callable(is_spent):
         raise MigrationError(f"{type(target).__name__} has no is_spent: the copy can't be verified")
@@ -365,7 +350,7 @@ def migrate(
         noting = _NoteWriter(target, begun.run, begun.note)
         noting.start()
     try:
-        report = _copy(source, target, begun, progress, batch, total)
+        report = _copy(scannable, target, begun, progress, batch, total)
     except BaseException:
         if noting is not None:
             # The copy's failure is the one said; the note (its source, for lineage and
@@ -416,7 +401,9 @@ def _copy(
     except KeyboardInterrupt:
         done = Progress(copied + already, copied, time.monotonic() - start, last, total)
         raise MigrationInterrupted(done, begun.resume) from None
-    lineage = _record_lineage(target, source_id) if begun.run is not None else None
+    lineage = source_id if begun.run is not None else None
+    if lineage is not None:
+        _spend_verified(target, lineage_marker(lineage), "the lineage marker")
     total = copied + already
     return MigrationReport(
         source_id, target_id, copied, already, total, lineage, begun.run, begun.resumed
@@ -425,9 +412,13 @@ def _copy(
 
 def count_ids(source: object) -> int:
     """How many ids the source lists now (one streamed pass: for a progress ETA)."""
+    return sum(1 for _ in _scannable(source).spent_ids())
+
+
+def _scannable(source: object) -> ScannableLedger:
     if not isinstance(source, ScannableLedger):
         raise MigrationError(f"{type(source).__name__} cannot list its spent ids (spent_ids)")
-    return sum(1 for _ in source.spent_ids())
+    return source
 
 
 _MERGE_REFUSAL = (
@@ -448,14 +439,6 @@ def _batched(target: object, many: str, one: str) -> Callable[[Sequence[str]], l
         return answers
 
     return run
-
-
-def _record_lineage(target: object, source_id: str | None) -> str | None:
-    """Spend the lineage marker in the target (a target with a marker space)."""
-    if source_id is None:
-        return None
-    _spend_verified(target, lineage_marker(source_id), "the lineage marker")
-    return source_id
 
 
 def _spend_verified(target: object, marker: bytes, what: str) -> None:

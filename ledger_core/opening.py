@@ -1,10 +1,8 @@
-"""What a backend is asked to open: one typed request, and its options parsed once here.
+"""What a backend is asked to open: one typed request, its options parsed once here.
 
-``open_ledger(url, **options)`` parses the URL, merges its query with the keyword options
-(keywords win), validates the namespace, and hands the backend one :class:`OpenRequest`.
-The backend names the options it knows; everything about reading them (unknown-option
-refusal, booleans, numbers, durations, which options stay in the driver's URL) lives here,
-so five backends cannot parse ``create=off`` five ways.
+``open_ledger`` merges the URL's query with the keyword options (keywords win) into one
+:class:`OpenRequest`; the backend names the options it knows, and everything about
+reading them lives here, so five backends cannot parse ``create=off`` five ways.
 """
 
 from __future__ import annotations
@@ -18,7 +16,10 @@ from typing import Any
 
 from .errors import InvalidLedgerURL
 from .ids import DEFAULT_NAMESPACE, validate_namespace
-from .urls import LedgerURL, check_options, option_bool, option_float
+from .urls import LedgerURL
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 Route = Callable[[str, int], tuple[str, int]]
 """``(host, port) -> (host, port)``: where a fault proxy stands in for an address."""
@@ -34,9 +35,8 @@ lock held by another, its files unwritable, no room for a write, its file gone."
 @dataclass(frozen=True)
 class LocalFaults(Mapping[str, LocalFault]):
     """What a backend's optional ``local_faults(url)`` hook returns: the faults it can put
-    the URL's store through here and now (name -> :data:`LocalFault`), and those it
-    withholds with the reason (``withheld``: name -> why), so the suite's report says
-    which part of C4 it could not exercise instead of passing it in silence."""
+    the URL's store through now, and those it withholds with the reason, so the suite's
+    report names the part of C4 it could not exercise instead of passing it in silence."""
 
     offered: Mapping[str, LocalFault]
     withheld: Mapping[str, str] = field(default_factory=dict)
@@ -53,12 +53,8 @@ class LocalFaults(Mapping[str, LocalFault]):
 
 @dataclass(frozen=True)
 class OpenRequest:
-    """One ledger to open: the parsed URL, its namespace, and every option given.
-
-    ``options`` holds the URL's query and the keyword options (keywords win), without
-    ``namespace``; driver options left in the URL are among them, and
-    :meth:`driver_url` keeps them there byte for byte.
-    """
+    """One ledger to open: the parsed URL, its namespace, and every other option given
+    (the URL's query and the keywords; :meth:`driver_url` keeps the driver's as written)."""
 
     url: LedgerURL
     namespace: str = DEFAULT_NAMESPACE
@@ -77,7 +73,12 @@ class OpenRequest:
 
     def check(self, known: Collection[str]) -> None:
         """Refuse any option not in ``known`` (``namespace`` is always known)."""
-        check_options(self.url, self.options, {*known, "namespace"})
+        unknown = sorted(set(self.options) - {*known, "namespace"})
+        if unknown:
+            raise InvalidLedgerURL(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for {self.url.scheme}:// "
+                f"(known: {', '.join(sorted({*known, 'namespace'}))})"
+            )
 
     def has(self, name: str) -> bool:
         return name in self.options
@@ -98,11 +99,23 @@ class OpenRequest:
 
     def flag(self, name: str, default: bool) -> bool:
         """A boolean: a bool, or URL text ``true``/``false``/``1``/``0``/``yes``/``no``."""
-        return option_bool(self.options, name, default)
+        value = self.options.get(name, default)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        raise InvalidLedgerURL(f"option {name!r} must be true or false, not {value!r}")
 
     def seconds(self, name: str, default: float) -> float:
         """A non-negative duration in seconds (a number, or URL text)."""
-        return option_float(self.options, name, default)
+        value = self.options.get(name, default)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InvalidLedgerURL(f"option {name!r} must be a number, not {value!r}") from None
+        if number < 0 or number != number:
+            raise InvalidLedgerURL(f"option {name!r} must be a non-negative number")
+        return number
 
     def count(self, name: str, default: int, minimum: int = 0) -> int:
         """A whole number of at least ``minimum`` (an int, or URL text)."""
@@ -129,11 +142,8 @@ class OpenRequest:
 
 
 class LegacyBackend:
-    """A backend written to the older documented form, ``open(url, options)`` (and
-    ``open_async``/``setup`` alike): ``url`` the :class:`LedgerURL`, ``options`` the merged
-    options with ``namespace``. It keeps working through this adapter; the other hooks
-    (``reroute``, ``local_faults``, ``remove_scratch``) take the same arguments in both
-    forms and pass through."""
+    """A backend written to the older form ``open(url, options)`` (``open_async``, ``setup``
+    alike; ``options`` with ``namespace``), kept working; its other hooks pass through."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -180,9 +190,8 @@ def adapt_backend(backend: Any, where: str) -> Any:
 
 
 def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> str | None:
-    """``url`` with its one ``host:port`` sent through ``route``, or ``None`` when the
-    URL has no single address to stand in front of (several hosts, no host, no port
-    and no default): the helper for a backend's ``reroute`` hook."""
+    """``url`` with its one ``host:port`` sent through ``route`` (a ``reroute`` hook's
+    helper), or ``None`` when it has no single address (several hosts, no host or port)."""
     parts = url.parts
     try:
         host, port = parts.hostname, parts.port

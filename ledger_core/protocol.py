@@ -50,13 +50,9 @@ class AsyncReentrantLedger(Protocol):
 
 @runtime_checkable
 class NamespaceListing(Protocol):
-    """Optional: the namespaces of the backing store a ledger lives in (its file, table,
-    key space, collection), so a migration can move all of them in one run.
-
-    Every namespace that holds a genesis or a record, each once, this ledger's own
-    included, in no particular order; streamed (bounded memory). An async ledger's
-    ``namespaces()`` is an async iterator.
-    """
+    """Optional: every namespace of the store a ledger lives in that holds a genesis or a
+    record (its own included), each once, streamed, so a migration can move them all.
+    An async ledger's ``namespaces()`` is an async iterator."""
 
     def namespaces(self) -> Iterator[str]: ...
 
@@ -69,12 +65,10 @@ def can_reenter(ledger: object) -> bool:
 class Durability:
     """What an acknowledged spend survives: the claim behind a ``store_id`` (C2, C6).
 
-    ``MACHINE`` is the default claim of every ``store_id``: a spend that answered ``True``
-    survives a crash of the server process *and* of its machine (power loss), as long as
-    the disk survives. ``PROCESS`` is weaker (a server-process crash only, e.g. an OS
-    page cache flushed every second) and is accepted only when the user asks for it
-    (``durability=process``); ``describe()`` then says so. A store that can lose
-    acknowledged spends in a server-process crash never proves (``store_id = None``).
+    ``MACHINE``, every ``store_id``'s default claim: a crash of the server process and of
+    its machine (power loss), as long as the disk survives. ``PROCESS`` (a server-process
+    crash only, e.g. a page cache flushed every second) only when the user asks for it
+    (``durability=process``). A store that loses spends in a process crash never proves.
     """
 
     MACHINE = "machine-crash"
@@ -85,11 +79,7 @@ class Durability:
 @dataclass(frozen=True)
 class LedgerInfo:
     """What a ledger is and whether it can prove, for people and for the suite.
-
-    ``reason`` says why ``store_id`` is ``None`` (C6): a store that can forget, or a
-    ledger that only lives in one process, must never be used as a proof.
-    ``durability`` says what an acknowledged spend survives (see :class:`Durability`).
-    """
+    ``reason``: why ``store_id`` is ``None`` (C6); ``durability``: see :class:`Durability`."""
 
     backend: str
     store_id: str | None

@@ -1,16 +1,11 @@
 """C10 re-entry: the attempt that won a spend can prove it again, and no other attempt can.
 
-A host that spends under an *attempt key* (``spend_as``) can retry after a transient
-tool error or its own crash and be told ``True`` again, while every other attempt
-(another process resuming the same approval, a person answering twice) is still refused.
-The key names one resume attempt: the same attempt, retried, presents the same key;
-two attempts that may race never share one. :func:`attempt_key` derives it from the
-pending request and a secret only that attempt holds, so it is stable across retries
-and restarts without being written anywhere by the host.
-
-Ledgers store a digest of the key (:func:`attempt_digest`), never the key: whoever can
-read the store cannot present it. :class:`MarkerReentry` adds re-entry to any ledger
-with markers (two writes, documented window) until its backend offers ``spend_as``.
+A host that spends under an *attempt key* (``spend_as``) is told ``True`` again when it
+retries after a tool error or a crash; every other attempt is still refused. The key
+names one resume attempt (:func:`attempt_key`: from the pending request and a secret
+only that attempt holds, so nothing is written by the host). Ledgers store a digest of
+the key, never the key (:func:`attempt_digest`). :class:`MarkerReentry` adds re-entry to
+any ledger with markers (two writes, with a window) until its backend has ``spend_as``.
 """
 
 from __future__ import annotations
@@ -43,13 +38,9 @@ def new_attempt_secret() -> str:
 
 
 def attempt_key(pending: PendingRequest, secret: bytes | str) -> str:
-    """The attempt key of ``secret``'s attempt at ``pending`` (HMAC-SHA256, hex).
-
-    Deterministic, so a retried or restarted attempt derives the same key from the same
-    secret; bound to the request and its store, so one secret used for many requests
-    never lets an attempt at one re-enter another. Never share a secret between two
-    attempts that may race: both would hold the decision.
-    """
+    """The attempt key of ``secret``'s attempt at ``pending`` (HMAC-SHA256, hex):
+    the same for a retried attempt, bound to the request and its store. Never share a
+    secret between two attempts that may race: both would hold the decision."""
     raw = secret.encode("utf-8") if isinstance(secret, str) else secret
     if not isinstance(raw, bytes) or len(raw) < MIN_SECRET_BYTES:
         raise ValueError(f"an attempt secret needs at least {MIN_SECRET_BYTES} bytes")
@@ -60,10 +51,8 @@ def attempt_key(pending: PendingRequest, secret: bytes | str) -> str:
 
 
 def winner_marker(request_id: str, attempt_key: str) -> bytes:
-    """The marker :class:`MarkerReentry` spends after ``attempt_key`` won ``request_id``.
-
-    One digest of both, so the marker stays short for a 1024-byte id and names no key.
-    """
+    """The marker :class:`MarkerReentry` spends after ``attempt_key`` won ``request_id``
+    (one digest of both: short for a 1024-byte id, and naming no key)."""
     digest = attempt_digest(attempt_key)
     subject = hashlib.sha256(digest + validate_request_id(request_id)).hexdigest()
     return marker_id(WINNER_KIND, subject)
@@ -89,14 +78,10 @@ class _Wrapper:
 
 
 class MarkerReentry(_Wrapper):
-    """Re-entry for a sync ledger with markers but no ``spend_as``: two writes.
-
-    ``spend_as`` spends the id, then the marker :func:`winner_marker`; a later
-    ``spend_as`` that finds the id spent answers ``True`` only if that marker is there.
-    Weaker than C10 in one window: if the process dies (or the marker write fails)
-    between the two writes, the winner cannot re-enter and is refused, as it would be
-    without re-entry. No other attempt ever runs: a marker is written only after a win.
-    """
+    """Re-entry for a sync ledger with markers but no ``spend_as``: the id, then the
+    :func:`winner_marker`; a later ``spend_as`` that finds the id spent answers ``True``
+    only if that marker is there. If the process dies between the two writes, the winner
+    is refused, as without re-entry; no other attempt ever runs."""
 
     def spend_as(self, request_id: str, attempt_key: str) -> bool:
         marker = winner_marker(request_id, attempt_key)

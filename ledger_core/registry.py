@@ -1,9 +1,8 @@
 """Open a ledger from a URL, through a registry of schemes.
 
-Schemes come from the entry-point group ``decision_ledger.backends`` (built-in ones
-included, so a third party's scheme is a peer of ours) and from
-:func:`register_backend` at run time, which wins. A backend is imported only when its
-scheme is opened, so a missing optional driver costs nothing until it is used.
+Schemes come from the entry-point group ``decision_ledger.backends`` (built-in ones too,
+so a third party's scheme is a peer of ours) and from :func:`register_backend`, which
+wins. A backend is imported only when its scheme is opened.
 """
 
 from __future__ import annotations
@@ -42,11 +41,8 @@ ENTRY_POINT_GROUP = "decision_ledger.backends"
 
 class Backend(Protocol):
     """What an entry point names: opens sync and async ledgers from one typed request.
-
-    Optional, detected by name: ``setup(request) -> LedgerInfo`` (explicit creation,
-    ``decision-ledger setup``) and ``testing = "module:attr"``, the lazy home of its test
-    and operations hooks (:func:`testing_hook`). See ``docs/backends.md``.
-    """
+    Optional: ``setup(request) -> LedgerInfo`` and ``testing = "module:attr"`` (the lazy
+    home of its test hooks, :func:`testing_hook`). See ``docs/backends.md``."""
 
     def open(self, request: OpenRequest) -> DecisionLedger: ...
 
@@ -127,10 +123,9 @@ def testing_hook(
 def testing_hook(scheme: str, name: HookName) -> Callable[..., Any] | None:
     """The backend's test or operations hook ``name`` for ``scheme``, or ``None``.
 
-    Looked up on the object its ``testing = "module:attr"`` reference names (imported only
-    now, so opening a ledger never loads test support), else on the backend itself (a
-    backend written before ``testing`` existed). A reference that cannot be loaded is a
-    ``LedgerError`` naming it, never "no hook": that would pass a clause unexercised.
+    Looked up on what its ``testing = "module:attr"`` names (imported only now: opening a
+    ledger never loads test support), else on the backend itself. A reference that
+    cannot be loaded is a ``LedgerError``, never "no hook" (a clause passed unexercised).
     """
     backend = backend_for(scheme.lower())
     reference = getattr(backend, "testing", None)
@@ -184,16 +179,12 @@ def _allow_incomplete(options: dict[str, Any]) -> bool:
 def open_ledger(url: str, **options: Any) -> DecisionLedger:
     """Open a sync ledger, e.g. ``open_ledger("sqlite:///ledger.db", namespace="prod")``.
 
-    ``create`` (default true) lets the backend create a missing store; ``create=False``
-    makes a missing store :class:`LedgerUnavailable` (reads and migration sources).
-    A store that can never prove (no ``store_id``), or one this open created, is logged
-    once per process as a warning on the ``decision_ledger`` logger.
-    A store with a migration into it unfinished is refused (``IncompleteMigration``):
-    it may lack ids spent in the old store (a ledger made any other way refuses at its
-    first answer instead: ``ledger_core.base``). ``allow_incomplete=True`` opens it anyway,
-    for the migration itself and the tools that report on it (a keyword, never a URL
-    option: a host's configuration cannot turn it on by accident).
-    Every error is a ``LedgerError`` that shows no secret of ``url``.
+    ``create=False`` makes a missing store :class:`LedgerUnavailable` (default: create
+    it). A store that never proves, or one this open created, is logged once per process
+    on the ``decision_ledger`` logger. A store with an unfinished migration into it is
+    refused (``IncompleteMigration``) unless ``allow_incomplete=True``: a keyword, never
+    a URL option, so a host's configuration cannot turn it on by accident. Every error
+    is a ``LedgerError`` that shows no secret of ``url``.
     """
     allow_incomplete = _allow_incomplete(options)
     backend, request = _prepare(url, options)
@@ -239,12 +230,8 @@ async def open_async_ledger(url: str, **options: Any) -> AsyncDecisionLedger:
 
 
 def setup_ledger(url: str, **options: Any) -> LedgerInfo:
-    """Create a store's tables or keys (idempotent) and describe it.
-
-    A backend with a ``setup(request)`` method does its own (e.g. DDL under a
-    privileged role); for the others, opening the ledger (``create`` as given, default
-    true) is the setup.
-    """
+    """Create a store's tables or keys (idempotent) and describe it: the backend's own
+    ``setup(request)`` (e.g. DDL under a privileged role), else opening it."""
     backend, request = _prepare(url, options)
     try:
         return _setup(backend, request)

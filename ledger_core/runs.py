@@ -1,9 +1,6 @@
-"""Migration runs as a store records them, and the check every opening makes.
-
-A migration numbers its runs in the target with markers (``ledger_core.migrate``); a
-store whose copy was never verified may lack ids spent in the old one, so opening it is
-refused (:class:`IncompleteMigration`). The registry and ``LedgerBase`` make that check
-from here: opening depends on the check, never on the tool that copies.
+"""Migration runs as a store records them, and the check every opening makes: a store
+whose copy was never verified may lack ids spent in the old one, so opening it is refused
+(:class:`IncompleteMigration`). Opening depends on this check, never on the copy tool.
 """
 
 from __future__ import annotations
@@ -34,10 +31,8 @@ def catch_up_marker(run: int) -> bytes:
     return marker_id(MarkerKind.MIGRATION_CATCH_UP, str(run))
 
 
-# The marker bookkeeping is written once as step generators (``ledger_core.steps``): each
-# step is ``(method, marker)`` asked of the target (``is_marker_spent``, ``spend_marker``,
-# or ``holds_ids`` with no marker), so a sync migration, a sync or async open and the
-# bridge (``ledger_core.bridge``) all decide the same way.
+# The marker bookkeeping is written once as steps: ``(method, marker)`` asked of the
+# target, so a migration, a sync or async open and the bridge all decide the same way.
 MarkerStep = tuple[str, bytes | None]
 READ, SPEND, HOLDS_IDS = "is_marker_spent", "spend_marker", "holds_ids"
 MAX_RUNS = 10_000  # a store migrated into more often than this is not a migration target
@@ -142,20 +137,19 @@ def run_state(ledger: object) -> RunState:
     return run_steps(run_state_steps(), marker_performer(ledger))
 
 
-def opening_steps(proves: bool, where: str) -> Steps[MarkerStep, None]:
+def opening_steps(ledger: object, where: str | None) -> Steps[MarkerStep, None]:
     """What opening a store checks: refuse one while a copy into it is unverified.
 
-    A ledger that never proves (``proves`` false) and whose store refuses even this read
-    as unsafe (a Redis replica refuses every script) still opens: every spend and read of
-    it refuses the same way, and ``describe()`` says why. Any other failure refuses the
-    opening: an unchecked store is never served."""
+    A ledger that never proves whose store refuses even this read as unsafe (a Redis
+    replica refuses every script) still opens: every spend and read of it refuses the
+    same way. Any other failure refuses the opening."""
     try:
         state = yield from run_state_steps()
     except UnsafeStoreConfig:
-        if proves:
+        if store_id_of(ledger) is not None:
             raise
         return
-    refuse_incomplete(state, where)
+    refuse_incomplete(state, where or location_of(ledger))
 
 
 def location_of(ledger: object) -> str:
@@ -166,16 +160,12 @@ def location_of(ledger: object) -> str:
 def check_opening(ledger: object, where: str | None = None) -> None:
     """:func:`opening_steps` on a sync ledger (one without markers is not checked)."""
     if has_markers(ledger):
-        proves = store_id_of(ledger) is not None
-        steps = opening_steps(proves, where or location_of(ledger))
-        run_steps(steps, marker_performer(ledger))
+        run_steps(opening_steps(ledger, where), marker_performer(ledger))
 
 
 async def check_opening_async(ledger: object, where: str | None = None) -> None:
     if has_markers(ledger):
-        proves = store_id_of(ledger) is not None
-        steps = opening_steps(proves, where or location_of(ledger))
-        await run_steps_async(steps, async_marker_performer(ledger))
+        await run_steps_async(opening_steps(ledger, where), async_marker_performer(ledger))
 
 
 def allow_incomplete(ledger: object) -> None:

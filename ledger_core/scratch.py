@@ -1,11 +1,7 @@
 """The one scratch prefix ``decision-ledger check`` writes under, and the guard every
-backend's ``remove_scratch(url, prefix)`` hook enforces before it touches anything.
-
-A ledger never deletes records (C2): removing a check's namespaces is an administrative
-hook of the backend, and only ever for a prefix this module accepts. The prefix is plain
-ASCII (``ledger-conformance-`` + 6 to 32 lowercase letters or digits + ``-``), so every
-store can match it literally: no LIKE wildcard, regex metacharacter or glob byte in it,
-and its byte range is its code point range.
+backend's ``remove_scratch(url, prefix)`` hook enforces before it touches anything (a
+ledger never deletes records, C2). The prefix is plain ASCII, so every store matches it
+literally (no LIKE wildcard, regex or glob byte) and its byte range is its code points.
 """
 
 from __future__ import annotations
@@ -42,17 +38,15 @@ def require_scratch_prefix(prefix: object) -> str:
 
 
 def scratch_request(url: LedgerURL) -> OpenRequest:
-    """What a ``remove_scratch`` hook opens: the URL's options, ``create=false`` (a missing
-    store is never created to be cleaned), and a ``timeout`` of at least
-    :data:`SCRATCH_TIMEOUT` (the URL's own when it is longer)."""
+    """What a ``remove_scratch`` hook opens: ``create=false`` (a missing store is never
+    created to be cleaned) and a ``timeout`` of at least :data:`SCRATCH_TIMEOUT`."""
     request = OpenRequest.build(url, create=False)
     return request.with_options(timeout=max(request.seconds("timeout", 0.0), SCRATCH_TIMEOUT))
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str]:
-    """``[low, high)``: exactly the names that start with the (checked) scratch prefix,
-    in byte order (SQLite's BINARY collation, PostgreSQL ``bytea``, BSON strings): a
-    range on an index, literal by construction (no pattern language involved)."""
+    """``[low, high)``: exactly the names that start with the (checked) scratch prefix, in
+    byte order: a range on an index, with no pattern language involved."""
     checked = require_scratch_prefix(prefix)
     return checked, checked[:-1] + chr(ord(checked[-1]) + 1)
 

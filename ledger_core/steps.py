@@ -1,10 +1,8 @@
 """Decisions written once, run by a sync or an async driver.
 
-A backend writes what open, spend and is_spent *decide* as a generator of steps: it
-yields one request for the store (a statement, a command, an API call's parameters),
-receives the store's answer, or has the driver's exception thrown into it, and returns
-the result. It does no I/O itself, so the same generator serves the sync ledger
-(:func:`run_steps`) and the async one (:func:`run_steps_async`), and the two can never
+A decision is a generator: it yields one request for the store, receives the answer (or
+has the driver's exception thrown in) and returns the result, with no I/O of its own, so
+the sync ledger (:func:`run_steps`) and the async one (:func:`run_steps_async`) can never
 decide differently (C9). psycopg's ``generators.py``/``waiting.py`` split is the model.
 """
 

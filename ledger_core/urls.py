@@ -17,12 +17,11 @@ next ``&`` is its value. When in doubt, more is redacted.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, unquote_plus, urlsplit, urlunsplit
 
-from .errors import InvalidLedgerURL
+from .errors import InvalidLedgerURL, LedgerError
 
 _REDACTED = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -108,11 +107,8 @@ def _secret_spans(url: str) -> list[tuple[int, int]]:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password (and secret-looking option values) replaced by ``***``.
-
-    Total: any text gives an answer (a string that is not a URL at all included), and
-    the answer never contains the secret part of what was typed.
-    """
+    """``url`` with its password (and secret-looking option values) replaced by ``***``:
+    total (any text, a URL or not, gives an answer) and never showing a secret."""
     if not isinstance(url, str):
         return f"<{type(url).__name__}, not a URL>"
     shown: list[str] = []
@@ -126,12 +122,9 @@ def redact_url(url: str) -> str:
 
 
 def secret_fragments(*urls: str) -> list[str]:
-    """The secrets of ``urls`` as a driver could quote them, longest first.
-
-    Each secret range as typed, percent-decoded, and ``repr``-escaped: whole, never cut
-    into pieces (a URL whose password a parser could cut is refused before any I/O, see
-    :func:`ambiguous_userinfo`). Secrets shorter than :data:`MIN_FRAGMENT` are left out.
-    """
+    """The secrets of ``urls`` as a driver could quote them (as typed, percent-decoded,
+    ``repr``-escaped; never cut into pieces), longest first, each at least
+    :data:`MIN_FRAGMENT` long."""
     found: set[str] = set()
     for url in urls:
         if not isinstance(url, str):
@@ -163,10 +156,9 @@ def scrub(text: str, fragments: Iterable[str]) -> str:
 def scrub_exception(exc: BaseException, *urls: str) -> BaseException:
     """Remove the secrets of ``urls`` from ``exc`` and every exception chained to it.
 
-    Messages (``args``, notes) are scrubbed in place. A chained exception whose text
-    still shows a secret (a ``__str__`` of its own) is cut from the chain. Returns
-    ``exc``, or a plain copy of its type (``LedgerError`` when that fails) if its own text
-    cannot be cleaned.
+    Messages (``args``, notes) are scrubbed in place; a chained exception whose text still
+    shows a secret (a ``__str__`` of its own) is cut from the chain. Returns ``exc``, or a
+    plain copy of its type (else a ``LedgerError``) if its own text cannot be cleaned.
     """
     fragments = secret_fragments(*urls)
     if not fragments:
@@ -195,16 +187,11 @@ def scrub_exception(exc: BaseException, *urls: str) -> BaseException:
         return exc
     text = scrub(_text_of(exc), fragments)
     try:
-        fresh = type(exc)(text)
+        fresh: BaseException | None = type(exc)(text)
     except Exception:
-        from .errors import LedgerError
-
-        fresh = LedgerError(text)
-    if not _clean(fresh, fragments):  # pragma: no cover - a __str__ that ignores its args
-        from .errors import LedgerError
-
-        fresh = LedgerError(text)
-    return fresh
+        fresh = None
+    # A type that cannot be rebuilt from its text, or whose __str__ ignores its args:
+    return fresh if fresh is not None and _clean(fresh, fragments) else LedgerError(text)
 
 
 def _text_of(exc: BaseException) -> str:
@@ -280,11 +267,8 @@ class LedgerURL:
         )
 
     def without_query(self, *keys: str) -> str:
-        """The raw URL minus the named query options (ours, not the driver's).
-
-        The kept parameters stay byte for byte as written: re-encoding them would turn a
-        space into ``+``, which drivers such as libpq read as a literal plus.
-        """
+        """The raw URL minus the named query options (ours, not the driver's); the rest
+        byte for byte (re-encoding turns a space into ``+``, a literal plus to libpq)."""
         segments = [s for s in self.parts.query.split("&") if s]
         kept = "&".join(s for s in segments if unquote_plus(s.partition("=")[0]) not in keys)
         p = self.parts
@@ -295,39 +279,3 @@ class LedgerURL:
 
     def __repr__(self) -> str:
         return f"LedgerURL({self.redacted!r})"
-
-
-def check_options(url: LedgerURL, options: Mapping[str, Any], known: Collection[str]) -> None:
-    """Refuse options a backend does not know, naming the ones it does."""
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise InvalidLedgerURL(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for {url.scheme}:// "
-            f"(known: {', '.join(sorted(known))})"
-        )
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def option_bool(options: Mapping[str, Any], name: str, default: bool) -> bool:
-    """A boolean option given as a bool or as URL text (``true``/``false``/``1``/``0``)."""
-    value = options.get(name, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-        return value.lower() in _TRUE
-    raise InvalidLedgerURL(f"option {name!r} must be true or false, not {value!r}")
-
-
-def option_float(options: Mapping[str, Any], name: str, default: float) -> float:
-    """A non-negative number option given as a number or as URL text."""
-    value = options.get(name, default)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidLedgerURL(f"option {name!r} must be a number, not {value!r}") from None
-    if number < 0 or number != number:
-        raise InvalidLedgerURL(f"option {name!r} must be a non-negative number")
-    return number

@@ -57,13 +57,9 @@ __all__ = [
 
 
 def derive_request_id(framework: str, *parts: str) -> str:
-    """The request id of one paused tool call, stable across processes and versions.
-
-    ``framework/part/part/...`` with each part percent-encoded (so ``/`` inside a part
-    cannot shift the boundaries: distinct parts, distinct ids), e.g.
-    ``langgraph/<thread id>/<tool call id>``. An id over 1024 UTF-8 bytes becomes
-    ``framework/sha256/<hex of the full id>``.
-    """
+    """The request id of one paused tool call, stable across processes and versions:
+    ``framework/part/...``, each part percent-encoded (distinct parts, distinct ids); one
+    over 1024 UTF-8 bytes becomes ``framework/sha256/<hex of the full id>``."""
     if not parts or not all(isinstance(p, str) and p for p in parts):
         raise ValueError("a request id needs non-empty string parts (thread id, tool call id)")
     full = "/".join([framework, *(quote(p, safe="") for p in parts)])
@@ -205,10 +201,9 @@ def decide(
 ) -> Decision:
     """Spend a person's answer (approval or denial) and map the verdict to an action.
 
-    With ``attempt_secret`` (held by this resume attempt only) the same attempt, retried
-    after a tool error or a crash, gets ``RUN`` again; any other attempt is refused.
-    Raises :class:`InvalidAnswer` (nothing spent) unless ``approved`` is a bool, and
-    :class:`ApprovalNotRecorded` when the spend failed without landing.
+    With ``attempt_secret`` (this resume attempt's only) the same attempt, retried, gets
+    ``RUN`` again. Raises :class:`InvalidAnswer` (nothing spent) unless ``approved`` is a
+    bool, and :class:`ApprovalNotRecorded` when the spend failed without landing.
     """
     answer = require_bool(approved)
     key = _key(pending, attempt_secret)
@@ -234,12 +229,9 @@ async def adecide(
 
 @dataclass(frozen=True)
 class Batch:
-    """The answers to one paused run's approvals, keyed by tool call id.
-
-    Either ``ask_again`` is non-empty (H5: the store changed since the question; nothing
-    was spent; persist these new pending records and ask the person again), or
-    ``decisions`` holds a decision for every answered call.
-    """
+    """The answers to one paused run's approvals, keyed by tool call id: ``decisions``
+    for every answered call, or else ``ask_again`` (H5: nothing was spent; persist these
+    new pending records and ask the person again)."""
 
     decisions: dict[str, Decision] = field(default_factory=dict)
     ask_again: dict[str, dict[str, object]] = field(default_factory=dict)

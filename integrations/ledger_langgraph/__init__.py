@@ -1,26 +1,14 @@
 """LangGraph approvals whose tool call runs at most once, however many resumes race.
 
-Two nodes: ``gate.mint`` (its own node, *before* the one that interrupts: LangGraph
-re-runs an interrupted node from the top on resume, so a mint beside ``interrupt()``
-would re-read the current store and defeat H5) writes the pending request's dict form
-into the state (plain JSON: no "unregistered type" warning from the checkpointer);
-your tool node calls ``gate.decide(state, config)`` (``await gate.adecide`` in an async
-graph), which interrupts with the question and, on resume, spends the answer::
-
-    def transfer(state, config):
-        decision = gate.decide(state, config, question="Send 100?")
-        if decision.action is Action.ASK_AGAIN:
-            return gate.ask_again()          # H5: mint under the new store, ask again
-        if not decision.run:
-            return gate.end(decision)        # refused: a message, and the graph ends
-        return {"result": send(100)}         # once
-
-Request id: ``langgraph/<thread_id>/<request_key(state)>`` (percent-encoded parts), e.g.
-the tool call id of the AI message. The resume attempt's secret comes from
-``config["configurable"][SECRET_KEY]`` as an :class:`AttemptSecret`: with it, the same
-attempt retried (a node ``RetryPolicy``, or the same resume re-invoked after a crash)
-re-enters, and
-every other resume is refused. ``close_thread`` closes a timed-out pause with a proof.
+``gate.mint`` is its own node, *before* the one that interrupts: LangGraph re-runs an
+interrupted node from the top on resume, so a mint beside ``interrupt()`` would re-read
+the current store and defeat H5. It writes the pending record (plain JSON) into the
+state; the tool node calls ``gate.decide(state, config)`` (``await gate.adecide``),
+which interrupts with the question and, on resume, spends the answer. Request id:
+``langgraph/<thread_id>/<request_key(state)>``. With an :class:`AttemptSecret` in
+``config["configurable"][SECRET_KEY]`` the same attempt, retried, re-enters; every other
+resume is refused. ``close_thread`` closes a timed-out pause with a proof. See
+``docs/hosts.md`` for a whole graph.
 """
 
 from __future__ import annotations
@@ -73,12 +61,9 @@ OUTCOME_KEY = "ledger_outcome"
 
 
 class AttemptSecret:
-    """A resume attempt's secret, as ``config["configurable"][SECRET_KEY]``.
-
-    An object rather than a str on purpose: LangGraph copies every str or number in
-    ``configurable`` into the metadata of each checkpoint it saves, so a plain secret
-    would be written to the checkpointer's store; an object is not. The repr hides it.
-    """
+    """A resume attempt's secret, as ``config["configurable"][SECRET_KEY]``: an object, as
+    LangGraph copies every str or number there into each checkpoint's metadata (so into
+    the checkpointer's store); its repr hides it."""
 
     __slots__ = ("_value",)
 
@@ -150,7 +135,6 @@ class LedgerGate:
     def mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The mint node: remember the store this request is asked under (no I/O)."""
         pending = mint(self.ledger, self.request_id(state, config))
-        # The outcome is reset too: its presence (None) in the state proves it is declared.
         # The outcome is written too (None), and the record says so: its absence from the
         # state then proves the key is undeclared (a record minted before this check
         # carries no "outcome_key", and its thread is not refused for it).
@@ -185,12 +169,10 @@ class LedgerGate:
                 payload = {**payload, "invalid_answer": str(exc)}
 
     def decide(self, state: Any, config: RunnableConfig, *, question: object = None) -> Decision:
-        """Interrupt with ``question``; on resume, spend the answer (sync ledger).
-
-        Returns ``RUN``, ``ASK_AGAIN``, or ``REFUSE`` (denied, or closed by the host: end
-        the thread with :meth:`end`); raises :class:`NotThisResume` when another resume
-        holds the approval, and ``ApprovalNotRecorded`` when the ledger failed before
-        recording the answer (resume again)."""
+        """Interrupt with ``question``; on resume, spend the answer (sync ledger): ``RUN``,
+        ``ASK_AGAIN`` or ``REFUSE`` (end the thread with :meth:`end`); raises
+        :class:`NotThisResume` when another resume holds the approval, and
+        ``ApprovalNotRecorded`` when the ledger failed before recording (resume again)."""
         secret = _secret(config)  # every check before the interrupt and the spend
         pending, approved = self._ask(state, question)
         return checked(decide(self.ledger, pending, approved, attempt_secret=secret))

@@ -1,24 +1,11 @@
 """OpenAI Agents SDK tool approvals (``needs_approval``), decided at most once.
 
-A run that hits a tool with ``needs_approval`` stops with ``result.interruptions``.
-Then::
-
-    pending = mint_interruptions(ledger, result.interruptions, conversation_id=conv)
-    saved = {"state": result.to_state().to_string(), "ledger": pending}   # plain JSON
-    ...   # later, in any process: state = await RunState.from_string(agent, saved["state"])
-    outcome = await aapply_answers(ledger, state, saved["ledger"], answers, attempt_secret=s)
-    if outcome.ask_again:        # H5: the store changed: persist these and ask again
-        ...
-    else:
-        result = await Runner.run(agent, state)
-
-``apply_answers`` spends every answer first and then calls ``state.approve`` only for
-the calls the ledger lets run, ``state.reject(rejection_message=...)`` for the others;
-a resume that another one beat raises ``NotThisResume`` (leave the run to the holder).
-With ``attempt_secret``, the same resume attempt retried after a crash is approved
-again. Request id: ``openai-agents/<conversation id>/<call_id>``, the conversation id
-being the host's stable id for the conversation. ``close_interruptions`` closes a
-timed-out pause with a proof.
+``mint_interruptions`` turns a run's ``result.interruptions`` into pending records
+(plain JSON, saved beside the serialized ``RunState``); ``apply_answers`` spends every
+answer first, then calls ``state.approve`` only for the calls the ledger lets run and
+``state.reject`` for the others, or asks again (H5). A resume another one beat raises
+``NotThisResume``. Request id: ``openai-agents/<conversation id>/<call_id>``.
+``close_interruptions`` closes a timed-out pause. See ``docs/hosts.md``.
 """
 
 from __future__ import annotations

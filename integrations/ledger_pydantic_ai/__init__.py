@@ -1,28 +1,12 @@
 """PydanticAI deferred tool approvals, decided at most once by a decision ledger.
 
-A tool declared with ``requires_approval=True`` makes the run end with
-``DeferredToolRequests``. Then::
-
-    pending = mint_requests(ledger, result.output, conversation_id=conv)  # persist with
-    # the message history (``ModelMessagesTypeAdapter``): plain JSON
-    ...   # later, in any process, the person answers {tool_call_id: True/False}
-    results = results_for(ledger, pending, answers, attempt_secret=secret)
-    if results.ask_again:        # H5: the store changed: persist these and ask again
-        ...
-    else:
-        agent.run(message_history=history, deferred_tool_results=results)
-
-An answer is ``True``/``False``, PydanticAI's own ``ToolApproved()`` (its
-``override_args`` kept) or ``ToolDenied(message)``, or a whole ``DeferredToolResults``;
-anything else is refused before anything is spent. ``results_for`` spends every answer
-before the run continues and returns an :class:`Outcome`, which *is* the run's
-``DeferredToolResults``: a call the ledger lets run is approved, every other answer
-denied with the reason for the model; a resume that another one beat raises
-``NotThisResume`` (do not continue the run: the holder does). With ``attempt_secret``,
-the same resume attempt retried after a crash is approved again. Request id:
-``pydantic-ai/<conversation id>/<tool call id>``, the conversation id being the host's
-stable id for the conversation (for example the ``run_id`` of its first run).
-``close_requests`` closes a timed-out pause with a proof.
+``mint_requests`` turns a run's ``DeferredToolRequests`` into pending records (plain
+JSON, persisted with the message history); ``results_for`` spends the person's answers
+(``True``/``False``, ``ToolApproved``, ``ToolDenied`` or a ``DeferredToolResults``;
+anything else is refused before anything is spent) and returns an :class:`Outcome`,
+which *is* the next run's ``DeferredToolResults``, or asks again (H5). A resume another
+one beat raises ``NotThisResume``. Request id: ``pydantic-ai/<conversation id>/<tool
+call id>``. ``close_requests`` closes a timed-out pause. See ``docs/hosts.md``.
 """
 
 from __future__ import annotations
