@@ -5,15 +5,88 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
+from ledger_core.errors import LedgerClosed
 
 from .ledger import SQLiteLedger
 
 R = TypeVar("R")
+_Call = tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]]
+_Answer = tuple[asyncio.Future[Any], bool, Any]
+
+
+class Workers:
+    """Threads that run the ledger's blocking calls and hand the answers back to each
+    event loop in batches: one wake-up of the loop for every answer that finished
+    meanwhile. ``run_in_executor`` wakes the loop once per call, which under contention
+    costs several times the call itself (about 250 against 45 µs a spend, 256 tasks)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._answers: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    def run(self, call: Callable[..., R], *args: Any) -> asyncio.Future[R]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        with self._lock:
+            if self._stopped:  # no thread would ever take the call: the caller would hang
+                raise LedgerClosed("the ledger is closed")
+            if not self._threads:  # started on first use: an unused ledger holds none
+                for i in range(self._size):
+                    thread = threading.Thread(
+                        target=self._serve, name=f"ledger-sqlite-{i}", daemon=True
+                    )
+                    thread.start()
+                    self._threads.append(thread)
+            self._calls.put((loop, future, call, args))  # under the lock: before any stop
+        return future
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            loop, future, function, args = call
+            if future.cancelled():  # cancelled before it started: it never runs
+                continue
+            try:
+                answer: _Answer = (future, True, function(*args))
+            except BaseException as exc:  # delivered to the caller, whatever it is
+                answer = (future, False, exc)
+            with self._lock:
+                waiting = self._answers.setdefault(loop, [])
+                waiting.append(answer)
+                wake = len(waiting) == 1  # else a wake-up is already on its way
+            if wake:
+                try:
+                    loop.call_soon_threadsafe(self._deliver, loop)
+                except RuntimeError:  # that loop is closed: nobody awaits its answers
+                    with self._lock:
+                        self._answers.pop(loop, None)
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            answers = self._answers.pop(loop, [])
+        for future, ok, value in answers:
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def stop(self) -> None:
+        """Let each thread finish the calls already queued, then end."""
+        with self._lock:
+            self._stopped = True
+            for _ in self._threads:
+                self._calls.put(None)
 
 
 class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
@@ -27,7 +100,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
         self._info = self._core.describe()
         self._max_workers = max_workers
         self._pid = os.getpid()
-        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="ledger-sqlite")
+        self._executor = Workers(max_workers)
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str], **options: Any) -> AsyncSQLiteLedger:
@@ -37,17 +110,15 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
     async def __aenter__(self) -> AsyncSQLiteLedger:
         return self
 
-    def _workers(self) -> ThreadPoolExecutor:
+    def _workers(self) -> Workers:
         """The worker threads; a forked child gets its own (the parent's do not exist)."""
         if self._pid != os.getpid():
-            self._executor = ThreadPoolExecutor(
-                self._max_workers, thread_name_prefix="ledger-sqlite"
-            )
+            self._executor = Workers(self._max_workers)
             self._pid = os.getpid()
         return self._executor
 
     async def _off(self, call: Callable[..., R], *args: Any) -> R:
-        return await asyncio.get_running_loop().run_in_executor(self._workers(), call, *args)
+        return await self._workers().run(call, *args)
 
     async def _spend(self, request_id: bytes) -> bool:
         return await self._off(self._core._spend, request_id)
@@ -82,7 +153,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
         return await self._off(self._core.lineage)
 
     async def aclose(self) -> None:
-        self._executor.shutdown(wait=False)
+        self._executor.stop()
         await asyncio.to_thread(self._core.close)
 
 

@@ -186,6 +186,80 @@ def test_async_ledger_does_not_block_the_loop(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_async_spend_cancelled_before_it_starts_never_lands(tmp_path: Path) -> None:
+    """With the one worker busy, a queued spend that is cancelled is never run: the id
+    stays unspent (the caller was told nothing, and nothing was written)."""
+    path = tmp_path / "l.db"
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        started.set()
+        return release.wait(30)
+
+    async def main() -> None:
+        ledger = await AsyncSQLiteLedger.open(path, max_workers=1)
+        assert await ledger.spend("first") is True  # its checks at first use are done
+        busy = asyncio.ensure_future(ledger._off(hold))
+        assert await asyncio.to_thread(started.wait, 10)  # the one worker is in ``hold``
+        queued = asyncio.ensure_future(ledger.spend("cancelled"))
+        for _ in range(100):  # until the spend is queued behind ``hold``
+            if not ledger._workers()._calls.empty():
+                break
+            await asyncio.sleep(0)
+        assert not ledger._workers()._calls.empty()
+        queued.cancel()
+        release.set()
+        assert await busy is True
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        assert await ledger.is_spent("cancelled") is False
+        await ledger.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_workers_outlive_a_closed_event_loop(tmp_path: Path) -> None:
+    """An answer due to a loop that has closed is dropped; the worker thread goes on and
+    serves the next loop (the ledger's one worker would otherwise be gone: a hang)."""
+    path = tmp_path / "l.db"
+    ledger = AsyncSQLiteLedger(path, max_workers=1)
+    release = threading.Event()
+    first = asyncio.new_event_loop()
+    pending = first.run_until_complete(_started(ledger, release))
+    first.close()  # the call's answer has no loop to go to
+    release.set()
+
+    async def later() -> bool:
+        return await asyncio.wait_for(ledger.spend("later"), 10)
+
+    assert asyncio.run(later()) is True
+    assert pending.cancelled() or not pending.done()
+    asyncio.run(ledger.aclose())
+
+
+def test_an_async_call_after_close_is_refused_not_left_waiting(tmp_path: Path) -> None:
+    """Once closed, the ledger's workers are gone: a later call must raise at once, not
+    wait in a queue no thread takes from (a hang)."""
+
+    async def main() -> None:
+        ledger = await AsyncSQLiteLedger.open(tmp_path / "l.db", max_workers=1)
+        assert await ledger.spend("before") is True  # the worker has started
+        await ledger.aclose()
+        with pytest.raises(LedgerClosed):  # as the sync ledger says
+            await asyncio.wait_for(ledger.spend("after"), 10)
+        with pytest.raises(LedgerClosed):
+            await asyncio.wait_for(ledger.is_spent("before"), 10)
+
+    asyncio.run(main())
+
+
+async def _started(ledger: AsyncSQLiteLedger, release: threading.Event) -> asyncio.Future[Any]:
+    """A call on the ledger's worker that blocks until ``release``."""
+    call = asyncio.ensure_future(ledger._off(release.wait, 30))
+    await asyncio.sleep(0)
+    return call
+
+
 def test_a_ledger_never_imports_its_test_support(tmp_path: Path) -> None:
     """Opening and using a ledger (sync and async) leaves ``ledger_sqlite.testing`` unloaded."""
     code = (
