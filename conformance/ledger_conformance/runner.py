@@ -45,6 +45,8 @@ from .scratch import scratch_lines
 T = TypeVar("T")
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
+# The plugins a check loads, and no others (entry-point autoload is off in its child).
+PLUGINS = ("-p", "ledger_conformance.plugin", "-p", "_hypothesis_pytestplugin")
 _UNREACHABLE = (LedgerUnavailable, ConnectionError, TimeoutError, OSError)
 
 
@@ -56,8 +58,11 @@ class _Refused(Exception):
 
 def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
     """Run with hypothesis's home (its unicode cache) in ``scratch``: ``check`` writes
-    nothing into the working directory."""
+    nothing into the working directory. Only the suite's own plugins load (see ``PLUGINS``):
+    an installed one could reorder, rerun or time out clauses, and some cost seconds."""
     import hypothesis.configuration as hypothesis_config
+
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # in the forked child only
 
     previous = hypothesis_config.storage_directory()
     hypothesis_config.set_hypothesis_home_dir(scratch)
@@ -172,7 +177,7 @@ def run_check(
     except _Refused as refused:
         _fail(str(refused))
         return refused.code
-    args = ["--pyargs", "ledger_conformance", "--ledger-profile", profile]
+    args = ["--pyargs", "ledger_conformance", *PLUGINS, "--ledger-profile", profile]
     args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
     for name, command in hooks.items():

@@ -109,7 +109,9 @@ def test_check_runs_under_a_configuration_of_its_own(
 
     class Spy:
         def pytest_configure(self, config: pytest.Config) -> None:
-            found = {"ini": str(config.inipath), "timeout": str(config.getini("timeout"))}
+            loaded = config.pluginmanager.has_plugin("timeout")  # a check loads none
+            timeout = str(config.getini("timeout")) if loaded else ""
+            found = {"ini": str(config.inipath), "timeout": timeout}
             seen.write_text(json.dumps(found), encoding="utf-8")
 
     def main(args: list[str], plugins: list[object]) -> object:
@@ -123,6 +125,34 @@ def test_check_runs_under_a_configuration_of_its_own(
     assert ini.name == "pytest.ini", ini
     assert ini.parent.name.startswith("decision-ledger-check-"), ini
     assert found["timeout"] in ("", "0", "0.0", "None"), found["timeout"]
+
+
+def test_check_loads_only_its_own_pytest_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An installed plugin (here pytest-timeout, a dev dependency) does not load into a
+    check: one could reorder, rerun or time out clauses, and a heavy one (langsmith's)
+    cost every check about 4 s before its first clause."""
+    seen = tmp_path / "plugins.json"
+    real = pytest.main
+
+    class Spy:
+        def pytest_configure(self, config: pytest.Config) -> None:
+            names = ("timeout", "ledger_conformance.plugin", "_hypothesis_pytestplugin")
+            found = {name: config.pluginmanager.has_plugin(name) for name in names}
+            seen.write_text(json.dumps(found), encoding="utf-8")
+
+    def main(args: list[str], plugins: list[object]) -> object:
+        return real(args, plugins=[*plugins, Spy()])
+
+    monkeypatch.setattr(pytest, "main", main)
+    code = run_check(url="memory://plugins", factory=None, profile="quick", select="C8_invalid")
+    assert code == 0, capsys.readouterr().out
+    assert json.loads(seen.read_text(encoding="utf-8")) == {
+        "timeout": False,
+        "ledger_conformance.plugin": True,
+        "_hypothesis_pytestplugin": True,
+    }
 
 
 def test_check_is_quiet_and_names_its_log(capsys: pytest.CaptureFixture[str]) -> None:
