@@ -14,6 +14,7 @@ from ledger_conformance.clauses.c4_bounded import C4Bounded
 
 class TestBound(C4Bounded):
     test_C4_bounded_calls = None  # only the fixture is under test
+    test_C4_calls_after_close = None
 
     def test_bound(self, ledger_call_bound, request):
         assert ledger_call_bound == float(request.config.getoption("expected"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import queue
 import threading
 import unicodedata
 import uuid
@@ -20,7 +21,7 @@ import redis
 from ledger_conformance import LedgerContext
 from ledger_core.ids import MARKER_LEAD, validate_attempt_key, validate_request_id
 
-from .base import ZooLedger, build, factory_of, redis_address
+from .base import AsyncZooLedger, ZooLedger, build, factory_of, redis_address
 from .reentry import ReentrantZooLedger
 
 # -- C3 across processes -------------------------------------------------------------
@@ -277,6 +278,87 @@ class CrashesOnNul(ZooLedger):
         return super().key(request_id)
 
 
+# -- C4 after close ---------------------------------------------------------------------
+
+
+class BuffersAfterClose(ZooLedger):
+    """Once closed, keeps spends in a local buffer "to flush on reconnect" and answers
+    from it: a spent id spends again, and reads unspent."""
+
+    def __init__(self, label: str, host: str, port: int) -> None:
+        super().__init__(label, host, port)
+        self._buffer: set[str] | None = None
+
+    def spend(self, request_id: str) -> Any:
+        if self._buffer is None:
+            return super().spend(request_id)
+        key = self.key(request_id)
+        fresh = key not in self._buffer
+        self._buffer.add(key)
+        return fresh
+
+    def is_spent(self, request_id: str) -> Any:
+        if self._buffer is None:
+            return super().is_spent(request_id)
+        return self.key(request_id) in self._buffer
+
+    def close(self) -> None:
+        self._buffer = set()
+        super().close()
+
+
+class QueuedAsyncFace(AsyncZooLedger):
+    """The async face hands calls to worker threads through a queue; ``aclose`` stops the
+    workers, and a call queued after that waits for an answer nobody will give."""
+
+    WORKERS = 16
+
+    def __init__(self, sync: Any) -> None:
+        super().__init__(sync)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for n in range(self.WORKERS):
+            threading.Thread(target=self._serve, name=f"zoo-queued-{n}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            loop, future, fn, request_id = item
+            try:
+                outcome = (future.set_result, fn(request_id))
+            except Exception as exc:
+                outcome = (future.set_exception, exc)
+            loop.call_soon_threadsafe(_settle, future, *outcome)
+
+    async def _run(self, fn: Any, request_id: str) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((loop, future, fn, request_id))
+        return await future
+
+    async def spend(self, request_id: str) -> Any:
+        return await self._run(self.sync.spend, request_id)
+
+    async def is_spent(self, request_id: str) -> Any:
+        return await self._run(self.sync.is_spent, request_id)
+
+    async def aclose(self) -> None:
+        for _ in range(self.WORKERS):
+            self._queue.put(None)
+        self.sync.close()
+
+
+def _settle(future: asyncio.Future[Any], setter: Any, value: Any) -> None:
+    if not future.done():  # the caller gave up (cancelled) meanwhile
+        setter(value)
+
+
+def waits_after_close(ctx: LedgerContext) -> Any:
+    """Correct but for its async face's calls after ``aclose``: they wait forever."""
+    if ctx.flavor != "async":
+        return build(ZooLedger, ctx)
+    host, port = ctx.route(*redis_address())
+    return QueuedAsyncFace(ZooLedger(ctx.store, host, port))
+
+
 process_cache = factory_of(ProcessCache)
 store_id_by_segment = factory_of(StoreIdBySegment)
 skips_at_page_boundary = factory_of(SkipsAtPageBoundary)
@@ -286,6 +368,7 @@ latin1_ids = factory_of(Latin1Ids)
 truncated_attempt_key = factory_of(TruncatedAttemptKey)
 expires_after_a_minute = factory_of(ExpiresAfterAMinute)
 crashes_on_nul = factory_of(CrashesOnNul)
+buffers_after_close = factory_of(BuffersAfterClose)
 
 # factory name -> (clause the suite must fail, -k selection, profile)
 EXPECTED: dict[str, tuple[str, str, str]] = {
@@ -297,6 +380,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "latin1_ids": ("H3", "H3_ids_that_look_like_markers", "quick"),
     "truncated_attempt_key": ("C10", "C10_keys_sharing", "quick"),
     "variants_race": ("C1", "C1_mixed_staggered", "quick"),
+    "buffers_after_close": ("C4", "C4_calls_after_close", "quick"),
+    "waits_after_close": ("C4", "C4_calls_after_close", "quick"),
     # thorough re-reads 180 s after the last spend: a 60 s TTL fails every thorough run
     "expires_after_a_minute": ("C2", "C2_after_waiting", "thorough"),
 }
@@ -314,4 +399,6 @@ ONLY_CAUGHT_BY: dict[str, str] = {
     "latin1_ids": "not H3_ids_that_look_like_markers",
     "truncated_attempt_key": "not C10_keys_sharing",
     "variants_race": "not C1_mixed_staggered",
+    "buffers_after_close": "not C4_calls_after_close",
+    "waits_after_close": "not C4_calls_after_close",
 }

@@ -1,5 +1,6 @@
 """C4, never a hang: under a black hole or a trickling reply, every one of many
-concurrent callers raises (or answers) within the call bound.
+concurrent callers raises (or answers) within the call bound; so does a call on a ledger
+that was closed, and what it answers is the store's truth.
 
 Callers that wait on one another (one lock around a network call) each wait out the
 others' timeouts, and a read timeout that restarts with every byte never trips on a
@@ -12,12 +13,14 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from ledger_core.errors import LedgerError
 
+from ..context import Flavor
 from ..declare import ROUTABLE
 from ..faults import ProxyRouter, Toxic
 from ..harness import Handle, Ledgers, error_text
@@ -37,6 +40,17 @@ def _timed(handle: Handle, method: str, request_id: str, go: threading.Event) ->
     with contextlib.suppress(LedgerError):  # failing closed is what a fault should give
         handle.call(method, request_id)
     return time.monotonic() - began
+
+
+def _start(ledgers: Ledgers, handle: Handle, method: str, request_id: str) -> Future[object]:
+    """``method`` running unrecorded: on the suite loop (async) or a worker thread (sync)."""
+    if handle.is_async:
+        return ledgers.runtime.loop.submit(_acall(handle, method, request_id))
+    return ledgers.executor.submit(handle.call, method, request_id)
+
+
+async def _acall(handle: Handle, method: str, request_id: str) -> object:
+    return await handle.acall(method, request_id)
 
 
 def _raised(future: concurrent.futures.Future[float]) -> bool:
@@ -101,4 +115,50 @@ class C4Bounded:
         assert not slow, (
             f"under {toxic}, {len(slow)} of {len(calls)} concurrent call(s) were not done "
             f"within the {ledger_call_bound:g} s bound: " + "; ".join(slow)
+        )
+
+    @C4()
+    @pytest.mark.parametrize("flavor", ["sync", "async"])
+    def test_C4_calls_after_close(
+        self, ledgers: Ledgers, flavor: Flavor, ledger_call_bound: float
+    ) -> None:
+        """A host may still hold a ledger it closed (a shutdown racing a late answer).
+        Each call on it must raise (``LedgerClosed`` is the plain answer) or tell the
+        store's truth, within the bound: never wait on a worker that close stopped, never
+        answer from a connection it let go (a lazy reopen onto a default, empty store)."""
+        label = ledgers.label(f"closed-{flavor}")
+        handle = ledgers.open(label, flavor)
+        spent, fresh, unread = ledgers.ids(3, f"closed-{flavor}")
+        assert expect_bool(handle.spend(spent), "spend") is True
+        ledgers.close_handle(handle)
+        asked = [("spend", spent), ("spend", fresh)]
+        if handle.has_is_spent:
+            asked += [("is_spent", spent), ("is_spent", unread)]
+        calls = [(m, r, _start(ledgers, handle, m, r)) for m, r in asked]
+        futures: Any = [future for *_, future in calls]
+        concurrent.futures.wait(futures, timeout=ledger_call_bound)
+        waiting = [f"{m}({r!r})" for m, r, future in calls if not future.done()]
+        for future in futures:
+            future.cancel()
+        assert not waiting, (
+            f"on a closed {flavor} ledger, {len(waiting)} call(s) still waited after "
+            f"{ledger_call_bound:g} s: {', '.join(waiting)} (raise LedgerClosed instead)"
+        )
+        answers = {(m, r): f.result() for m, r, f in calls if f.exception() is None}
+        # what each call must answer if it answers: ``spent`` was spent before the close,
+        # ``unread`` never was, and nobody but the closed ledger spent ``fresh``
+        due = {("spend", spent): False, ("spend", fresh): True}
+        due |= {("is_spent", spent): True, ("is_spent", unread): False}
+        wrong = [
+            f"{m}({r!r}) answered {a!r}" for (m, r), a in answers.items() if a is not due[m, r]
+        ]
+        if answers.get(("spend", fresh)) is True:
+            reader = ledgers.open(label, flavor)
+            held = reader.is_spent(fresh) if reader.has_is_spent else reader.spend(fresh) is False
+            if held is not True:
+                wrong.append(f"spend({fresh!r}) answered True, but the store does not hold it")
+        assert not wrong, (
+            f"a closed {flavor} ledger answered what the store does not hold: "
+            + "; ".join(wrong)
+            + " (a call after close must raise, or reach the same store)"
         )
