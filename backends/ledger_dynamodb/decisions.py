@@ -481,16 +481,21 @@ class ParallelScan:
                 f"DynamoDB Scan on {session.location} answered without Items: the listing "
                 "cannot tell an empty page from a lost one"
             )
-        keys = [binary(item, commands.KEY) or b"" for item in items]
+        keys = [binary(item, commands.KEY) for item in items]
         following = answer.get("LastEvaluatedKey")
-        return [k[len(prefix) :] for k in keys if k.startswith(prefix)], following or None
+        if None in keys or not (following is None or (following and isinstance(following, dict))):
+            raise LedgerUnavailable(  # dropping it would end the listing or skip an id unseen
+                f"DynamoDB Scan on {session.location} answered an item without its key or a "
+                "malformed LastEvaluatedKey: the listing cannot tell what it skipped"
+            )
+        return [k[len(prefix) :] for k in keys if k and k.startswith(prefix)], following
 
     def listed(self, answers: list[Page]) -> list[str]:
         found: list[str] = []
         for segment, (keys, following) in zip(self._asked, answers, strict=True):
             found += [raw.decode("utf-8") for raw in keys if raw and self._keep(raw)]
-            if isinstance(following, dict):
-                self._starts[segment] = following
-            else:
+            if following is None:
                 del self._starts[segment]
+            else:
+                self._starts[segment] = following
         return found

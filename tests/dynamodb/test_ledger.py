@@ -167,6 +167,32 @@ def test_a_scan_page_without_its_items_fails_the_listing(
             list(ledger.spent_ids())
 
 
+@pytest.mark.parametrize(
+    "bend",
+    [
+        pytest.param(lambda a: {**a, "Items": [*a["Items"], {"other": {"S": "x"}}]}, id="keyless"),
+        pytest.param(lambda a: {**a, "LastEvaluatedKey": "next"}, id="key-not-a-map"),
+        pytest.param(lambda a: {**a, "LastEvaluatedKey": {}}, id="key-empty"),
+    ],
+)
+def test_a_malformed_scan_page_fails_the_listing(
+    dynamodb_url: str, namespace: str, bend: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """An item without its key, or a ``LastEvaluatedKey`` that is no key, must fail the
+    listing: skipping the item or ending the segment would lose ids without a word."""
+    with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
+        for i in range(5):
+            ledger.spend(f"id-{i}")
+
+        def malformed(request: Call, perform: Callable[[Call], Any]) -> Any:
+            answer = perform(request)
+            return bend(answer) if request.op == "scan" else answer
+
+        _inject(ledger, malformed)
+        with pytest.raises(LedgerUnavailable, match="Scan"):
+            list(ledger.spent_ids())
+
+
 def test_migrate_from_dynamodb(dynamodb_url: str, namespace: str) -> None:
     opts = tools.ledger_options(dynamodb_url)
     with (
