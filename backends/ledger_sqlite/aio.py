@@ -26,8 +26,9 @@ class Workers:
     meanwhile. ``run_in_executor`` wakes the loop once per call, which under contention
     costs several times the call itself (about 250 against 45 µs a spend, 256 tasks)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, closed: str) -> None:
         self._size = size
+        self._closed = closed  # what a call after stop says (names the ledger, as sync does)
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._answers: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
@@ -39,7 +40,7 @@ class Workers:
         future: asyncio.Future[R] = loop.create_future()
         with self._lock:
             if self._stopped:  # no thread would ever take the call: the caller would hang
-                raise LedgerClosed("the ledger is closed")
+                raise LedgerClosed(self._closed)
             if not self._threads:  # started on first use: an unused ledger holds none
                 for i in range(self._size):
                     thread = threading.Thread(
@@ -100,7 +101,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
         self._info = self._core.describe()
         self._max_workers = max_workers
         self._pid = os.getpid()
-        self._executor = Workers(max_workers)
+        self._executor = Workers(max_workers, f"{self!r} is closed")
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str], **options: Any) -> AsyncSQLiteLedger:
@@ -113,7 +114,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
     def _workers(self) -> Workers:
         """The worker threads; a forked child gets its own (the parent's do not exist)."""
         if self._pid != os.getpid():
-            self._executor = Workers(self._max_workers)
+            self._executor = Workers(self._max_workers, f"{self!r} is closed")
             self._pid = os.getpid()
         return self._executor
 

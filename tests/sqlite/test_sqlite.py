@@ -245,8 +245,8 @@ def test_an_async_call_after_close_is_refused_not_left_waiting(tmp_path: Path) -
         ledger = await AsyncSQLiteLedger.open(tmp_path / "l.db", max_workers=1)
         assert await ledger.spend("before") is True  # the worker has started
         await ledger.aclose()
-        with pytest.raises(LedgerClosed):  # as the sync ledger says
-            await asyncio.wait_for(ledger.spend("after"), 10)
+        with pytest.raises(LedgerClosed, match=r"<AsyncSQLiteLedger .*l\.db.* is closed"):
+            await asyncio.wait_for(ledger.spend("after"), 10)  # named, as the sync one is
         with pytest.raises(LedgerClosed):
             await asyncio.wait_for(ledger.is_spent("before"), 10)
 
