@@ -35,8 +35,93 @@ class Check:
     raised: bool = False  # the store raised a LedgerError: nothing could be checked
 
 
+@dataclass(frozen=True)
+class Fact:
+    """What a backend read about its store, as the doctor's line about it (``name``).
+    ``safe``: ``True`` passes, ``False`` fails with ``fix``, ``None`` is an info line (not
+    reported, or nothing to judge). :func:`report` renders a backend's facts."""
+
+    seen: str
+    safe: bool | None = True
+    fix: str = ""
+    name: str = "configuration"
+
+    @classmethod
+    def judged(
+        cls, safe: bool, seen: str, unsafe: str, fix: str, name: str = "configuration"
+    ) -> Fact:
+        """``seen`` when it is safe, else ``unsafe`` (what it risks) with ``fix``."""
+        return cls(seen, name=name) if safe else cls(unsafe, False, fix, name)
+
+    @classmethod
+    def unknown(cls, seen: str, fix: str, asserted: str = "", name: str = "configuration") -> Fact:
+        """A setting the store would not report: a failure with ``fix``, or an info line
+        ending in ``asserted`` (who vouches for it, e.g. ``asserted by trust_config``)."""
+        return (
+            cls(f"{seen}; {asserted}", None, name=name) if asserted else cls(seen, False, fix, name)
+        )
+
+    def check(self) -> Check:
+        status = INFO if self.safe is None else PASS if self.safe else FAIL
+        return Check(self.name, status, self.seen, self.fix if self.safe is False else "")
+
+
 def dotted(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
+
+
+def version_fact(
+    server: str,
+    version: tuple[int, ...] | None,
+    minimum: tuple[int, ...],
+    needs: str,
+    driver: str,
+    *,
+    shown: str | None = None,
+    unknown: str = "the server reports no version",
+) -> Fact:
+    """The ``versions`` line of a backend's doctor: the server's version (as seen at open)
+    against the lowest its commands need (``needs``: which feature), and the driver's."""
+    said = shown or (dotted(version) if version is not None else "")
+    if version is None:
+        return Fact(f"{server}: {unknown}; {driver}", None, name="versions")
+    return Fact.judged(
+        version >= minimum,
+        f"{server} {said} (>= {dotted(minimum)}: {needs}); {driver}",
+        f"{server} {said} is older than {dotted(minimum)}, which the ledger needs "
+        f"({needs}); {driver}",
+        f"upgrade the server to {dotted(minimum)} or later",
+        "versions",
+    )
+
+
+def report(info: LedgerInfo, version: Fact, facts: Iterable[Fact]) -> list[Check]:
+    """A backend's ``doctor_checks()``: its ``versions`` line (:func:`version_fact`), then
+    one line per fact it read at open, consistent with its decision: a ledger that refused
+    to prove shows at least one failure (its reason, if no fact carries it)."""
+    checks = [fact.check() for fact in facts]
+    if info.store_id is None and not any(c.status == FAIL for c in checks):
+        reason = info.reason or "this ledger never proves (no reason given)"
+        checks.append(Fact(reason, False, "see identity").check())
+    return [version.check(), *checks]
+
+
+def topics(
+    facts: Iterable[tuple[str, str]], refusals: Iterable[tuple[str, str]], page: str
+) -> list[Fact]:
+    """One fact per ``(topic, what it is)``: unsafe for each of the backend's own refusals
+    about that topic (the fix points at ``page``), else safe; a refusal about a topic with
+    no fact is a fact of its own."""
+    refused: dict[str, list[str]] = {}
+    for topic, reason in refusals:
+        refused.setdefault(topic, []).append(reason)
+    lines: list[Fact] = []
+    for topic, detail in [*facts, *((t, "") for t in refused)]:
+        reasons = refused.pop(topic, [])
+        lines.extend(Fact(r, False, f"see {page} ({topic})") for r in reasons)
+        if detail and not reasons:
+            lines.append(Fact(detail))
+    return lines
 
 
 def version_check(
@@ -258,9 +343,13 @@ __all__ = [
     "INFO",
     "PASS",
     "Check",
+    "Fact",
     "configuration_checks",
     "diagnose",
     "itemized",
     "render",
+    "report",
+    "topics",
     "version_check",
+    "version_fact",
 ]
