@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
+from ledger_core.doctor import Check, Fact, report, version_fact
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -118,12 +118,9 @@ def doctor_checks(
          f"filesystem {filesystem}: {info.reason}",
          "put the file on a disk, or accept the risk with durability=process"),
     ]  # fmt: skip
-    checks = [
-        Check("configuration", PASS, passed) if ok else Check("configuration", FAIL, failed, fix)
-        for ok, passed, failed, fix in lines
-    ]
+    facts = [Fact.judged(*line) for line in lines]
     if filesystem is None:
         unknown = "filesystem unknown (/proc/self/mounts unreadable): taken as a disk"
-        checks[-1] = Check("configuration", INFO, unknown)
-    version_line = version_check("SQLite library", version, SQLITE_MINIMUM, SQLITE_NEEDS, shown)
-    return [version_line, *configuration_checks(info, checks)]
+        facts[-1] = Fact(unknown, None)
+    version_line = version_fact("SQLite library", version, SQLITE_MINIMUM, SQLITE_NEEDS, shown)
+    return report(info, version_line, facts)
