@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
+from ledger_core.doctor import Check, Fact, report, version_fact
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -168,7 +168,7 @@ def doctor_checks(
 ) -> list[Check]:
     """The facts open decided on, judged by the same refusals, and the re-read settings."""
     info = opened.info
-    version = version_check(
+    version = version_fact(
         "PostgreSQL",
         _version_of(settings.version_num),
         POSTGRES_MINIMUM,
@@ -177,28 +177,20 @@ def doctor_checks(
         shown=settings.version,
     )
     probe = opened.probe
-    lines: list[Check] = []
+    facts: list[Fact] = []
     if probe is not None:
         why = _fsync_refusal(probe)
-        lines.append(
-            Check("configuration", PASS, f"fsync {probe.fsync}")
-            if why is None
-            else Check("configuration", FAIL, why, "set fsync = on (postgresql.conf), reload")
-        )
+        fix = "set fsync = on (postgresql.conf), reload"
+        facts.append(Fact.judged(why is None, f"fsync {probe.fsync}", why or "", fix))
         kind = _PERSISTENCE.get(probe.persistence or "", probe.persistence or "unknown")
         why = _persistence_refusal(probe)
-        lines.append(
-            Check("configuration", PASS, f"table {config.qualified} is {kind}")
-            if why is None
-            else Check(
-                "configuration",
-                FAIL,
-                f"table {config.qualified}: {why}",
-                f"ALTER TABLE {config.qualified} SET LOGGED, then reopen",
-            )
+        table = config.qualified
+        fix = f"ALTER TABLE {table} SET LOGGED, then reopen"
+        facts.append(
+            Fact.judged(why is None, f"table {table} is {kind}", f"table {table}: {why}", fix)
         )
-        lines.append(Check("configuration", PASS, "a primary (not in recovery)"))
-        lines += replication.doctor_lines(probe.topology, config.failover)
+        facts.append(Fact("a primary (not in recovery)"))
+        facts += replication.doctor_facts(probe.topology, config.failover)
     commit = (
         "synchronous_commit on for every spend (set by the ledger; the server's "
         f"default is {settings.synchronous_commit})"
@@ -207,5 +199,4 @@ def doctor_checks(
         f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
         "risks torn pages after a power loss)"
     )
-    lines += [Check("configuration", PASS, commit), Check("configuration", INFO, pages)]
-    return [version, *configuration_checks(info, lines)]
+    return report(info, version, [*facts, Fact(commit), Fact(pages, None)])

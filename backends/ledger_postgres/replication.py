@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_core.doctor import FAIL, INFO, PASS, Check
+from ledger_core.doctor import Fact
 
 KEEP, NEW = "keep-store-id", "new-store-id"
 FAILOVER_MODES = (KEEP, NEW)
@@ -171,36 +171,28 @@ def timeline_condition(timeline: int) -> str:
     return f"left({TIMELINE_NOW}, 8) = '{timeline:08X}'"
 
 
-def doctor_lines(topology: Topology | None, mode: str) -> list[Check]:
+def doctor_facts(topology: Topology | None, mode: str) -> list[Fact]:
     if topology is None:
         return []
     config = parse_sync_names(topology.sync_names)
     shown = f"{config.method} {config.num} ({', '.join(config.names)})" if config.method else "none"
-    lines = [
-        Check(
-            "replication",
-            INFO,
-            f"synchronous_standby_names = {topology.sync_names!r} (read as {shown}); each "
-            "spend's commit waits at synchronous_commit = on: flushed on every synchronous "
-            "standby, which a promotion replays",
-        )
-    ]
+    waits = (
+        f"synchronous_standby_names = {topology.sync_names!r} (read as {shown}); each "
+        "spend's commit waits at synchronous_commit = on: flushed on every synchronous "
+        "standby, which a promotion replays"
+    )
+    facts = [Fact(waits, None, name="replication")]
     for standby in topology.standbys:
         ok = standby.sync_state in ("sync", "quorum")
         what = f"standby {standby.name!r}: {standby.state}, {standby.sync_state}"
-        lines.append(Check("replication", PASS if ok else INFO, what))
+        facts.append(Fact(what, ok or None, name="replication"))
     if not topology.standbys and not topology.idle_slots:
-        lines.append(Check("replication", PASS, "no standby attached, no idle physical slot"))
+        none = "no standby attached, no idle physical slot"
+        facts.append(Fact(none, name="replication"))
     if mode == NEW:
-        lines.append(
-            Check(
-                "replication",
-                PASS,
-                f"failover={NEW}: store_id carries timeline {topology.timeline}, proven by "
-                "every statement; any promotion is a new store (hosts ask again, H5)",
-            )
+        bound = (
+            f"failover={NEW}: store_id carries timeline {topology.timeline}, proven by "
+            "every statement; any promotion is a new store (hosts ask again, H5)"
         )
-        return lines
-    for why, fix in refusals(topology):
-        lines.append(Check("replication", FAIL, why, fix))
-    return lines
+        return [*facts, Fact(bound, name="replication")]
+    return facts + [Fact(why, False, fix, "replication") for why, fix in refusals(topology)]
