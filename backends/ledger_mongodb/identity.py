@@ -13,7 +13,7 @@ from typing import Any
 
 from bson.binary import UUID_SUBTYPE, Binary
 
-from ledger_core.doctor import INFO, PASS, Check, configuration_checks, itemized, version_check
+from ledger_core.doctor import Check, Fact, report, topics, version_fact
 from ledger_core.protocol import Durability, LedgerInfo
 
 NX_PROCESS = "nx_27017"
@@ -200,7 +200,7 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
         needs += "; it gives no collection UUID: the genesis read alone guards each spend"
     elif said:
         needs += "; below 6.0 no collectionUUID: the genesis read alone guards each spend"
-    version = version_check(
+    version = version_fact(
         "MongoDB" if facts.kind != "nx-27017" else "nx-27017",
         facts.version if said else None,
         MONGODB_MINIMUM,
@@ -208,14 +208,11 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
         f"pymongo {driver}",
         shown=str(said or ""),
     )
+    concern = "write concern w: majority, j: true on every write (sent with each command)"
     lines = [
-        Check(
-            "configuration",
-            PASS,
-            "write concern w: majority, j: true on every write (sent with each command)",
-        ),
-        *itemized(_fact_lines(facts), facts.refusals(durability), "docs/mongodb.md"),
+        Fact(concern),
+        *topics(_fact_lines(facts), facts.refusals(durability), "docs/mongodb.md"),
     ]
     if facts.kind == "nx-27017":
-        lines.append(Check("configuration", INFO, "nx-27017 reports no storage engine"))
-    return [version, *configuration_checks(info, lines)]
+        lines.append(Fact("nx-27017 reports no storage engine", None))
+    return report(info, version, lines)
