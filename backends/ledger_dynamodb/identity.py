@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger_core.doctor import Check, configuration_checks, itemized, version_check
+from ledger_core.doctor import Check, report, topics, version_fact
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -233,7 +233,7 @@ def doctor_checks(
     """The doctor's lines, from the facts read at open; no I/O. (Point-in-time recovery
     restores into a new table, a new store_id: it decides nothing here.)"""
     parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
-    version = version_check(
+    version = version_fact(
         "botocore",
         parsed or None,
         BOTOCORE_MINIMUM,
@@ -260,5 +260,5 @@ def doctor_checks(
         ("endpoint", endpoint),
         ("identity", f"TableId {facts.table_id or '?'}, created {facts.created or '?'}"),
     ]
-    lines = itemized(passing, judged(facts, settings, endpoint_url), "docs/dynamodb.md")
-    return [version, *configuration_checks(info, lines)]
+    lines = topics(passing, judged(facts, settings, endpoint_url), "docs/dynamodb.md")
+    return report(info, version, lines)
