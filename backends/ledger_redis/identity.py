@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ledger_core.doctor import FAIL, INFO, PASS, Check, configuration_checks, version_check
+from ledger_core.doctor import Check, Fact, report, version_fact
 from ledger_core.errors import InvalidLedgerURL, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -412,22 +412,17 @@ _PRIMARY = "point the URL at the primary"
 _NO_EVICTION = "set maxmemory-policy noeviction (or a volatile-* policy)"
 
 
-def _unknown_line(where: str, what: str, options: RedisOptions, facts: ServerFacts) -> Check:
+def _unknown_fact(where: str, what: str, options: RedisOptions, facts: ServerFacts) -> Fact:
     blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
     detail = f"{where}{what} unknown" + (f" ({blocked})" if blocked else "")
-    if options.trust_config:
-        return Check("configuration", INFO, f"{detail}; asserted safe by trust_config")
-    return Check(
-        "configuration",
-        FAIL,
-        detail,
-        "let the ledger read INFO and CONFIG GET, or assert the setting with trust_config=true",
-    )
+    fix = "let the ledger read INFO and CONFIG GET, or assert the setting with trust_config=true"
+    trusted = "asserted safe by trust_config" if options.trust_config else ""
+    return Fact.unknown(detail, fix, trusted)
 
 
-def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> Check:
+def _persistence_fact(where: str, facts: ServerFacts, options: RedisOptions) -> Fact:
     if facts.aof_enabled is None or (facts.aof_enabled and offered(facts, options) is None):
-        return _unknown_line(where, "appendonly/appendfsync", options, facts)
+        return _unknown_fact(where, "appendonly/appendfsync", options, facts)
     level = offered(facts, options)
     assert level is not None
     if not facts.aof_enabled:
@@ -438,19 +433,15 @@ def _persistence_line(where: str, facts: ServerFacts, options: RedisOptions) -> 
             said += ", WAITAOF on each spend (wait_aof)"
     fix = "set appendonly yes and appendfsync always (CONFIG SET, and in redis.conf)"
     if level == Durability.NONE:
-        return Check("configuration", FAIL, f"{where}{said}: a crash loses spends", fix)
+        return Fact(f"{where}{said}: a crash loses spends", False, fix)
     if options.require_aof and facts.appendfsync not in (None, "always"):
-        return Check("configuration", FAIL, f"{where}{said}, and require_aof is set", fix)
+        return Fact(f"{where}{said}, and require_aof is set", False, fix)
     if _RANK[level] < _RANK[options.durability]:
-        return Check(
-            "configuration",
-            FAIL,
-            f"{where}{said}: a spend survives a server crash, not a machine crash",
-            fix + "; or accept it with durability=process",
-        )
+        why = f"{where}{said}: a spend survives a server crash, not a machine crash"
+        return Fact(why, False, fix + "; or accept it with durability=process")
     if level == Durability.PROCESS:
-        return Check("configuration", PASS, f"{where}{said}, accepted with durability=process")
-    return Check("configuration", PASS, f"{where}{said}")
+        return Fact(f"{where}{said}, accepted with durability=process")
+    return Fact(f"{where}{said}")
 
 
 _PROMOTION = (
@@ -460,35 +451,28 @@ _PROMOTION = (
 )
 
 
-def replication_checks(
+def replication_facts(
     replication: Replication | None, options: RedisOptions, *, sentinel: bool
-) -> list[Check]:
+) -> list[Fact]:
     if options.failover_may_lose_spends:
         accepted = "failover_may_lose_spends=accept: the store_id survives a failover; "
-        return [
-            Check(
-                "replication",
-                INFO,
-                f"{accepted}{_PROMOTION}, and they then read as unspent under it",
-            )
-        ]
+        return [_replication(f"{accepted}{_PROMOTION}, and they then read as unspent under it")]
     if replication is None:
         return []
     if replication.error is not None:
         line = f"INFO replication unreadable from a script ({replication.error})"
-        if options.trust_config:
-            return [Check("replication", INFO, line + "; asserted by trust_config")]
         fix = "allow INFO to the ledger's user, or set failover_may_lose_spends=accept"
-        return [Check("replication", FAIL, line, fix)]
+        trusted = "asserted by trust_config" if options.trust_config else ""
+        return [Fact.unknown(line, fix, trusted, "replication")]
     if replication.role != "master":
-        return [Check("replication", FAIL, f"role {replication.role}", _PRIMARY)]
+        return [Fact(f"role {replication.role}", False, _PRIMARY, "replication")]
     if not replication.backlog:
         bound = (
             "no replica (no replication backlog): no failover target holds a copy; every "
             "spend and read proves there is still none (a replica attaching fails this "
             "ledger closed; a new one binds its store_id to the master's replid)"
         )
-        lines = [Check("replication", PASS, bound)]
+        lines = [Fact(bound, name="replication")]
     else:
         bound = (
             f"{replication.replicas} replica(s) connected; store_id bound to master_replid "
@@ -496,7 +480,6 @@ def replication_checks(
             "restart of the master gives a new store_id (hosts ask again, H5), so a spend "
             "a promoted replica missed never reads unspent under this one"
         )
-        lines = [Check("replication", PASS, bound)]
         waits = (
             f"wait_replicas={options.wait_replicas} of {replication.replicas} connected: each "
             "True waited for them (fewer spends lost across a failover; short of them: "
@@ -505,17 +488,21 @@ def replication_checks(
             else "no WAIT: a failover loses the spends the promoted replica had not "
             "received (under the old store_id only); wait_replicas=N narrows that"
         )
-        lines.append(Check("replication", INFO, waits))
         if replication.good is None:
             split = "min-replicas-to-write unset: a partitioned master keeps taking spends"
         else:
             split = f"min-replicas-to-write set ({replication.good} good now): a partitioned "
             split += "master stops taking spends once its replicas lag"
         split += " (until demoted, under the old store_id only; lost with it)"
-        lines.append(Check("replication", INFO, split))
+        lines = [Fact(bound, name="replication"), _replication(waits), _replication(split)]
     if sentinel:
-        lines.append(Check("replication", INFO, "Sentinel: " + _PROMOTION))
+        lines.append(_replication("Sentinel: " + _PROMOTION))
     return lines
+
+
+def _replication(line: str) -> Fact:
+    """A replication line with nothing to judge: what a failover would do."""
+    return Fact(line, None, name="replication")
 
 
 def doctor_checks(
@@ -532,17 +519,15 @@ def doctor_checks(
     minimum, needs = REDIS_MINIMUM, REDIS_NEEDS
     if options.wait_aof:
         minimum, needs = WAITAOF_MINIMUM, "WAITAOF on each spend (wait_aof)"
-    checks = [
-        version_check(
-            f"oldest of {len(facts)} Redis servers" if many else "Redis",
-            version,
-            minimum,
-            needs,
-            f"redis-py {driver}",
-            unknown="a server does not report its version (INFO refused)",
-        )
-    ]
-    lines: list[Check] = []
+    version_line = version_fact(
+        f"oldest of {len(facts)} Redis servers" if many else "Redis",
+        version,
+        minimum,
+        needs,
+        f"redis-py {driver}",
+        unknown="a server does not report its version (INFO refused)",
+    )
+    lines: list[Fact] = []
     for one in facts:
         where = f"{one.node}: " if many else ""
         settings = (
@@ -557,11 +542,10 @@ def doctor_checks(
         )
         for name, value, unsafe, why, fix in settings:
             if value is None:
-                lines.append(_unknown_line(where, name, options, one))
-            elif unsafe:
-                lines.append(Check("configuration", FAIL, f"{where}{name} {value}{why}", fix))
+                lines.append(_unknown_fact(where, name, options, one))
             else:
-                lines.append(Check("configuration", PASS, f"{where}{name} {value}"))
-        lines.append(_persistence_line(where, one, options))
-    lines += replication_checks(replication, options, sentinel=sentinel)
-    return [*checks, *configuration_checks(info, lines)]
+                seen = f"{where}{name} {value}"
+                lines.append(Fact.judged(not unsafe, seen, seen + why, fix))
+        lines.append(_persistence_fact(where, one, options))
+    lines += replication_facts(replication, options, sentinel=sentinel)
+    return report(info, version_line, lines)

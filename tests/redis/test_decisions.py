@@ -285,9 +285,9 @@ def test_replication_epoch_and_store_id() -> None:
         (some, RedisOptions(failover_may_lose_spends=True)),
     ]:
         refused = judge_replication(verdict, rep, options).reason is not None
-        lines = identity.replication_checks(rep, options, sentinel=True)
+        lines = identity.replication_facts(rep, options, sentinel=True)
         assert lines
-        assert any(c.status == "fail" for c in lines) == refused, (rep, options, lines)
+        assert any(c.safe is False for c in lines) == refused, (rep, options, lines)
 
 
 def test_sentinel_urls() -> None:
