@@ -124,66 +124,6 @@ def topics(
     return lines
 
 
-def version_check(
-    server: str,
-    version: tuple[int, ...] | None,
-    minimum: tuple[int, ...],
-    needs: str,
-    driver: str,
-    *,
-    shown: str | None = None,
-    unknown: str = "the server reports no version",
-) -> Check:
-    """The ``versions`` line of a backend's doctor: the server's version (as seen at open)
-    against the lowest its commands need (``needs``: which feature), and the driver's."""
-    said = shown or (dotted(version) if version is not None else "")
-    if version is None:
-        return Check("versions", INFO, f"{server}: {unknown}; {driver}")
-    if version < minimum:
-        return Check(
-            "versions",
-            FAIL,
-            f"{server} {said} is older than {dotted(minimum)}, which the ledger needs "
-            f"({needs}); {driver}",
-            f"upgrade the server to {dotted(minimum)} or later",
-        )
-    return Check("versions", PASS, f"{server} {said} (>= {dotted(minimum)}: {needs}); {driver}")
-
-
-def configuration_checks(info: LedgerInfo, lines: Iterable[Check]) -> list[Check]:
-    """A backend's itemized ``configuration`` lines, consistent with its decision: a ledger
-    that refused to prove shows at least one failure (its reason, if no fact carries it)."""
-    checks = list(lines)
-    if info.store_id is None and not any(c.status == FAIL for c in checks):
-        checks.append(
-            Check(
-                "configuration",
-                FAIL,
-                info.reason or "this ledger never proves (no reason given)",
-                "see identity",
-            )
-        )
-    return checks
-
-
-def itemized(
-    facts: Iterable[tuple[str, str]], refusals: Iterable[tuple[str, str]], page: str
-) -> list[Check]:
-    """``configuration`` lines, one per ``(topic, what it is)`` fact: failed by the
-    backend's own refusals about that topic, else passed; a refusal about a topic with no
-    fact gets a failing line of its own."""
-    refused: dict[str, list[str]] = {}
-    for topic, reason in refusals:
-        refused.setdefault(topic, []).append(reason)
-    lines: list[Check] = []
-    for topic, detail in [*facts, *((t, "") for t in refused)]:
-        reasons = refused.pop(topic, [])
-        lines.extend(Check("configuration", FAIL, r, f"see {page} ({topic})") for r in reasons)
-        if detail and not reasons:
-            lines.append(Check("configuration", PASS, detail))
-    return lines
-
-
 def identity_check(info: LedgerInfo) -> Check:
     if info.store_id is not None:
         where = f" ({info.identity})" if info.identity else ""
@@ -344,12 +284,9 @@ __all__ = [
     "PASS",
     "Check",
     "Fact",
-    "configuration_checks",
     "diagnose",
-    "itemized",
     "render",
     "report",
     "topics",
-    "version_check",
     "version_fact",
 ]
