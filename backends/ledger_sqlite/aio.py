@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
+from ledger_core.forks import PerProcess
 
 from .ledger import SQLiteLedger
 
@@ -99,9 +100,11 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
     ) -> None:
         self._core = SQLiteLedger(path, **options)
         self._info = self._core.describe()
-        self._max_workers = max_workers
-        self._pid = os.getpid()
-        self._executor = Workers(max_workers, f"{self!r} is closed")
+
+        def workers() -> Workers:
+            return Workers(max_workers, f"{self!r} is closed")
+
+        self._executor = PerProcess(workers(), workers)
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str], **options: Any) -> AsyncSQLiteLedger:
@@ -113,10 +116,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
 
     def _workers(self) -> Workers:
         """The worker threads; a forked child gets its own (the parent's do not exist)."""
-        if self._pid != os.getpid():
-            self._executor = Workers(self._max_workers, f"{self!r} is closed")
-            self._pid = os.getpid()
-        return self._executor
+        return self._executor.get()
 
     async def _off(self, call: Callable[..., R], *args: Any) -> R:
         return await self._workers().run(call, *args)
@@ -154,7 +154,7 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
         return await self._off(self._core.lineage)
 
     async def aclose(self) -> None:
-        self._executor.stop()
+        self._workers().stop()
         await asyncio.to_thread(self._core.close)
 
 

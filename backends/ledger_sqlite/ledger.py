@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ledger_core import notices
+from ledger_core import forks, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
@@ -50,6 +50,8 @@ _POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()  # for the fork hook; a
 
 
 def _after_fork_in_child() -> None:
+    # Eager (a child that never calls still must not close them at exit), and after
+    # ledger_core.forks' own hook (imported first: hooks run in registration order).
     for pool in list(_POOLS):
         pool.forget_inherited()
 
@@ -88,7 +90,7 @@ class Connections:
         self.idle: queue.SimpleQueue[_Connection] = queue.SimpleQueue()
         self.all: list[_Connection] = []
         self.lock = threading.Lock()
-        self.pid = os.getpid()
+        self.born = forks.generation  # a child's pool forgets the parent's connections
         _POOLS.add(self)
 
     def connect(self, mode: str = "rw", *, must_hold_ledger: bool = False) -> _Connection:
@@ -135,7 +137,7 @@ class Connections:
         return info
 
     def acquire(self) -> _Connection:
-        # No getpid() here (a syscall, 0.7 us): os.register_at_fork resets the pool in a
+        # No fork check here: os.register_at_fork resets the pool in a
         # child before any code of the child can reach it.
         try:
             return self.idle.get_nowait()
@@ -156,7 +158,7 @@ class Connections:
         with self.lock:
             if conn in self.all:
                 self.all.remove(conn)
-        if self.pid == os.getpid():
+        if self.born == forks.generation:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
@@ -169,19 +171,19 @@ class Connections:
                 self.release(call.conn, call.spoiled)
 
     def forget_inherited(self) -> None:
-        if self.pid == os.getpid():
+        if self.born == forks.generation:
             return
         for conn in self.all:
             _never_close(conn)
         self.all = []
         self.idle = queue.SimpleQueue()
         self.lock = threading.Lock()  # the parent's may have been held at fork time
-        self.pid = os.getpid()
+        self.born = forks.generation
 
     def close(self) -> None:
         with self.lock:
             conns, self.all = self.all, []
-        if self.pid != os.getpid():  # inherited: never ours to close
+        if self.born != forks.generation:  # inherited: never ours to close
             return
         for conn in conns:
             conn.close()
