@@ -5,8 +5,6 @@ the sync and async shells run (C9); each op carries its call's one deadline (``d
 from __future__ import annotations
 
 import dataclasses
-import os
-import threading
 import time
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from ledger_core.errors import LedgerClosed, LedgerError
+from ledger_core.forks import PerProcess
 from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -281,21 +280,6 @@ def doctor_settings(due: float, password: str | None) -> Steps:
     return identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
 
 
-# Forks so far, counted in each child: no os.getpid() system call on the hot path.
-forks = 0
-# New in every child: an inherited lock may be held by a thread the child lacks.
-_fork_lock = threading.Lock()
-
-
-def _count_fork() -> None:
-    global forks, _fork_lock
-    forks += 1
-    _fork_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_count_fork)
-
-
 class Deadline:
     """An op's deadline on its socket, disarmed however the op ends (a descriptor is
     reused once closed). ``expired``: it shut the socket; close the connection."""
@@ -343,21 +327,21 @@ class GuardedShell:
         self._st = Statements(config)
         self._framed, self._closed = not owns_pool, False
         self._first_share = config.timeout * FIRST_SHARE
-        self._forks = forks
         self._watchdog = self._watchdog_class(self._first_share)
         forked = options.forked_pool_kwargs  # a child's pool, like the host's
         self._make_pool = make_pool or (lambda: self._pool_class(**forked(pool, config.timeout)))
+        self._process = PerProcess(None, self._forked)
+
+    def _forked(self) -> None:
+        """A forked child drops (never closes) the parent's pool and watchdog, builds its own."""
+        self._watchdog = self._watchdog_class(self._first_share)
+        self._pool = self._make_pool()
+        self._owns_pool = self._pool_to_open = True
 
     def _ready(self, op: Op) -> float:
-        """Seconds left before ``op``'s deadline, if it may run at all. A forked child
-        drops (never closes) the parent's pool and watchdog and builds its own."""
-        if self._forks != forks:
-            with _fork_lock:
-                if self._forks != forks:
-                    self._watchdog = self._watchdog_class(self._first_share)
-                    self._pool = self._make_pool()
-                    self._owns_pool = self._pool_to_open = True
-                    self._forks = forks
+        """Seconds left before ``op``'s deadline, if it may run at all (in a forked
+        child, on its own pool and watchdog)."""
+        self._process.get()
         if self._closed:
             raise LedgerClosed(f"ledger {self._config.qualified} is closed")
         if self._forgot:
@@ -404,7 +388,7 @@ class GuardedShell:
     def _closing(self) -> bool:
         """``True`` if it may release what it holds (not in a child yet to rebuild)."""
         self._closed = True
-        if self._forks != forks:
+        if self._process.inherited():
             return False
         self._watchdog.stop()
         return True
