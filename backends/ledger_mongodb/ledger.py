@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -17,6 +15,7 @@ from pymongo.database import Database
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
+from ledger_core.forks import PerProcess
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
@@ -35,7 +34,6 @@ class SyncConnection:
     def __init__(
         self, client: MongoClient[Any], database: str, *, owned: bool, rebuild: Rebuild = None
     ) -> None:
-        self._lock = threading.Lock()
         self._database = database
         # A host's client: PyMongo's private _duplicate, the only way to a client with its
         # settings, since reusing it in a child "may not be entirely fork-safe" (PyMongo's
@@ -43,26 +41,25 @@ class SyncConnection:
         self._rebuild = rebuild or client._duplicate
         self.owned = owned
         self._bind(client)
+        self._process = PerProcess(None, self._forked)
+
+    def _forked(self) -> None:
+        self._bind(self._rebuild())
+        self.owned = True
 
     def _bind(self, client: MongoClient[Any]) -> None:
-        self._pid = os.getpid()
         self.client = client
         self.db: Database[Any] = client.get_database(self._database)
         self.admin: Database[Any] = client.get_database("admin")
 
     def check_fork(self) -> None:
-        if self._pid == os.getpid():
-            return
-        with self._lock:
-            if self._pid != os.getpid():
-                self._bind(self._rebuild())
-                self.owned = True
+        self._process.get()
 
     def perform(self, request: Request) -> Any:
         return command(self, request)
 
     def close(self) -> None:
-        if self.owned and self._pid == os.getpid():
+        if self.owned and not self._process.inherited():
             self.client.close()
 
 
