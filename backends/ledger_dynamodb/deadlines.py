@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from ledger_core.forks import PerProcess
 
 IDLE = 1.0  # seconds the watchdog sleeps when nothing is armed (arming wakes it)
 
@@ -64,16 +65,8 @@ class Watchdog:
                 self._lock.wait(max(self._next - now, 0.001))
 
 
-_WATCHDOG = Watchdog()
+_WATCHDOG = PerProcess(Watchdog(), Watchdog)
 _local = threading.local()
-
-
-def _renew() -> None:
-    global _WATCHDOG
-    _WATCHDOG = Watchdog()
-
-
-os.register_at_fork(after_in_child=_renew)
 
 
 @contextlib.contextmanager
@@ -86,7 +79,7 @@ def bounded(due: float, share: float) -> Iterator[None]:
     finally:
         tickets, _local.due = _local.tickets, None
         if tickets:
-            _WATCHDOG.disarm(tickets)
+            _WATCHDOG.get().disarm(tickets)
 
 
 def _arm(conn: Any) -> None:
@@ -96,7 +89,7 @@ def _arm(conn: Any) -> None:
         return
     due = min(due, time.monotonic() + _local.share)
     if due != math.inf:
-        _local.tickets.append(_WATCHDOG.arm(sock, due))
+        _local.tickets.append(_WATCHDOG.get().arm(sock, due))
 
 
 class _Armed:

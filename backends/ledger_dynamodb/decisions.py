@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_core import forks
 from ledger_core.errors import (
     AmbiguousSpend,
     LedgerClosed,
@@ -27,6 +28,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
 )
+from ledger_core.forks import PerProcess
 from ledger_core.ids import is_marker, ledger_key
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
@@ -52,16 +54,6 @@ CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
 POLL = 0.1  # seconds between DescribeTable polls while it is created
 
 
-class ProcessLock:
-    """A lock per process: a forked child never gets one a parent thread held."""
-
-    def __init__(self) -> None:
-        self._locks: dict[int, threading.Lock] = {}
-
-    def get(self) -> threading.Lock:
-        return self._locks.setdefault(os.getpid(), threading.Lock())
-
-
 @dataclass
 class Handle:
     """The shell's client: one per process (a forked child builds its own)."""
@@ -69,15 +61,14 @@ class Handle:
     make_client: Any  # () -> client, or an async one
     client: Any
     owned: bool
-    pid: int = field(default_factory=os.getpid)
+    born: int = field(default_factory=lambda: forks.generation)
     closed: bool = False
-    adopting: ProcessLock = field(default_factory=ProcessLock)
 
     def inherited(self) -> bool:
-        return os.getpid() != self.pid
+        return self.born != forks.generation
 
     def adopt(self, client: Any) -> Any:
-        self.client, self.pid, self.owned = client, os.getpid(), True
+        self.client, self.born, self.owned = client, forks.generation, True
         return client
 
     def closes(self) -> bool:
@@ -85,6 +76,11 @@ class Handle:
         first = not self.closed
         self.closed = True
         return first and self.owned and not self.inherited()
+
+
+def _process_lock() -> PerProcess[threading.Lock]:
+    """A lock per process: a forked child never gets one a parent thread held."""
+    return PerProcess(threading.Lock(), threading.Lock)
 
 
 @dataclass
@@ -101,7 +97,7 @@ class Session:
     config_checked: float = float("-inf")
     suspect: bool = False  # a ResourceNotFound was seen: re-check the table first
     failed: LedgerError | None = field(default=None, repr=False)
-    checking: ProcessLock = field(default_factory=ProcessLock, repr=False)
+    checking: PerProcess[threading.Lock] = field(default_factory=_process_lock, repr=False)
 
     @property
     def namespace(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
+from ledger_core.forks import PerProcess
 from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
@@ -32,6 +33,10 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
+        self._process = PerProcess(None, self._adopt)
+
+    def _adopt(self) -> None:
+        self._handle.adopt(self._handle.make_client())
 
     @classmethod
     def open(
@@ -61,10 +66,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         handle = self._handle
         if handle.closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        if handle.inherited():  # a forked child: never share the parent's sockets
-            with handle.adopting.get():
-                if handle.inherited():
-                    handle.adopt(handle.make_client())
+        self._process.get()  # a forked child: never share the parent's sockets
         return handle.client
 
     def _perform(self, request: Request) -> Any:
