@@ -141,14 +141,6 @@ READ_BODY = _PROVE_GENESIS + "return redis.call('EXISTS', KEYS[2])"
 PROVE_BODY = _PROVE_GENESIS + "return 1"
 SHEBANG = "#!lua\n"
 
-# Before Redis 7, SET cannot combine NX and GET; kept for hosts that used it.
-RESOLVE_SCRIPT = (
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v then return v end "
-    "redis.call('SET', KEYS[1], ARGV[1]) "
-    "return false"
-)
-
 
 @dataclass(frozen=True)
 class Script:
@@ -212,9 +204,6 @@ class Plan:
     @cached_property
     def read_script(self) -> Script:
         return Script((SHEBANG if self.shebang else "") + READ_BODY)
-
-    def spend_commands(self, request_id: bytes, value: bytes) -> list[Command]:
-        return self.spend_many_commands([request_id], [value])
 
     @cached_property
     def proof_command(self) -> Command:

@@ -504,12 +504,6 @@ LANDED = (
 )
 
 
-def spend_outcome(
-    plan: Plan, replies: Sequence[Any], value: bytes, failure: BaseException | None = None
-) -> bool:
-    return spend_many_outcome(plan, replies, [value], failure)[0]
-
-
 def spend_many_outcome(
     plan: Plan,
     replies: Sequence[Any],

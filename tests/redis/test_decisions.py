@@ -61,17 +61,29 @@ def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> Pla
     )
 
 
+def _spend_commands(plan: Plan, request_id: bytes, value: bytes) -> list[commands.Command]:
+    """One spend's commands: a batch of one."""
+    return plan.spend_many_commands([request_id], [value])
+
+
+def _spend_outcome(
+    plan: Plan, replies: list[Any], value: bytes, failure: BaseException | None = None
+) -> bool:
+    """One spend's answer: a batch of one."""
+    return decisions.spend_many_outcome(plan, replies, [value], failure)[0]
+
+
 def test_spend_is_one_genesis_proving_script() -> None:
     plan = _plan()
-    (command,) = plan.spend_commands(b"k", TOKEN)
+    (command,) = _spend_commands(plan, b"k", TOKEN)
     assert command[0] == "EVALSHA"
     genesis, record = commands.genesis_key("ns"), commands.record_key("ns", b"k")
     assert command[2:] == (2, genesis, record, GENESIS, TOKEN)
-    assert decisions.spend_outcome(plan, [None], TOKEN) is True  # absent: written now
-    assert decisions.spend_outcome(plan, [TOKEN], TOKEN) is True  # a resend found our own write
-    assert decisions.spend_outcome(plan, [OTHER], TOKEN) is False
+    assert _spend_outcome(plan, [None], TOKEN) is True  # absent: written now
+    assert _spend_outcome(plan, [TOKEN], TOKEN) is True  # a resend found our own write
+    assert _spend_outcome(plan, [OTHER], TOKEN) is False
     with pytest.raises(LedgerUnavailable):
-        decisions.spend_outcome(plan, [1], TOKEN)
+        _spend_outcome(plan, [1], TOKEN)
     (read,) = plan.read_commands(b"k")
     assert read[0] == "EVALSHA"
     assert read[3:] == (commands.genesis_key("ns"), commands.record_key("ns", b"k"), GENESIS)
@@ -81,9 +93,9 @@ def test_resolve_compares_tokens() -> None:
     plan = _plan()
     failure = errors.ReplyLost("lost")
     # absent: the retry wrote it; found: the lost write was ours
-    assert decisions.spend_outcome(plan, [None], TOKEN, failure) is True
-    assert decisions.spend_outcome(plan, [TOKEN], TOKEN, failure) is True
-    assert decisions.spend_outcome(plan, [OTHER], TOKEN, failure) is False  # another spend's
+    assert _spend_outcome(plan, [None], TOKEN, failure) is True
+    assert _spend_outcome(plan, [TOKEN], TOKEN, failure) is True
+    assert _spend_outcome(plan, [OTHER], TOKEN, failure) is False  # another spend's
 
 
 def test_scripts_declare_themselves_for_redis_7_only() -> None:
@@ -93,7 +105,7 @@ def test_scripts_declare_themselves_for_redis_7_only() -> None:
     assert "no-writes" not in _plan((7, 0)).read_script.body
     assert _plan(None).read_script.body.startswith("#!lua")
     assert not _plan((6, 2, 14)).read_script.body.startswith("#!")
-    evals = commands.as_eval(_plan().spend_commands(b"k", TOKEN))
+    evals = commands.as_eval(_spend_commands(_plan(), b"k", TOKEN))
     assert evals[0][0] == "EVAL"
     assert evals[0][1] == _plan().spend_script.body
 
@@ -111,25 +123,25 @@ def test_cluster_keys_share_the_namespace_slot() -> None:
 
 def test_wait_shortfall_is_ambiguous() -> None:
     plan = _plan(wait_replicas=2)
-    assert plan.spend_commands(b"k", TOKEN)[1] == ("WAIT", 2, 1000)
-    assert decisions.spend_outcome(plan, [None, 2], TOKEN) is True
-    assert decisions.spend_outcome(plan, [OTHER, 0], TOKEN) is False  # lost the race: no ack needed
+    assert _spend_commands(plan, b"k", TOKEN)[1] == ("WAIT", 2, 1000)
+    assert _spend_outcome(plan, [None, 2], TOKEN) is True
+    assert _spend_outcome(plan, [OTHER, 0], TOKEN) is False  # lost the race: no ack needed
     with pytest.raises(AmbiguousSpend, match="1 of 2 replicas"):
-        decisions.spend_outcome(plan, [None, 1], TOKEN)
+        _spend_outcome(plan, [None, 1], TOKEN)
     # a resolve that finds the lost write cannot vouch for its replication
     with pytest.raises(AmbiguousSpend):
-        decisions.spend_outcome(plan, [TOKEN, 2], TOKEN, errors.ReplyLost("lost"))
-    assert decisions.spend_outcome(plan, [None, 2], TOKEN, errors.ReplyLost("lost")) is True
+        _spend_outcome(plan, [TOKEN, 2], TOKEN, errors.ReplyLost("lost"))
+    assert _spend_outcome(plan, [None, 2], TOKEN, errors.ReplyLost("lost")) is True
 
 
 def test_waitaof_needs_7_2_and_no_cluster() -> None:
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
         decisions.plan_for(RedisOptions(wait_aof=True), (7, 0), cluster=False)
     plan = _plan((7, 2), wait_aof=True)
-    assert plan.spend_commands(b"k", TOKEN)[1][0] == "WAITAOF"
+    assert _spend_commands(plan, b"k", TOKEN)[1][0] == "WAITAOF"
     with pytest.raises(AmbiguousSpend):
-        decisions.spend_outcome(plan, [None, [0, 0]], TOKEN)
-    assert decisions.spend_outcome(plan, [None, [1, 0]], TOKEN) is True
+        _spend_outcome(plan, [None, [0, 0]], TOKEN)
+    assert _spend_outcome(plan, [None, [1, 0]], TOKEN) is True
     with pytest.raises(InvalidLedgerURL, match="Cluster"):
         decisions.plan_for(RedisOptions(wait_replicas=1), (7, 0), cluster=True)
 
@@ -235,17 +247,17 @@ def test_driver_errors_map_to_the_ledger_tree() -> None:
 def test_spend_as_has_its_own_script_and_compares_digests() -> None:
     plan = _plan()
     digest, other_digest = b"\x03" * 32, b"\x04" * 32
-    (command,) = plan.spend_commands(b"k", TOKEN + digest)
+    (command,) = _spend_commands(plan, b"k", TOKEN + digest)
     assert command[1] == plan.spend_as_script.sha != plan.spend_script.sha
     assert command[-1] == TOKEN + digest
     assert commands.as_eval([command])[0][1] == plan.spend_as_script.body  # after NOSCRIPT
     ours = TOKEN + digest
-    assert decisions.spend_outcome(plan, [None], ours) is True
-    assert decisions.spend_outcome(plan, [ours], ours) is True  # a resend found our write
-    assert decisions.spend_outcome(plan, [OTHER + digest], ours) is True  # the same attempt
-    assert decisions.spend_outcome(plan, [OTHER + other_digest], ours) is False
-    assert decisions.spend_outcome(plan, [OTHER], ours) is False  # a plain spend's record
-    assert decisions.spend_outcome(plan, [OTHER + digest], TOKEN) is False  # plain: no re-entry
+    assert _spend_outcome(plan, [None], ours) is True
+    assert _spend_outcome(plan, [ours], ours) is True  # a resend found our write
+    assert _spend_outcome(plan, [OTHER + digest], ours) is True  # the same attempt
+    assert _spend_outcome(plan, [OTHER + other_digest], ours) is False
+    assert _spend_outcome(plan, [OTHER], ours) is False  # a plain spend's record
+    assert _spend_outcome(plan, [OTHER + digest], TOKEN) is False  # plain: no re-entry
 
 
 def test_replication_epoch_and_store_id() -> None:

@@ -349,9 +349,16 @@ def test_host_cluster_client(cluster_url: str, namespace: str) -> None:
         open_ledger(cluster_url, wait_replicas="1")
 
 
-def test_old_server_resolve_script(redis_url: str) -> None:
-    from ledger_redis.commands import RESOLVE_SCRIPT
+# Before Redis 7, SET cannot combine NX and GET: the script hosts used to resolve with.
+RESOLVE_SCRIPT = (
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v then return v end "
+    "redis.call('SET', KEYS[1], ARGV[1]) "
+    "return false"
+)
 
+
+def test_old_server_resolve_script(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     key = b"{}dl-test:script"
     client.delete(key)
