@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
 from ledger_core.forks import PerProcess
+from ledger_core.listing import pages_async
 
 from .ledger import SQLiteLedger
 
@@ -136,19 +137,11 @@ class AsyncSQLiteLedger(AsyncReentrantLedgerBase):
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         return await self._off(self._core.is_spent_many, request_ids)
 
-    async def spent_ids(self, page: int = 1000) -> AsyncIterator[str]:
-        after: bytes | None = b""
-        while after is not None:
-            ids, after = await self._off(self._core._ids_page, after, page)
-            for request_id in ids:
-                yield request_id
+    def spent_ids(self, page: int = 1000) -> AsyncIterator[str]:
+        return pages_async(lambda after: self._off(self._core._ids_page, after, page), b"")
 
-    async def namespaces(self, page: int = 100) -> AsyncIterator[str]:
-        after: str | None = ""
-        while after is not None:
-            names, after = await self._off(self._core._namespaces_page, after, page)
-            for name in names:
-                yield name
+    def namespaces(self, page: int = 100) -> AsyncIterator[str]:
+        return pages_async(lambda after: self._off(self._core._namespaces_page, after, page), "")
 
     async def lineage(self) -> list[str]:
         return await self._off(self._core.lineage)

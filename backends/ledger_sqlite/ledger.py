@@ -21,6 +21,7 @@ from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_request_id
+from ledger_core.listing import pages
 from ledger_core.steps import Steps, run_steps
 from ledger_core.tokens import new_token
 
@@ -276,18 +277,12 @@ class SQLiteLedger(ReentrantLedgerBase):
 
     def spent_ids(self, page: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, in byte order (for ``migrate``)."""
-        after: bytes | None = b""
-        while after is not None:
-            ids, after = self._ids_page(after, page)
-            yield from ids
+        return pages(lambda after: self._ids_page(after, page), b"")
 
     def namespaces(self, page: int = 100) -> Iterator[str]:
         """Every namespace in this file that holds a record, each once, in order, this
         ledger's own included (``NamespaceListing``)."""
-        after: str | None = ""
-        while after is not None:
-            names, after = self._namespaces_page(after, page)
-            yield from names
+        return pages(lambda after: self._namespaces_page(after, page), "")
 
     def lineage(self) -> list[str]:
         return self._conns.run(decisions.lineage_steps(self._store))
