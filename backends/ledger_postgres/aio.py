@@ -13,6 +13,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ledger_core.base import AsyncReentrantLedgerBase
+from ledger_core.listing import pages_async
 from ledger_core.steps import run_steps_async
 
 from . import commands, decisions, errors
@@ -156,17 +157,10 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
         return bool(await self._drive(self._is_spent_steps(request_id)))
 
     def spent_ids(self) -> AsyncIterator[str]:
-        return self._pages("ids")
+        return pages_async(lambda after: self._drive(self._page_steps("ids", after)), b"")
 
     def namespaces(self) -> AsyncIterator[str]:
-        return self._pages("namespaces")
-
-    async def _pages(self, what: str) -> AsyncIterator[str]:
-        after: bytes | None = b""
-        while after is not None:
-            names, after = await self._drive(self._page_steps(what, after))
-            for name in names:
-                yield name
+        return pages_async(lambda after: self._drive(self._page_steps("namespaces", after)), b"")
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         return list(await self._drive(self._spend_many_steps(request_ids)))

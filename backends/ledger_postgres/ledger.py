@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
+from ledger_core.listing import pages
 from ledger_core.steps import run_steps
 
 from . import commands, decisions, errors, identity, options
@@ -198,17 +199,11 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, in byte order, a page per round trip."""
-        return self._pages("ids")
+        return pages(lambda after: self._drive(self._page_steps("ids", after)), b"")
 
     def namespaces(self) -> Iterator[str]:
         """Every namespace of this table, own included, in byte order."""
-        return self._pages("namespaces")
-
-    def _pages(self, what: str) -> Iterator[str]:
-        after: bytes | None = b""
-        while after is not None:
-            names, after = self._drive(self._page_steps(what, after))
-            yield from names
+        return pages(lambda after: self._drive(self._page_steps("namespaces", after)), b"")
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids."""
