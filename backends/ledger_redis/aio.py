@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace
+from ledger_core.listing import pages_async
 from ledger_core.steps import run_steps_async
 
 from .commands import Borrow, Exec, Op, Read, Release, Send
@@ -135,10 +136,8 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
     def namespaces(self, count: int = 1000) -> AsyncIterator[str]:
         return self._scan(self._namespace_scan(count))
 
-    async def _scan(self, scan: Scan) -> AsyncIterator[str]:
-        while (items := await run_steps_async(self._session.page(scan), self._driver)) is not None:
-            for item in items:
-                yield item
+    def _scan(self, scan: Scan) -> AsyncIterator[str]:
+        return pages_async(lambda at: run_steps_async(self._session.page(at), self._driver), scan)
 
     async def aclose(self) -> None:
         if (close := self._close_transport()) is not None:

@@ -478,9 +478,11 @@ class Session:
             (reply,) = yield from self.io.call(self.plan.read_commands(request_id), "is_spent")
             return exists_reply(reply)
 
-    def page(self, scan: Scan) -> Steps[list[str] | None]:
+    def page(self, scan: Scan) -> Steps[tuple[list[str], Scan | None]]:
+        """A page and the scan to go on with, or ``([], None)``: ``ledger_core.listing``."""
         with self._guard(scan.what, spend=False):
-            return (yield from scan.page(self.io))
+            items = yield from scan.page(self.io)
+            return ([], None) if items is None else (items, scan)
 
 
 # ---------------------------------------------------------------- outcomes

@@ -13,6 +13,7 @@ from typing import Any
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace, validate_request_id
+from ledger_core.listing import pages
 from ledger_core.steps import run_steps
 
 from . import identity
@@ -274,8 +275,7 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         return self._scan(self._namespace_scan(count))
 
     def _scan(self, scan: Scan) -> Iterator[str]:
-        while (items := run_steps(self._session.page(scan), self._driver)) is not None:
-            yield from items
+        return pages(lambda at: run_steps(self._session.page(at), self._driver), scan)
 
     def close(self) -> None:
         if (close := self._close_transport()) is not None:
