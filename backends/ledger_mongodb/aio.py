@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
+from ledger_core.listing import pages_async
 from ledger_core.steps import run_steps_async
 from ledger_core.tokens import new_token
 
@@ -107,14 +108,10 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         """Every namespace of this collection, each once, streamed."""
         return self._pages(decisions.namespace_steps)
 
-    async def _pages(self, page: decisions.Page) -> AsyncIterator[str]:
-        after = None
-        while True:
-            items, after = await self._steps(page(self._store, after, time.monotonic()))
-            for item in items:
-                yield item
-            if after is None:
-                return
+    def _pages(self, page: decisions.Page) -> AsyncIterator[str]:
+        return pages_async(
+            lambda after: self._steps(page(self._store, after, time.monotonic())), None
+        )
 
     async def __aenter__(self) -> AsyncMongoLedger:
         return self

@@ -16,6 +16,7 @@ from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed
 from ledger_core.forks import PerProcess
+from ledger_core.listing import pages
 from ledger_core.steps import run_steps
 from ledger_core.tokens import new_token
 
@@ -148,12 +149,7 @@ class MongoLedger(ReentrantLedgerBase):
         return self._pages(decisions.namespace_steps)
 
     def _pages(self, page: decisions.Page) -> Iterator[str]:
-        after = None
-        while True:
-            items, after = self._steps(page(self._store, after, time.monotonic()))
-            yield from items
-            if after is None:
-                return
+        return pages(lambda after: self._steps(page(self._store, after, time.monotonic())), None)
 
     def __enter__(self) -> MongoLedger:
         return self
