@@ -349,26 +349,6 @@ def test_host_cluster_client(cluster_url: str, namespace: str) -> None:
         open_ledger(cluster_url, wait_replicas="1")
 
 
-# Before Redis 7, SET cannot combine NX and GET: the script hosts used to resolve with.
-RESOLVE_SCRIPT = (
-    "local v = redis.call('GET', KEYS[1]) "
-    "if v then return v end "
-    "redis.call('SET', KEYS[1], ARGV[1]) "
-    "return false"
-)
-
-
-def test_old_server_resolve_script(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    key = b"{}dl-test:script"
-    client.delete(key)
-    assert client.eval(RESOLVE_SCRIPT, 1, key, b"ours") is None  # absent: written now
-    assert client.get(key) == b"ours"
-    assert client.eval(RESOLVE_SCRIPT, 1, key, b"theirs") == b"ours"
-    assert client.ttl(key) == -1
-    client.close()
-
-
 def test_imports_without_the_driver() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
