@@ -13,7 +13,7 @@ import redis
 
 from ledger_core.errors import LedgerUnavailable
 
-from .base import GUARDED_GET, ZooLedger, bounded, factory_of
+from .base import GUARDED_GET, ZooLedger, factory_of
 
 _TURN = [threading.Lock()]  # one for the whole process, like a shared client's lock
 
@@ -75,7 +75,7 @@ class LockedAcrossFork(ZooLedger):
             return
         self.round = threading.Event()
         try:
-            bounded(lambda: self.client.exists(self.genesis_key))
+            self.bound(lambda: self.client.exists(self.genesis_key))
         except redis.RedisError:
             pass  # the call itself reports the outage
         finally:

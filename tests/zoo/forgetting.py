@@ -17,7 +17,7 @@ from ledger_conformance import LedgerContext
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 
 from . import restartable
-from .base import ZooLedger, bounded
+from .base import ZooLedger
 
 WINDOW = 0.25  # seconds a checked identity is trusted (like a periodic re-check)
 SLOW_FORGET = 0.5  # what a subprocess forget costs at least: longer than WINDOW
@@ -29,12 +29,12 @@ class ChecksThenWrites(ZooLedger):
     lands in the forgotten store. Its reads prove it in the same script, as they must."""
 
     def check(self) -> None:
-        if bounded(lambda: self.client.get(self.genesis_key)) != self.genesis:
+        if self.bound(lambda: self.client.get(self.genesis_key)) != self.genesis:
             raise UnsafeStoreConfig("the store forgot: its identity changed; reopen")
 
     def write(self, key: str, token: str) -> bool:
         self.check()
-        return bool(bounded(lambda: self.client.set(key, token, nx=True)))
+        return bool(self.bound(lambda: self.client.set(key, token, nx=True)))
 
 
 class _Unguarded(ChecksThenWrites):
@@ -43,7 +43,7 @@ class _Unguarded(ChecksThenWrites):
     def read(self, key: str) -> bool:
         try:
             self.check()
-            return bool(bounded(lambda: self.client.exists(key)))
+            return bool(self.bound(lambda: self.client.exists(key)))
         except redis.RedisError as exc:
             raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
 

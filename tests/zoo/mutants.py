@@ -27,7 +27,6 @@ from .base import (
     TIMEOUT,
     AsyncZooLedger,
     ZooLedger,
-    bounded,
     build,
     factory_of,
     redis_address,
@@ -308,11 +307,11 @@ class ReadsIdentityOnce(ZooLedger):
     keeps its store_id and spends already-spent ids again."""
 
     def write(self, key: str, token: str) -> bool:
-        return bool(bounded(lambda: self.client.set(key, token, nx=True)))
+        return bool(self.bound(lambda: self.client.set(key, token, nx=True)))
 
     def on_spend_failure(self, key: str, token: str, failure: Exception) -> bool:
         try:
-            stored = bounded(lambda: self.client.get(key))
+            stored = self.bound(lambda: self.client.get(key))
         except redis.RedisError as exc:
             raise AmbiguousSpend(f"spend failed ({failure}); outcome unknown ({exc})") from exc
         if stored is None:
@@ -321,7 +320,7 @@ class ReadsIdentityOnce(ZooLedger):
 
     def read(self, key: str) -> bool:
         try:
-            return bool(bounded(lambda: self.client.exists(key)))
+            return bool(self.bound(lambda: self.client.exists(key)))
         except redis.RedisError as exc:
             raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
 
