@@ -8,7 +8,11 @@ import os
 import threading
 import time
 
+import pytest
+
 from ledger_conformance.clauses.c1_fork import _fork_children, _report
+from ledger_conformance.clauses.common import FORK, forked
+from ledger_conformance.harness import CALL_BOUND
 from ledger_conformance.history import History
 from ledger_conformance.profile import PROFILES
 from ledger_core import MemoryLedger, MemoryStore
@@ -63,3 +67,26 @@ def test_a_crashing_child_is_reported() -> None:
     for child in children:
         assert _report(child, problems) is None
     assert any("exited (9) without a report" in p for p in problems), problems
+
+
+def test_a_failed_body_kills_its_children_at_once() -> None:
+    """A clause that failed while its child waits to be told to go on does not wait out
+    the child's bound (CALL_BOUND, 60 s) first: the child is killed at once."""
+    ours, its = FORK.Pipe()
+
+    def waits_forever() -> None:
+        its.send(os.getpid())
+        time.sleep(3600)
+
+    def clause() -> None:
+        with forked(waits_forever, name="t"):
+            pids.append(ours.recv())
+            raise AssertionError("the clause failed")
+
+    pids: list[int] = []
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match="the clause failed"):
+        clause()
+    assert time.monotonic() - started < CALL_BOUND / 4, "the child was waited for, not killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)  # killed and reaped

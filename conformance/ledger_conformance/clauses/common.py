@@ -233,7 +233,8 @@ def in_child(
 @contextmanager
 def forked(*targets: Callable[[], object], name: str) -> Iterator[None]:
     """Each target in a forked OS process; on the way out each is joined, and killed
-    when it has not ended within ``CALL_BOUND``."""
+    when it has not ended within ``CALL_BOUND``, or at once when the body raised (its
+    verdict is in; a child waiting to be told to go on would wait out its bound)."""
     children = [
         FORK.Process(target=t, name=f"ledger-suite-{name}{i}") for i, t in enumerate(targets)
     ]
@@ -241,6 +242,10 @@ def forked(*targets: Callable[[], object], name: str) -> Iterator[None]:
         child.start()
     try:
         yield
+    except BaseException:
+        for child in children:
+            child.kill()
+        raise
     finally:
         for child in children:
             child.join(CALL_BOUND)
