@@ -54,6 +54,21 @@ def _replicating(primary: PostgresServer, sync_state: str) -> None:
             time.sleep(0.05)
 
 
+def _replayed(primary: PostgresServer, standby: PostgresServer) -> None:
+    """Until the standby has replayed everything the primary wrote so far (the ledger's
+    table included): a partition after this loses only what comes after it."""
+    with psycopg.connect(primary.url, autocommit=True) as conn:
+        lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+    deadline = time.monotonic() + WAIT
+    with psycopg.connect(standby.url, autocommit=True) as conn:
+        while True:
+            row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", lsn).fetchone()
+            if row == (True,):
+                return
+            assert time.monotonic() < deadline, f"the standby never replayed up to {lsn}"
+            time.sleep(0.05)
+
+
 @contextmanager
 def _pair(
     sync: bool, early: list[Any] | None = None
@@ -126,6 +141,7 @@ def test_new_store_id_mode_turns_a_lossy_failover_into_another_store() -> None:
         before = ledger.store_id
         assert before is not None
         assert before.startswith("postgres-tl1:")
+        _replayed(primary, standby)  # the table exists on both: only the spends are lost
         relay.set(Toxic.BLACKHOLE)
         assert all(ledger.spend(rid) is True for rid in IDS)
         _fail_over(primary, standby)
