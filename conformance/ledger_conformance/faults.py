@@ -103,12 +103,9 @@ def _checked(toxic: Toxic, latency: float) -> float:
 
 
 class _Controls:
-    """What a proxy and a router share: healing, the async wait, ``with``."""
+    """What a proxy and a router share: healing, ``with``."""
 
     def set(self, toxic: Toxic, *, latency: float = 0.0) -> None:
-        raise NotImplementedError
-
-    def wait_reply_dropped(self, timeout: float) -> bool:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -116,10 +113,6 @@ class _Controls:
 
     def heal(self) -> None:
         self.set(Toxic.PASS)
-
-    async def wait_reply_dropped_async(self, timeout: float) -> bool:
-        """:meth:`wait_reply_dropped` without blocking the caller's event loop."""
-        return await asyncio.to_thread(self.wait_reply_dropped, timeout)
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import itertools
 import secrets
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,7 +20,7 @@ from ledger_core.protocol import is_async_ledger
 
 from .context import Cleanup, Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
 from .declare import CAPABILITY, HOOK, ROUTE, Need
-from .history import History, Op, OpKind, Violation, check
+from .history import History, Op, OpKind, Recording, Violation, check
 from .profile import Profile
 from .report import LedgerSummary, summarize_ledger
 
@@ -172,39 +172,22 @@ class Handle:
 
     def _record(self, process: str | None, kind: OpKind, request_id: str) -> object:
         who = process or threading.current_thread().name
-        invoke = time.monotonic_ns()
-        try:
+        with self._recording(who, kind, request_id) as recording:
             value = self.call(kind, request_id)
-        except Exception as exc:
-            self._done(who, kind, request_id, invoke, None, exc)
-            raise
-        self._done(who, kind, request_id, invoke, value, None)
+            recording.value = value
         return value
 
     async def _arecord(self, process: str, kind: OpKind, request_id: str) -> object:
-        invoke = time.monotonic_ns()
-        try:
+        with self._recording(process, kind, request_id) as recording:
             value = await self.acall(kind, request_id)
-        except Exception as exc:
-            self._done(process, kind, request_id, invoke, None, exc)
-            raise
-        self._done(process, kind, request_id, invoke, value, None)
+            recording.value = value
         return value
 
-    def _done(
-        self,
-        process: str,
-        kind: OpKind,
-        request_id: str,
-        invoke: int,
-        value: object,
-        exc: BaseException | None,
-    ) -> None:
-        error = None if exc is None else error_text(exc)
-        op = Op(process, kind, self.key(request_id), invoke, time.monotonic_ns(), value, error)
-        self._owner.history.add(op)
-        if op.kind == "spend" and op.result is True:
-            self._owner.acked.append(Acked(self.label, request_id, op))
+    def _recording(self, process: str, kind: OpKind, request_id: str) -> Recording:
+        """A raised call is recorded unless it was cancelled (a BaseException)."""
+        sink = functools.partial(self._owner.add, self.label, request_id)
+        key = self.key(request_id)
+        return Recording(sink, process, kind, key, catch=Exception, describe=error_text)
 
 
 async def _awaited(fn: Callable[..., Any], *args: object) -> object:
@@ -300,11 +283,15 @@ class Ledgers:
         adopted = []
         for op in ops:
             request_id = op.key.split(KEY_SEPARATOR, 1)[1]
-            self.history.add(op)
-            if op.kind == "spend" and op.result is True:
-                self.acked.append(Acked(label, request_id, op))
+            self.add(label, request_id, op)
             adopted.append((request_id, op))
         return adopted
+
+    def add(self, label: str, request_id: str, op: Op) -> None:
+        """Into the history; a True spend is acknowledged: it must stay spent (C2)."""
+        self.history.add(op)
+        if op.kind == "spend" and op.result is True:
+            self.acked.append(Acked(label, request_id, op))
 
     def refer(self, clause: str, text: str) -> None:
         """Violations of another clause seen here: reported under that clause, once."""

@@ -61,6 +61,34 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+@dataclass
+class Recording:
+    """One call being timed, for sync and async callers alike: enter just before the call
+    and set :attr:`value` after it; on the way out the op goes to ``sink``, as raised when
+    an exception of type ``catch`` leaves the block (which then goes on), not at all for
+    any other exception."""
+
+    sink: Callable[[Op], None]
+    process: str
+    kind: OpKind
+    key: str
+    catch: type[BaseException] = BaseException
+    describe: Callable[[BaseException], str] = _error_text
+    value: object = None
+    invoke_ns: int = 0
+
+    def __enter__(self) -> Recording:
+        self.invoke_ns = time.monotonic_ns()
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None and not isinstance(exc, self.catch):
+            return
+        value, error = (self.value, None) if exc is None else (None, self.describe(exc))
+        complete = time.monotonic_ns()
+        self.sink(Op(self.process, self.kind, self.key, self.invoke_ns, complete, value, error))
+
+
 class History:
     """A thread-safe list of ops; one per test, shared by every worker that records into it."""
 
@@ -70,26 +98,18 @@ class History:
 
     def record(self, process: str, kind: OpKind, key: str, call: Callable[[], T]) -> T:
         """Run ``call``, append its op, and return its value or re-raise its exception."""
-        invoke = time.monotonic_ns()
-        try:
+        with Recording(self.add, process, kind, key) as recording:
             value = call()
-        except BaseException as exc:
-            self.add(Op(process, kind, key, invoke, time.monotonic_ns(), None, _error_text(exc)))
-            raise
-        self.add(Op(process, kind, key, invoke, time.monotonic_ns(), value, None))
+            recording.value = value
         return value
 
     async def record_async(
         self, process: str, kind: OpKind, key: str, call: Callable[[], Awaitable[T]]
     ) -> T:
-        """The async twin of :meth:`record` (a cancelled call is recorded as raised)."""
-        invoke = time.monotonic_ns()
-        try:
+        """The async form of :meth:`record` (a cancelled call is recorded as raised)."""
+        with Recording(self.add, process, kind, key) as recording:
             value = await call()
-        except BaseException as exc:
-            self.add(Op(process, kind, key, invoke, time.monotonic_ns(), None, _error_text(exc)))
-            raise
-        self.add(Op(process, kind, key, invoke, time.monotonic_ns(), value, None))
+            recording.value = value
         return value
 
     def add(self, op: Op) -> None:

@@ -350,7 +350,7 @@ def test_controls_from_async_code(proxy: FaultProxy, echo: EchoServer) -> None:
         assert await asyncio.wait_for(reader.readexactly(4), WAIT) == b"ping"
         proxy.set(Toxic.DROP_REPLIES)
         writer.write(b"lost")
-        assert await proxy.wait_reply_dropped_async(WAIT)
+        assert await asyncio.to_thread(proxy.wait_reply_dropped, WAIT)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(reader.readexactly(1), SILENCE)
         proxy.set(Toxic.RESET)

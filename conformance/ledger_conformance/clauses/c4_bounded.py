@@ -45,12 +45,8 @@ def _timed(handle: Handle, method: str, request_id: str, go: threading.Event) ->
 def _start(ledgers: Ledgers, handle: Handle, method: str, request_id: str) -> Future[object]:
     """``method`` running unrecorded: on the suite loop (async) or a worker thread (sync)."""
     if handle.is_async:
-        return ledgers.runtime.loop.submit(_acall(handle, method, request_id))
+        return ledgers.runtime.loop.submit(handle.acall(method, request_id))
     return ledgers.executor.submit(handle.call, method, request_id)
-
-
-async def _acall(handle: Handle, method: str, request_id: str) -> object:
-    return await handle.acall(method, request_id)
 
 
 def _raised(future: concurrent.futures.Future[float]) -> bool:
