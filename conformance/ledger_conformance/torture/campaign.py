@@ -371,9 +371,9 @@ def _run(
     progress = Progress(err, every=campaign.progress_every)
     restarts = _Restarts(campaign.restart)
     failovers = _Restarts(campaign.failover, "failover")
-    windows: list[Window] = []
-    stats: dict[int, dict[str, Any]] = {}
-    interrupted = False
+    conductor = _Conductor(
+        campaign, router, restarts, failovers, children, messages, stop, progress, problems
+    )
     start_ns = time.monotonic_ns()
     try:
         for child in children:
@@ -381,10 +381,7 @@ def _run(
         _await_ready(messages, children, problems)
         start_ns = time.monotonic_ns()
         start.value = start_ns
-        interrupted = _conduct(
-            campaign, events, router, (restarts, failovers), windows, children, messages,
-            stats, problems, progress, start_ns, stop,
-        )  # fmt: skip
+        conductor.conduct(events, start_ns)
     except CampaignError as exc:
         problems.append(str(exc))
     finally:
@@ -401,6 +398,7 @@ def _run(
                 child.join(10)
         restarts.join(campaign.grace)
         failovers.join(campaign.grace)
+    interrupted = conductor.interrupted
     if campaign.restart is not None and not interrupted:
         # A last crash and restart before the final read: every acknowledged spend must
         # survive it too, and a server that a fault left down is up for the read.
@@ -437,7 +435,8 @@ def _run(
         problems += forget_problems
     seconds = (end_ns - start_ns) / 1e9
     replies = router.stats.replies_dropped if router is not None else 0
-    windows = sorted([*windows, *restarts.windows, *failovers.windows], key=lambda w: w.start_ns)
+    windows = [*conductor.windows, *restarts.windows, *failovers.windows]
+    windows.sort(key=lambda w: w.start_ns)
     totals = Totals(
         seconds=seconds,
         processes=campaign.processes,
@@ -546,87 +545,98 @@ def _ctrl_c_counted() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _conduct(
-    campaign: Campaign,
-    events: list[schedule.Event],
-    router: ProxyRouter | None,
-    hooks: tuple[_Restarts, _Restarts],
-    windows: list[Window],
-    children: list[Any],
-    messages: Any,
-    stats: dict[int, dict[str, Any]],
-    problems: list[str],
-    progress: Progress,
-    start_ns: int,
-    stop: Any,
-) -> bool:
-    """Drive the schedule until every worker is done; True when stopped by Ctrl-C."""
-    restarts, failovers = hooks
-    pending = list(events)
-    finished: set[int] = set()
+@dataclass
+class _Conductor:
+    """What the conductor keeps track of while the workers run; :meth:`conduct` drives
+    the schedule and reads the workers' messages."""
+
+    campaign: Campaign
+    router: ProxyRouter | None
+    restarts: _Restarts
+    failovers: _Restarts
+    children: list[Any]
+    messages: Any
+    stop: Any  # the shared value that tells the workers to end
+    progress: Progress
+    problems: list[str]
+    windows: list[Window] = field(default_factory=list)  # the faults, once lifted
+    stats: dict[int, dict[str, Any]] = field(default_factory=dict)  # per worker process
+    finished: set[int] = field(default_factory=set)
     current: tuple[int, str] | None = None  # (start_ns, what) of the fault now on
-    injected = 0
-    interrupted = False
-    hard_end = start_ns + int((campaign.duration + campaign.grace) * 1e9)
-    with _ctrl_c_counted() as ctrl_c:
-        while len(finished) < len(children):
-            if ctrl_c[0] > 1:
-                break  # a second Ctrl-C: stop waiting for calls in flight
-            if ctrl_c[0] and not interrupted:
-                interrupted = True
-                stop.value = 1
-                if router is not None:
-                    router.heal()
-            now = time.monotonic_ns()
-            if now > hard_end:
-                problems.append("workers still in a call after the grace period (killed)")
-                break
-            elapsed = (now - start_ns) / 1e9
-            while pending and pending[0].at <= elapsed and not stop.value:
-                event = pending.pop(0)
-                if event.restart or event.failover:
-                    (restarts if event.restart else failovers).start()
-                    continue
-                assert router is not None
-                assert event.toxic is not None
-                router.set(event.toxic, latency=event.latency)
-                if current is not None:
-                    windows.append(Window(current[0], time.monotonic_ns(), current[1]))
-                    current = None
-                if event.toxic is not Toxic.PASS:
-                    current, injected = (time.monotonic_ns(), event.describe()), injected + 1
-            try:
-                kind, index, payload = messages.get(timeout=TICK)
-            except queues.Empty:
-                kind = ""
-                for n, child in enumerate(children):
-                    if child.exitcode not in (None, 0) and n not in finished:
-                        problems.append(f"worker p{n} exited with status {child.exitcode}")
-                        finished.add(n)
-            if kind == "stats":
-                stats[index] = payload
-            elif kind == "done":
-                finished.add(index)
-            elif kind == "error":
-                problems.append(f"worker p{index} failed: {payload}")
-                finished.add(index)
-            ops = sum(s["counts"].get("ops", 0) for s in stats.values())
-            errors: Counter[str] = Counter()
-            for s in stats.values():
-                errors.update(s["errors"])
-            progress.update(
-                elapsed,
-                campaign.duration,
-                ops,
-                injected,
-                restarts.done,
-                errors,
-                "restarting"
-                if restarts.busy()
-                else "failing over"
-                if failovers.busy()
-                else (current[1] if current else "calm"),
-            )
-    if current is not None:
-        windows.append(Window(current[0], time.monotonic_ns(), current[1]))
-    return interrupted
+    injected: int = 0
+    interrupted: bool = False  # stopped by Ctrl-C
+
+    def conduct(self, events: list[schedule.Event], start_ns: int) -> None:
+        """Drive the schedule until every worker is done."""
+        pending = list(events)
+        hard_end = start_ns + int((self.campaign.duration + self.campaign.grace) * 1e9)
+        with _ctrl_c_counted() as ctrl_c:
+            while len(self.finished) < len(self.children):
+                if ctrl_c[0] > 1:
+                    break  # a second Ctrl-C: stop waiting for calls in flight
+                if ctrl_c[0] and not self.interrupted:
+                    self.interrupted = True
+                    self.stop.value = 1
+                    if self.router is not None:
+                        self.router.heal()
+                now = time.monotonic_ns()
+                if now > hard_end:
+                    self.problems.append("workers still in a call after the grace period (killed)")
+                    break
+                elapsed = (now - start_ns) / 1e9
+                while pending and pending[0].at <= elapsed and not self.stop.value:
+                    self._apply(pending.pop(0))
+                self._receive()
+                self._show(elapsed)
+        self._lift()
+
+    def _apply(self, event: schedule.Event) -> None:
+        if event.restart or event.failover:
+            (self.restarts if event.restart else self.failovers).start()
+            return
+        assert self.router is not None
+        assert event.toxic is not None
+        self.router.set(event.toxic, latency=event.latency)
+        self._lift()
+        if event.toxic is not Toxic.PASS:
+            self.current = (time.monotonic_ns(), event.describe())
+            self.injected += 1
+
+    def _lift(self) -> None:
+        """The fault now on has ended: it becomes a window."""
+        if self.current is not None:
+            self.windows.append(Window(self.current[0], time.monotonic_ns(), self.current[1]))
+            self.current = None
+
+    def _receive(self) -> None:
+        """One message from a worker; after a quiet tick, the workers that died."""
+        try:
+            kind, index, payload = self.messages.get(timeout=TICK)
+        except queues.Empty:
+            for n, child in enumerate(self.children):
+                if child.exitcode not in (None, 0) and n not in self.finished:
+                    self.problems.append(f"worker p{n} exited with status {child.exitcode}")
+                    self.finished.add(n)
+            return
+        if kind == "stats":
+            self.stats[index] = payload
+        elif kind == "done":
+            self.finished.add(index)
+        elif kind == "error":
+            self.problems.append(f"worker p{index} failed: {payload}")
+            self.finished.add(index)
+
+    def _show(self, elapsed: float) -> None:
+        ops = sum(s["counts"].get("ops", 0) for s in self.stats.values())
+        errors: Counter[str] = Counter()
+        for s in self.stats.values():
+            errors.update(s["errors"])
+        if self.restarts.busy():
+            state = "restarting"
+        elif self.failovers.busy():
+            state = "failing over"
+        else:
+            state = self.current[1] if self.current else "calm"
+        self.progress.update(
+            elapsed, self.campaign.duration, ops, self.injected, self.restarts.done, errors, state
+        )
