@@ -10,11 +10,9 @@ import pytest
 
 from ..declare import RESTART, declare
 from ..harness import Acked, Handle, Ledgers
-from ..history import History
+from ..history import FINAL, History
 from ..profile import PROFILES
 from .common import assert_linearizable, expect_bool, not_exercised, note, wait_out
-
-FINAL = "final"
 
 C2 = declare("C2", "permanent: spent ids survive reopen, new instances, time, restarts")
 
@@ -32,14 +30,20 @@ def _still_spent(handle: Handle, ids: list[str], process: str) -> list[str]:
     return lost
 
 
+def _spent_store(ledgers: Ledgers) -> tuple[str, Handle, list[str]]:
+    """A fresh store with 20 ids spent on it: (label, the handle they were spent by, ids)."""
+    label = ledgers.label()
+    first = ledgers.open(label)
+    ids = ledgers.ids(20)
+    for request_id in ids:
+        assert expect_bool(first.spend(request_id), "spend") is True
+    return label, first, ids
+
+
 class C2Permanent:
     @C2()
     def test_C2_reopen(self, ledgers: Ledgers) -> None:
-        label = ledgers.label()
-        first = ledgers.open(label)
-        ids = ledgers.ids(20)
-        for request_id in ids:
-            assert expect_bool(first.spend(request_id), "spend") is True
+        label, first, ids = _spent_store(ledgers)
         ledgers.close_handle(first)
         reopened = ledgers.open(label)
         lost = _still_spent(reopened, ids, "reopened")
@@ -48,11 +52,7 @@ class C2Permanent:
 
     @C2()
     def test_C2_fresh_instance(self, ledgers: Ledgers) -> None:
-        label = ledgers.label()
-        first = ledgers.open(label)
-        ids = ledgers.ids(20)
-        for request_id in ids:
-            assert expect_bool(first.spend(request_id), "spend") is True
+        label, _, ids = _spent_store(ledgers)
         fresh = ledgers.open(label)
         lost = _still_spent(fresh, ids, "fresh")
         assert not lost, f"{len(lost)} id(s) not spent through a fresh instance: {lost[:3]!r}"
