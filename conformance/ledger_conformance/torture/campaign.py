@@ -441,7 +441,7 @@ def _run(
         seconds=seconds,
         processes=campaign.processes,
         workers=workers,
-        faults=sum(1 for w in windows if w.what not in ("server restart", "failover")),
+        faults=len(conductor.windows),
         restarts=restarts.done,
         replies_dropped=replies,
         routed=routed,
