@@ -67,6 +67,28 @@ def _unexpected_errors(futures: list[concurrent.futures.Future[object]]) -> list
     return bad
 
 
+def _submit_calls(
+    handle: Handle, taken: list[str], fresh: list[str], who: str
+) -> list[concurrent.futures.Future[object]]:
+    """Start the calls a fault is tried on: spend and read ``taken``, spend ``fresh``."""
+    futures = []
+    for request_id in taken:
+        futures.append(handle.submit("spend", request_id, who))
+        if handle.has_is_spent:
+            futures.append(handle.submit("is_spent", request_id, who))
+    for request_id in fresh:
+        futures.append(handle.submit("spend", request_id, who))
+    return futures
+
+
+def _call_again(healthy: Handle, ids: list[str]) -> None:
+    """Each id spent (and read) again when healthy: the checker holds it to the fault's."""
+    for request_id in ids:
+        healthy.spend(request_id, "after")
+        if healthy.has_is_spent:
+            healthy.is_spent(request_id, "after")
+
+
 def _under_fault(ledgers: Ledgers, toxic_name: str, clause: str) -> bool:
     """Run the scenario; return whether the proxy saw a reply dropped (for C5)."""
     toxic = Toxic(toxic_name)
@@ -84,21 +106,12 @@ def _under_fault(ledgers: Ledgers, toxic_name: str, clause: str) -> bool:
         futures: list[concurrent.futures.Future[object]] = []
         for n, handle in enumerate(handles):
             who = f"{toxic.value}-{handle.flavor}"
-            for request_id in taken:
-                futures.append(handle.submit("spend", request_id, who))
-                if handle.has_is_spent:
-                    futures.append(handle.submit("is_spent", request_id, who))
-            for request_id in fresh[n * count : (n + 1) * count]:
-                futures.append(handle.submit("spend", request_id, who))
+            futures += _submit_calls(handle, taken, fresh[n * count : (n + 1) * count], who)
         hung, dropped = _settle(ledgers, router, futures)
     assert not hung, f"under {toxic.value}: " + hung[0]
     bad = _unexpected_errors(futures)
     assert not bad, f"under {toxic.value}, a call raised a non-LedgerError: {bad[0]}"
-    healthy = ledgers.open(handles[0].label)  # straight to the store, no proxy
-    for request_id in [*taken, *fresh]:
-        healthy.spend(request_id, "after")
-        if healthy.has_is_spent:
-            healthy.is_spent(request_id, "after")
+    _call_again(ledgers.open(handles[0].label), [*taken, *fresh])  # no proxy
     assert_linearizable(ledgers, clause)
     return dropped
 
@@ -186,14 +199,8 @@ class C4LocalFaults:
             fresh = ledgers.ids(profile.fault_ids, "fresh")
             for request_id in taken:
                 assert expect_bool(handle.spend(request_id, "setup"), "spend") is True
-            futures: list[concurrent.futures.Future[object]] = []
             with fault():
-                for request_id in taken:
-                    futures.append(handle.submit("spend", request_id, name))
-                    if handle.has_is_spent:
-                        futures.append(handle.submit("is_spent", request_id, name))
-                for request_id in fresh:
-                    futures.append(handle.submit("spend", request_id, name))
+                futures = _submit_calls(handle, taken, fresh, name)
                 concurrent.futures.wait(futures, timeout=profile.local_fault_hold)
             _, pending = concurrent.futures.wait(futures, timeout=profile.settle)
             assert not pending, f"{len(pending)} call(s) still running after the {name} fault"
@@ -212,9 +219,5 @@ class C4LocalFaults:
                 f"{len(broken)} of {len(later)} call(s) raised on a healthy store, e.g. "
                 f"{broken[0]}"
             )
-            healthy = ledgers.open(label)
-            for request_id in [*taken, *fresh]:
-                healthy.spend(request_id, "after")
-                if healthy.has_is_spent:
-                    healthy.is_spent(request_id, "after")
+            _call_again(ledgers.open(label), [*taken, *fresh])
         assert_linearizable(ledgers, "C4")
