@@ -20,6 +20,7 @@ from typing import IO, Literal
 
 from ledger_core.errors import LedgerError
 
+from ..harness import error_text
 from ..history import Op, OpKind
 
 NEVER_RETURNED = "never returned (its process was stopped)"
@@ -29,9 +30,8 @@ Kind = Literal["s", "r"]
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:
-    """The exception type and its message on one bounded line."""
-    text = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """The suite's one-line :func:`error_text`, marked when foreign, bounded."""
+    text = error_text(exc)
     if not isinstance(exc, LedgerError):
         text = FOREIGN + text
     return text if len(text) <= limit else text[: limit - 3] + "..."
