@@ -18,7 +18,7 @@ from ledger_conformance import LedgerContext
 from .base import GUARD, ZooLedger, build
 from .mutants import ReadsIdentityOnce
 
-EXPIRY_MS = 1500  # the record's life until the flusher makes it permanent
+EXPIRY_MS = 500  # the record's life until the flusher makes it permanent (5 flushes)
 FLUSH_EVERY = 0.1  # seconds between flushes
 GUARDED_SET_PX = (
     GUARD + "if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 1 end\n"
