@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.errors import LedgerClosed
+from ledger_core.forks import PerProcess
 from ledger_core.steps import Steps, run_steps_async
 from ledger_core.tokens import new_token
 
@@ -29,6 +30,9 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
+        # Only marks the client this process's: a child's is awaited in _current (a
+        # make here would have to build it synchronously).
+        self._process: PerProcess[None] = PerProcess(None, lambda: None)
 
     @classmethod
     async def open(
@@ -58,8 +62,9 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         handle = self._handle
         if handle.closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        if handle.inherited():  # a forked child: never share the parent's sockets
-            return handle.adopt(await handle.make_client())
+        if self._process.inherited():  # a forked child: never share the parent's sockets
+            handle.adopt(await handle.make_client())
+            self._process.get()  # the client is this process's now
         return handle.client
 
     async def _perform(self, request: Request) -> Any:
@@ -99,7 +104,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
                 yield name
 
     async def aclose(self) -> None:
-        if self._handle.closes():
+        if self._handle.closes(self._process.inherited()):
             await self._handle.client.close()
 
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_core import forks
 from ledger_core.errors import (
     AmbiguousSpend,
     LedgerClosed,
@@ -56,26 +55,22 @@ POLL = 0.1  # seconds between DescribeTable polls while it is created
 
 @dataclass
 class Handle:
-    """The shell's client: one per process (a forked child builds its own)."""
+    """The shell's client: one per process. The shell's ``process`` (a
+    :class:`~ledger_core.forks.PerProcess`) tells a forked child to build its own."""
 
     make_client: Any  # () -> client, or an async one
     client: Any
     owned: bool
-    born: int = field(default_factory=lambda: forks.generation)
     closed: bool = False
 
-    def inherited(self) -> bool:
-        return self.born != forks.generation
+    def adopt(self, client: Any) -> None:
+        self.client, self.owned = client, True
 
-    def adopt(self, client: Any) -> Any:
-        self.client, self.born, self.owned = client, forks.generation, True
-        return client
-
-    def closes(self) -> bool:
+    def closes(self, inherited: bool) -> bool:
         """Whether closing the ledger must close the client (ours, in its own process)."""
         first = not self.closed
         self.closed = True
-        return first and self.owned and not self.inherited()
+        return first and self.owned and not inherited
 
 
 def _process_lock() -> PerProcess[threading.Lock]:

@@ -115,7 +115,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         )
 
     def close(self) -> None:
-        if self._handle.closes():
+        if self._handle.closes(self._process.inherited()):
             self._handle.client.close()
 
 
