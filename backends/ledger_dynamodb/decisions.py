@@ -203,14 +203,20 @@ def read_facts(
 def _read(
     session: Session, call: commands.Call, what: str, deadline: float
 ) -> Steps[Request, dict[str, Any]]:
-    """One read; a vanished table makes the next operation re-check the table first."""
+    """One read; a vanished table makes the next operation re-check the table first. An
+    answer that is no map proves nothing (read as empty, it would be an absent item)."""
     try:
         answer = yield from send(session, call, deadline)
     except Exception as exc:
         if is_not_found(exc):
             session.suspect = True
         fail(exc, what, session.location)
-    return answer if isinstance(answer, dict) else {}
+    if not isinstance(answer, dict):
+        raise LedgerUnavailable(
+            f"DynamoDB {what} on {session.location} answered {type(answer).__name__}, "
+            "not a map: nothing was read"
+        )
+    return answer
 
 
 def _read_genesis(session: Session, deadline: float) -> Steps[Request, bytes | None]:
