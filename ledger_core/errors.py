@@ -55,3 +55,15 @@ class ScratchRefused(LedgerError, ValueError):
     """A ``remove_scratch`` prefix that is not a check's own scratch prefix: nothing was
     touched (a ledger never deletes records, C2; only ``decision-ledger check``'s own
     ``ledger-conformance-<token>-`` namespaces may be removed)."""
+
+
+SETUP = "run `decision-ledger setup URL` (or open with create=true) to create it"
+
+
+def missing_store(what: str, how: str = SETUP) -> LedgerUnavailable:
+    """Every backend's one message for a store ``create=false`` may not make: what is
+    missing and where, then how to create it (a mistyped URL must never make a store)."""
+    return LedgerUnavailable(
+        f"{what} does not exist and create=false (reads and migration sources never "
+        f"create a store): {how}"
+    )

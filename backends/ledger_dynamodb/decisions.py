@@ -26,6 +26,7 @@ from ledger_core.errors import (
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_store,
 )
 from ledger_core.forks import PerProcess
 from ledger_core.ids import is_marker, ledger_key
@@ -179,10 +180,7 @@ def read_facts(
         if not is_not_found(exc):
             fail(exc, "DescribeTable", session.location)
         if not create:
-            raise LedgerUnavailable(
-                f"table {session.location} does not exist and create=false: nothing to read "
-                "(decision-ledger setup creates it)"
-            ) from exc
+            raise missing_store(f"table {session.location}") from exc
         try:
             yield from send(session, commands.create_table(session.table), deadline)
         except Exception as exc2:
@@ -231,10 +229,7 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
     if found is not None:
         return found
     if not create:
-        raise LedgerUnavailable(
-            f"namespace {session.namespace!r} was never set up in {session.location} and "
-            "create=false: nothing to read"
-        )
+        raise missing_store(f"namespace {session.namespace!r} in {session.location}")
     value = os.urandom(identity.GENESIS_BYTES)
     deadline = _deadline(session)
     try:

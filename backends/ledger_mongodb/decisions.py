@@ -20,7 +20,13 @@ from typing import Any
 
 from bson.binary import Binary
 
-from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+    missing_store,
+)
 from ledger_core.ids import is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
@@ -87,13 +93,7 @@ def _collection_steps(settings: Settings, create: bool) -> Steps:
         except Exception as exc:
             if errors.code_of(exc) != errors.NAMESPACE_EXISTS:  # another opener made it
                 raise errors.unavailable("create collection", exc) from exc
-    raise _missing(f"collection {settings.collection!r} does not exist")
-
-
-def _missing(what: str) -> LedgerUnavailable:
-    return LedgerUnavailable(
-        f"MongoDB {what} (open with create=true, or run `decision-ledger setup URL`)"
-    )
+    raise missing_store(f"MongoDB collection {settings.collection!r}")
 
 
 def _optional(request: Request) -> Steps:
@@ -177,8 +177,9 @@ def open_steps(settings: Settings, database: str, location: str, now: float) -> 
     except Exception as exc:
         raise errors.unavailable("open", exc) from exc
     if genesis is None and not settings.create:
-        raise _missing(
-            f"namespace {settings.namespace!r} has no genesis document in {settings.collection!r}"
+        raise missing_store(
+            f"namespace {settings.namespace!r} (its genesis document) in MongoDB collection "
+            f"{settings.collection!r}"
         )
     info = ledger_info(
         facts,

@@ -16,6 +16,7 @@ from ledger_core.errors import (
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_store,
 )
 
 _DELIMITERS = re.compile(r"[@:/?#&=%\s]+")
@@ -98,9 +99,9 @@ def standby_error(what: str) -> UnsafeStoreConfig:
 
 
 def missing_table(qualified: str) -> LedgerUnavailable:
-    return LedgerUnavailable(
-        f"ledger table {qualified} does not exist and create=false: run "
-        "`decision-ledger setup URL` (or ledger_postgres.setup) as a role that may create it"
+    return missing_store(
+        f"ledger table {qualified}",
+        "run `decision-ledger setup URL` (or ledger_postgres.setup) as a role that may create it",
     )
 
 

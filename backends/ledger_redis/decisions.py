@@ -23,6 +23,7 @@ from ledger_core.errors import (
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_store,
 )
 from ledger_core.ids import is_marker, marker_range, marker_subject, validate_namespace
 from ledger_core.protocol import LedgerInfo
@@ -383,11 +384,7 @@ def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[b
                     "start a new namespace"
                 )
         if not create:
-            raise LedgerUnavailable(
-                f"no ledger in namespace {keys.namespace!r} here (its genesis key is "
-                "missing) and create=false: reads and migration sources never create a "
-                "store; create it with `decision-ledger setup URL` (or create=true)"
-            )
+            raise missing_store(f"namespace {keys.namespace!r} (its genesis key) at {io.location}")
         if not writable:
             return None
         yield from io.call([("SET", keys.genesis, identity.new_genesis(), "NX")], "open")

@@ -57,13 +57,17 @@ class Store:
         return self.refuse(identity.forgot(self.target, store_id))
 
 
-def missing(target: Target, what: str) -> LedgerUnavailable:
+def setup_command(target: Target) -> str:
     namespace = target.namespace
     named = "" if namespace == DEFAULT_NAMESPACE else f" --namespace {shlex.quote(namespace)}"
+    return f"`decision-ledger setup {target.location}{named}` (or open with create=true)"
+
+
+def missing(target: Target, what: str) -> LedgerUnavailable:
     return LedgerUnavailable(
         f"{what} (create=false: reads and migration sources never create or alter a "
-        f"store); run `decision-ledger setup {target.location}{named}` (or open with "
-        "create=true) to create it, or to upgrade a file of an older version"
+        f"store); run {setup_command(target)} to create it, or to upgrade a file of an "
+        "older version"
     )
 
 

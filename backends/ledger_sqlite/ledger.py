@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from ledger_core import forks, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed
+from ledger_core.errors import LedgerClosed, missing_store
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_request_id
 from ledger_core.listing import pages
 from ledger_core.steps import Steps, run_steps
@@ -126,9 +126,8 @@ class Connections:
         target = self.target
         existed = os.path.exists(target.path)
         if not target.create and not existed:
-            raise decisions.missing(
-                target, f"no SQLite ledger at {target.path!r}: the file does not exist"
-            )
+            how = f"run {decisions.setup_command(target)} to create it"
+            raise missing_store(f"SQLite ledger file {target.path!r}", how)
         self.idle.put(
             self.connect("rwc" if target.create else "rw", must_hold_ledger=not target.create)
         )

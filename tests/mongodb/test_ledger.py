@@ -95,7 +95,7 @@ def test_create_false_without_genesis(
     ledger_url: str, mongo_url: str, coll: str, client: MongoClient[dict[str, Any]]
 ) -> None:
     _db(client).create_collection(coll)
-    with pytest.raises(LedgerUnavailable, match="no genesis"):
+    with pytest.raises(LedgerUnavailable, match=r"genesis document.*does not exist"):
         open_ledger(ledger_url, collection=coll, create=False, namespace="fresh")
 
 
