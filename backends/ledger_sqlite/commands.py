@@ -128,7 +128,6 @@ NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?
 BEGIN = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
-ROLLBACK = "ROLLBACK"
 
 Fetch = Literal["none", "one", "all", "count"]
 
