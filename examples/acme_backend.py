@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from urllib.parse import unquote
 
 from ledger_conformance import LedgerContext
-from ledger_core import LedgerInfo, OpenRequest, notices
+from ledger_core import LedgerInfo, OpenRequest, forks, notices
 from ledger_core.base import AsyncReentrantLedgerBase, ReentrantLedgerBase
-from ledger_core.errors import AmbiguousSpend, InvalidLedgerURL, LedgerUnavailable
+from ledger_core.errors import AmbiguousSpend, InvalidLedgerURL, LedgerUnavailable, missing_store
 from ledger_core.ids import is_marker
 from ledger_core.protocol import Durability
 
@@ -67,11 +67,12 @@ class AcmeLedger(ReentrantLedgerBase):
         )
 
     def _conn(self) -> sqlite3.Connection:
-        if getattr(self._local, "pid", None) != os.getpid():  # new thread, or after fork()
+        # A new thread, or a forked child (never the parent's connection): an int compare.
+        if getattr(self._local, "born", None) != forks.generation:
             conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            self._local.conn, self._local.pid = conn, os.getpid()
+            self._local.conn, self._local.born = conn, forks.generation
         current: sqlite3.Connection = self._local.conn
         return current
 
@@ -118,9 +119,9 @@ class AcmeLedger(ReentrantLedgerBase):
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
+        if conn is not None and self._local.born == forks.generation:
             conn.close()
-            self._local.pid = None
+            self._local.born = None
 
 
 class AsyncAcmeLedger(AsyncReentrantLedgerBase):
@@ -161,7 +162,7 @@ class AcmeBackend:
             raise InvalidLedgerURL(f"{request.url}: use acme:///relative.db or acme:////abs.db")
         existed = os.path.exists(path)
         if not request.create() and not existed:
-            raise LedgerUnavailable(f"{request.url}: no such store (create=false)")
+            raise missing_store(f"acme store {request.url}")  # the message every backend gives
         ledger = AcmeLedger(path, _table(request.namespace), request.namespace)
         if not existed:  # the host's log says so: a mistyped path shows
             notices.created(ledger.describe().location)
