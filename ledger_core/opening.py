@@ -16,10 +16,25 @@ from typing import Any
 
 from .errors import InvalidLedgerURL
 from .ids import DEFAULT_NAMESPACE, validate_namespace
+from .protocol import Durability
 from .urls import LedgerURL
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
+_LEVELS = {level: level for level in _DURABILITY.values()}
+
+
+def durability_level(value: object, *, levels: bool = False) -> str:
+    """The level a ``durability`` option accepts as a proof: ``machine`` or ``process``;
+    with ``levels``, a level itself too (what ``describe()`` shows, SQLite's and Redis's)."""
+    allowed = {**_DURABILITY, **_LEVELS} if levels else _DURABILITY
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidLedgerURL(
+            f"option 'durability' must be one of {', '.join(sorted(allowed))}, not {value!r}"
+        )
+    return allowed[value]
+
 
 Route = Callable[[str, int], tuple[str, int]]
 """``(host, port) -> (host, port)``: where a fault proxy stands in for an address."""
@@ -139,6 +154,10 @@ class OpenRequest:
     def create(self) -> bool:
         """``create`` (default true): may a missing store be created on open?"""
         return self.flag("create", True)
+
+    def durability(self, *, levels: bool = False) -> str:
+        """``durability`` (default ``machine``) as a level: see :func:`durability_level`."""
+        return durability_level(self.text("durability", "machine"), levels=levels)
 
 
 class LegacyBackend:

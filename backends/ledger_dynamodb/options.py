@@ -23,7 +23,6 @@ MAX_ATTEMPTS = 3  # attempts per request (the decisions send again; botocore doe
 # botocore's own names for where to connect; everything else in the query is ours.
 DRIVER_OPTIONS = frozenset({"region", "endpoint_url", "profile"})
 LEDGER_OPTIONS = frozenset({"create", "timeout", "durability", "config_interval"})
-DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 OPTIONS = DRIVER_OPTIONS | LEDGER_OPTIONS
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
 _AWS_HOST = re.compile(r"(^|\.)(amazonaws\.com|amazonaws\.com\.cn|api\.aws)\Z", re.IGNORECASE)
@@ -48,7 +47,7 @@ class Settings:
             namespace=request.namespace,
             create=request.create(),
             timeout=timeout,
-            durability=DURABILITY[request.choice("durability", "machine", DURABILITY)],
+            durability=request.durability(),
             config_interval=request.seconds("config_interval", DEFAULT_CONFIG_INTERVAL),
         )
 

@@ -23,7 +23,6 @@ DEFAULT_RECHECK = 10.0
 OPTIONS = frozenset({"collection", "create", "timeout", "recheck", "durability"})
 # A client the host gives keeps its own timeouts and connection settings.
 CLIENT_OPTIONS = OPTIONS - {"timeout"}
-DURABILITY = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
 _FORBIDDEN_NAME = frozenset('/\\. "$\x00')
 _CLIENT_URL = LedgerURL.parse("mongodb://client")
 
@@ -54,7 +53,7 @@ class Settings:
             create=request.create(),
             timeout=timeout,
             recheck=request.seconds("recheck", DEFAULT_RECHECK),
-            durability=DURABILITY[request.choice("durability", "machine", DURABILITY)],
+            durability=request.durability(),
         )
 
 

@@ -18,12 +18,6 @@ from .errors import location
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WAIT_TIMEOUT = 1.0
 DEFAULT_RECHECK = 5.0
-DURABILITY_CHOICES = {
-    "machine": Durability.MACHINE,
-    "process": Durability.PROCESS,
-    Durability.MACHINE: Durability.MACHINE,  # the values describe() shows
-    Durability.PROCESS: Durability.PROCESS,
-}
 
 FAILOVER_CHOICES = {"no": "no", "accept": "accept"}
 
@@ -68,7 +62,6 @@ class RedisOptions:
 
     @classmethod
     def from_request(cls, request: OpenRequest) -> RedisOptions:
-        level = request.choice("durability", "machine", DURABILITY_CHOICES)
         return cls(
             timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
             connect_timeout=request.seconds("connect_timeout", DEFAULT_TIMEOUT),
@@ -77,7 +70,7 @@ class RedisOptions:
             wait_timeout=request.seconds("wait_timeout", DEFAULT_WAIT_TIMEOUT),
             trust_config=request.flag("trust_config", False),
             require_aof=request.flag("require_aof", False),
-            durability=DURABILITY_CHOICES[level],
+            durability=request.durability(levels=True),  # describe()'s values too
             create=request.create(),
             recheck_interval=request.seconds("recheck_interval", DEFAULT_RECHECK),
             failover_may_lose_spends=request.choice(

@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL, LedgerUnavailable
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import OpenRequest, durability_level
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
@@ -20,9 +20,6 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 # The CLI's reads, ``spend`` and a migration's source open with create=false.
 # ``durability=process`` accepts a file on tmpfs (lost with the machine) as a proof.
 OPTIONS = frozenset({"busy_timeout", "create", "durability"})
-
-_LEVELS = {"machine": Durability.MACHINE, "process": Durability.PROCESS}
-_DURABILITY = {**_LEVELS, **{level: level for level in _LEVELS.values()}}  # names or levels
 
 
 KEYWORDS = ("namespace", "busy_timeout", "create", "durability")
@@ -41,11 +38,7 @@ class Target:
 
     def checked(self) -> Target:
         """This target validated (no I/O); an in-memory database refused (it forgets)."""
-        accepted = _DURABILITY.get(self.durability)
-        if accepted is None:
-            raise InvalidLedgerURL(
-                f"durability must be 'machine' or 'process', not {self.durability!r}"
-            )
+        accepted = durability_level(self.durability, levels=True)  # names or levels
         raw = os.fspath(self.path)
         if raw in ("", ":memory:") or raw.startswith("file::memory:"):
             raise LedgerUnavailable("an in-memory SQLite database forgets: give a file path")
