@@ -34,7 +34,7 @@ EXPECTED |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.EXPECTED.it
 ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
 
-# The module's fixture runs ~95 suites (3 at a time) before the first test: far over the
+# The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
 pytestmark = pytest.mark.timeout(2400)
 
