@@ -1,0 +1,55 @@
+"""A ledger's standing, one mechanism for every backend.
+
+A ledger whose store forgot or changed fails closed *for good*: no later call may answer
+from a store it can no longer name (C6). What decides durability is re-read at most once
+per ``period``, by the first operation after it; there is no thread to fork or stop.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TypeVar
+
+from .errors import LedgerError
+
+E = TypeVar("E", bound=LedgerError)
+
+
+class Guard:
+    """Failed for good, and when the store's re-check is next due.
+
+    :meth:`due` claims the re-check for the caller (the others go on meanwhile); a
+    re-check that could not reach the store calls :meth:`again`, so the next operation
+    tries it before answering. A ``period`` of 0 re-checks on every operation."""
+
+    __slots__ = ("_next", "failed", "period")
+
+    def __init__(self, period: float, now: float | None = None) -> None:
+        self.period = period
+        self.failed: LedgerError | None = None
+        self._next = (time.monotonic() if now is None else now) + period
+
+    def check(self) -> None:
+        """Raise if failed for good: a fresh error chained to the first, so tracebacks
+        of many calls do not pile up on one exception object."""
+        failed = self.failed
+        if failed is not None:
+            raise type(failed)(str(failed)) from failed
+
+    def fail(self, error: E) -> E:
+        """Fail for good with ``error`` (the first failure stays the cause); return it to raise."""
+        if self.failed is None:
+            self.failed = error
+        return error
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether the caller should re-check now; if so, the next is ``period`` later."""
+        now = time.monotonic() if now is None else now
+        if now < self._next:
+            return False
+        self._next = now + self.period
+        return True
+
+    def again(self) -> None:
+        """The re-check did not reach the store: due at the next operation."""
+        self._next = float("-inf")
