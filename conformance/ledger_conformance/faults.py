@@ -15,6 +15,7 @@ import functools
 import math
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -279,6 +280,12 @@ class FaultProxy(_Controls):
     def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
         asyncio.set_event_loop(loop)
         loop.run_forever()
+        # What stop() could not wait for ends here, before the loop closes: a task left
+        # pending would run its finally on a closed loop when collected.
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
     def _bind(self) -> socket.socket:
         family, kind, proto, _, addr = socket.getaddrinfo(
@@ -400,7 +407,11 @@ class FaultProxy(_Controls):
         try:
             if self._toxic in (Toxic.RESET, Toxic.REFUSE):
                 return
-            link.upstream = await asyncio.wait_for(self._connect_upstream(), _CONNECT_TIMEOUT)
+            if sys.version_info >= (3, 11):
+                async with asyncio.timeout(_CONNECT_TIMEOUT):
+                    link.upstream = await self._connect_upstream()
+            else:  # wait_for may swallow a cancel that meets the connect: _run_loop ends it
+                link.upstream = await asyncio.wait_for(self._connect_upstream(), _CONNECT_TIMEOUT)
             for sock in (link.client, link.upstream):
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -462,3 +462,17 @@ def test_redis_request_lands_but_reply_is_lost(redis_port: int) -> None:
         finally:
             client.close()
             direct.close()
+
+
+def test_stop_leaves_no_task_pending_on_the_closed_loop(echo: EchoServer) -> None:
+    """A task that outlived the reset (3.10-3.11's ``wait_for`` can swallow the cancel
+    that meets a finished connect) is ended before the loop closes: collected later, it
+    would run its ``finally`` on a closed loop."""
+    proxy = FaultProxy(*echo.address)
+    proxy.start()
+    loop = proxy._loop
+    assert loop is not None
+    leftover = asyncio.run_coroutine_threadsafe(asyncio.sleep(3600), loop)
+    proxy.stop()
+    assert leftover.cancelled()
+    assert loop.is_closed()
