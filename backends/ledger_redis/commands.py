@@ -243,11 +243,6 @@ def scan_command(cursor: int, pattern: bytes, count: int) -> Command:
     return ("SCAN", cursor, "MATCH", pattern, "COUNT", count)
 
 
-def redis_options(command: Command) -> dict[str, Any]:
-    """``SET`` with ``GET`` must come back raw (redis-py parses replies by name)."""
-    return {"get": True} if command[0] == "SET" and "GET" in command else {}
-
-
 # What the decisions ask of redis-py, one operation at a time: named tuples, as cheap as
 # a plain tuple on the hot path (four per trip).
 class Borrow(NamedTuple):

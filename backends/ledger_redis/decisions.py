@@ -4,7 +4,7 @@ the sync and async drivers perform (C9).
 Standalone (:class:`Pool`) speaks on one pooled connection per exchange, so nothing sent
 (``LedgerUnavailable``) is told from a lost reply (``ReplyLost``, which a spend
 resolves). redis-py's Cluster client retries on its own, so every failure there counts
-as possibly sent (its spends are ``SET NX GET``: a resend cannot fool them).
+as possibly sent (a spend's script answers the stored token: a resend finds its own).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from .commands import (
     as_eval,
     epoch_command,
     glob_escape,
-    redis_options,
     scan_command,
 )
 from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, redis_module, unexpected
@@ -195,7 +194,7 @@ class Cluster(_Transport):
         self._start(what)
         try:
             try:
-                return [(yield Exec(command, redis_options(command)))]
+                return [(yield Exec(command))]
             except self._noscript:
                 (command,) = as_eval(commands)  # NOSCRIPT: the script did not run
                 return [(yield Exec(command))]
