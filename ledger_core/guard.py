@@ -45,7 +45,7 @@ class Guard:
     def due(self, now: float | None = None) -> bool:
         """Whether the caller should re-check now; if so, the next is ``period`` later."""
         now = time.monotonic() if now is None else now
-        if now < self._next:
+        if self.period and now < self._next:  # 0: due even to a caller's older clock
             return False
         self._next = now + self.period
         return True
