@@ -25,6 +25,7 @@ from ledger_core.errors import (
     UnsafeStoreConfig,
     missing_store,
 )
+from ledger_core.guard import Guard
 from ledger_core.ids import is_marker, marker_range, marker_subject, validate_namespace
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import TOKEN_BYTES, attempt_outcome, new_token
@@ -83,7 +84,7 @@ class Operation:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         DEADLINE.set(None)  # a host's own commands on its client are never cut short
         if isinstance(exc, IdentityLost) and self._session is not None:
-            self._session.failed = exc
+            self._session.guard.fail(exc)
         if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
             raise unexpected(exc, self._what, spend=self._spend) from exc
 
@@ -405,27 +406,24 @@ class Session:
 
     def __init__(self, io: Transport, opened: Opened) -> None:
         self.io, self.opened, self.plan = io, opened, opened.plan
-        self.recheck = identity.Recheck(opened.options.recheck_interval)
-        self.failed: LedgerError | None = None
+        self.guard = Guard(opened.options.recheck_interval)
 
     def _guard(self, what: str, *, spend: bool) -> Operation:
-        if self.failed is not None:
-            raise type(self.failed)(str(self.failed)) from self.failed
+        self.guard.check()
         return Operation(self.io, what, spend=spend, session=self)
 
     def _recheck(self) -> Steps[None]:
-        if not self.recheck.due():
+        if not self.guard.due():
             return
         try:
             facts = yield from self.io.facts()
             verdict = identity.judge(facts, self.opened.options)
         except BaseException:
-            self.recheck.failed()
+            self.guard.again()
             raise
         changed = identity.changed_since_open(self.opened.info, verdict)
         if changed is not None:
-            self.failed = changed
-            raise changed
+            raise self.guard.fail(changed)
 
     def spend(self, request_id: bytes, digest: bytes | None = None) -> Steps[bool]:
         """After a lost reply the same script and value settle it (C5); with ``digest``

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -321,24 +320,6 @@ def changed_since_open(info: LedgerInfo, verdict: Verdict) -> UnsafeStoreConfig 
         f"the store's configuration changed since this ledger opened: {verdict.reason}; "
         "this ledger stays failed closed: reopen"
     )
-
-
-class Recheck:
-    """At most once per ``period``, by the first operation after it (no thread)."""
-
-    def __init__(self, period: float, now: float | None = None) -> None:
-        self.period = period
-        self._next = (time.monotonic() if now is None else now) + period
-
-    def due(self, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        if now < self._next:
-            return False
-        self._next = now + self.period
-        return True
-
-    def failed(self) -> None:
-        self._next = 0.0
 
 
 def ledger_info(

@@ -234,17 +234,6 @@ def test_cluster_recheck_during_a_burst(private_cluster_url: str, namespace: str
     assert sum(1 for a in answers if a is True) == 4
 
 
-def test_recheck_period_is_lazy_and_bounded() -> None:
-    from ledger_redis.identity import Recheck
-
-    check = Recheck(period=10.0, now=100.0)
-    assert not check.due(105.0)
-    assert check.due(110.0)
-    assert not check.due(111.0)  # claimed by the first caller
-    assert check.due(121.0)
-    assert Recheck(period=0.0, now=0.0).due(0.0)
-
-
 # ---------------------------------------------------------------- item 9: replicas
 
 
