@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bson.binary import Binary
@@ -27,6 +27,7 @@ from ledger_core.errors import (
     UnsafeStoreConfig,
     missing_store,
 )
+from ledger_core.guard import Guard
 from ledger_core.ids import is_marker, validate_request_id
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
@@ -54,8 +55,7 @@ class Store:
     genesis: bytes | None
     encoding: str
     shape: tuple[Any, ...]
-    next_check: float
-    failed: str | None = field(default=None)
+    guard: Guard  # failed for good, and when the options are next re-checked
     closed: bool = False  # the ledger was closed: its shell refuses every call
     facts: Facts | None = None  # what opening read (the doctor shows it)
 
@@ -197,17 +197,18 @@ def open_steps(settings: Settings, database: str, location: str, now: float) -> 
         genesis=genesis,
         encoding=encoding,
         shape=facts.shape(settings.durability),
-        next_check=now + settings.recheck,
+        guard=Guard(settings.recheck, now),
         facts=facts,
     )
 
 
 def _forgot(store: Store, why: str) -> LedgerError:
-    store.failed = (
-        f"the store forgot or its identity changed since this ledger opened ({why}); "
-        "reopen the ledger"
+    return store.guard.fail(
+        UnsafeStoreConfig(
+            f"the store forgot or its identity changed since this ledger opened ({why}); "
+            "reopen the ledger"
+        )
     )
-    return UnsafeStoreConfig(store.failed)
 
 
 def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
@@ -215,29 +216,24 @@ def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
 
 
 def recheck_steps(store: Store, now: float) -> Steps:
-    """Re-read what decides durability (options, indexes, the server); fail closed on any
-    change. One operation re-checks while the others go on (the next check is set due
-    first); a re-check that could not reach the store is due again at once."""
-    store.next_check = now + store.settings.recheck
+    """Refuse if failed for good; when due, re-read what decides durability (options,
+    indexes, the server) and fail closed on any change. One operation re-checks while the
+    others go on; a re-check that could not reach the store is due again at once."""
+    store.guard.check()
+    if not store.guard.due(now):
+        return
     try:
         facts: Facts = yield from facts_steps(store.settings, False)
     except NotPrimary:
-        store.next_check = now  # not a change of store: refused until a primary answers
+        store.guard.again()  # not a change of store: refused until a primary answers
         raise
     except LedgerError as exc:
         raise _forgot(store, f"re-check: {exc}") from exc
     except Exception as exc:
-        store.next_check = now
+        store.guard.again()
         raise _driver_failure(store, "re-check", exc) from exc
     if facts.shape(store.settings.durability) != store.shape:
         raise _forgot(store, "the collection's UUID or options changed")
-
-
-def _maybe_recheck(store: Store, now: float) -> Steps:
-    if store.failed is not None:
-        raise UnsafeStoreConfig(store.failed)
-    if store.settings.recheck == 0 or now >= store.next_check:
-        yield from recheck_steps(store, now)
 
 
 def _raise_write_concern(reply: Mapping[str, Any], what: str) -> None:
@@ -289,14 +285,14 @@ _ABSENT = _Read(None, False)
 
 
 def is_spent_steps(store: Store, request_id: bytes, now: float) -> Steps:
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     return (yield from _read_many_steps(store, [key], "read"))[key].present
 
 
 def is_spent_many_steps(store: Store, request_ids: Sequence[bytes], now: float) -> Steps:
     """A batch read: one ``find`` of the records and the genesis."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
     found = yield from _read_many_steps(store, _unique(keys), "is_spent_many")
     return [found[key].present for key in keys]
@@ -336,7 +332,7 @@ def _outcome(store: Store, reply: Mapping[str, Any], what: str) -> bool | None:
 
 def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> Steps:
     """One insert of ``{_id, t: token}`` (w majority, journaled), then the proof."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     insert = cmd.insert(store.collection, [key], token, store.namespace, store.uuid, "spend")
     return (yield from _write_steps(store, insert, key, token, None))
@@ -346,7 +342,7 @@ def spend_as_steps(
     store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
 ) -> Steps:
     """C10 in one upsert (:func:`commands.spend_as`), proven and settled as a spend is."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
     stored = cmd.encoded(digest, store.encoding)
     request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
@@ -448,7 +444,7 @@ def _many_outcome(store: Store, reply: Mapping[str, Any], count: int) -> list[bo
 def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, now: float) -> Steps:
     """One unordered insert of the batch: each id's answer is what ``spend`` would say (a
     repeat within the batch: ``False``), settled and proven with one read of the tokens."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
     unique = _unique(keys)
     request = cmd.insert(store.collection, unique, token, store.namespace, store.uuid, "spend_many")
@@ -473,7 +469,7 @@ def _page(store: Store, request: Request) -> Steps:
 
 def namespace_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the collection's namespaces: its genesis documents."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     first = cmd.GENESIS_PREFIX if after is None else after
     docs = yield from _page(store, cmd.genesis_page(store.collection, first, LIST_PAGE, store.uuid))
     names = [
@@ -486,7 +482,7 @@ def namespace_steps(store: Store, after: Any, now: float) -> Steps:
 
 def list_steps(store: Store, after: Any, now: float) -> Steps:
     """One page of the namespace's spent ids (markers and the genesis skipped)."""
-    yield from _maybe_recheck(store, now)
+    yield from recheck_steps(store, now)
     first = cmd.encoded(b"", store.encoding) if after is None else after
     request = cmd.list_page(store.collection, store.namespace, first, LIST_PAGE, store.uuid)
     docs = yield from _page(store, request)

@@ -11,6 +11,7 @@ from bson.binary import UUID_SUBTYPE, Binary
 from pymongo.errors import AutoReconnect, OperationFailure, ServerSelectionTimeoutError
 
 from ledger_core.errors import AmbiguousSpend, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.guard import Guard
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import run_steps
 from ledger_mongodb import commands as cmd
@@ -32,7 +33,7 @@ def store(uuid: Any = UUID) -> decisions.Store:
         genesis=GENESIS,
         encoding=cmd.BIN,
         shape=(),
-        next_check=10**9,
+        guard=Guard(3600, now=10**9),
     )
 
 
@@ -166,10 +167,10 @@ def test_a_listing_page_is_followed_by_the_genesis(listing: str) -> None:
 
 def test_a_member_that_is_no_longer_primary_is_refused_not_forgotten() -> None:
     s = store()
-    s.next_check = 0
+    s.guard.again()
     perform, seen = script({"ok": 1, "isWritablePrimary": False, "secondary": True})
     with pytest.raises(UnsafeStoreConfig, match="not a writable primary"):
         run_steps(decisions.is_spent_steps(s, b"id", 1.0), perform)
     assert seen == ["hello"]
-    assert s.failed is None  # a later call re-checks, and works once a primary answers
-    assert s.next_check == 1.0
+    assert s.guard.failed is None  # a later call re-checks, and works once a primary answers
+    assert s.guard.due(1.0)

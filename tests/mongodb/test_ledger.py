@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 import warnings
 from typing import Any
 
@@ -165,12 +166,13 @@ def test_one_recheck_at_a_time(ledger_url: str, coll: str) -> None:
     every call in flight re-read six facts at once and 256 tasks timed out on nx-27017."""
     with _open(ledger_url, namespace="n", collection=coll, recheck=60) as ledger:
         store = ledger._store
-        now = store.next_check + 1
+        now = time.monotonic() + 61
         first = decisions.spend_steps(store, b"a", new_token(), now)
         second = decisions.spend_steps(store, b"b", new_token(), now)
         assert next(first).what == "hello"  # this one re-checks
         assert next(second).what == "spend"  # this one does not wait for it
-        assert store.next_check == now + 60
+        assert not store.guard.due(now + 59)
+        assert store.guard.due(now + 60)
         first.close()
         second.close()
 
