@@ -29,6 +29,7 @@ from ledger_core.errors import (
     missing_store,
 )
 from ledger_core.forks import PerProcess
+from ledger_core.guard import Guard
 from ledger_core.ids import is_marker, ledger_key
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
@@ -90,18 +91,12 @@ class Session:
     facts: TableFacts | None = None
     genesis: bytes = b""
     info: LedgerInfo | None = None
-    config_checked: float = float("-inf")
-    suspect: bool = False  # a ResourceNotFound was seen: re-check the table first
-    failed: LedgerError | None = field(default=None, repr=False)
+    guard: Guard = field(default_factory=lambda: Guard(0.0), repr=False)  # its own at open
     checking: PerProcess[threading.Lock] = field(default_factory=_process_lock, repr=False)
 
     @property
     def namespace(self) -> str:
         return self.settings.namespace
-
-    def fail(self, error: LedgerError) -> LedgerError:
-        self.failed = error
-        return error
 
 
 def _table(answer: Any) -> dict[str, Any]:
@@ -207,7 +202,7 @@ def _read(
         answer = yield from send(session, call, deadline)
     except Exception as exc:
         if is_not_found(exc):
-            session.suspect = True
+            session.guard.again()  # a ResourceNotFound: re-check the table first
         fail(exc, what, session.location)
     if not isinstance(answer, dict):
         raise LedgerUnavailable(
@@ -266,26 +261,25 @@ def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
         endpoint_url=session.endpoint_url,
     )
     session.facts, session.genesis, session.info = facts, genesis, info
-    session.config_checked = started
+    session.guard = Guard(session.settings.config_interval, started)
     return info
 
 
 def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
     """The table's identity (a restored table carries our genesis item) and its
     configuration, again."""
-    started = time.monotonic()
     try:
         # Never waits: a table being created under our name is not ours anyway.
         facts = yield from read_facts(session, deadline, create=False, wait=False)
         identity.check_usable(facts, session.location)
-    except LedgerUnavailable:
-        session.suspect = True
+    except BaseException:
+        session.guard.again()  # not re-checked: due at the next operation
         raise
     old, info = session.facts, session.info
     assert old is not None
     assert info is not None
     if facts.identity != old.identity:
-        raise session.fail(
+        raise session.guard.fail(
             identity.forgot(
                 session.location,
                 f"the table was re-created or restored: TableId {old.table_id or '?'} "
@@ -295,23 +289,20 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
         )
     reasons = identity.refusals(facts, session.settings, session.endpoint_url)
     if reasons and info.store_id is not None:
-        raise session.fail(
+        raise session.guard.fail(
             UnsafeStoreConfig(
                 f"table {session.location} changed since this ledger opened and can no "
                 f"longer back a proof: {'; '.join(reasons)}"
             )
         )
-    session.config_checked, session.suspect = started, False
 
 
 def checked(session: Session) -> Steps[Request, float]:
     """Every operation's guard: fail closed for good once the store changed; re-read
     the table when due unless another caller is (none waits). Returns the deadline."""
-    if session.failed is not None:
-        raise session.failed
+    session.guard.check()
     deadline = _deadline(session)
-    since = time.monotonic() - session.config_checked
-    if session.suspect or since >= session.settings.config_interval:
+    if session.guard.due():
         lock = session.checking.get()
         if lock.acquire(blocking=False):
             try:
@@ -336,8 +327,8 @@ def proven(session: Session, deadline: float, *, wrote: bool) -> Steps[Request, 
             "could not be read after it to prove the store; treat as spent"
         ) from exc
     if found != session.genesis:
-        gone = "gone" if found is None else "another value"
-        raise session.fail(identity.forgot(session.location, f"the namespace's genesis is {gone}"))
+        why = f"the namespace's genesis is {'gone' if found is None else 'another value'}"
+        raise session.guard.fail(identity.forgot(session.location, why))
 
 
 def spend_steps(
@@ -373,7 +364,7 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
                 return False
         else:
             if is_not_found(exc):
-                session.suspect = True
+                session.guard.again()
             if write_fate(exc) is Fate.REJECTED:
                 fail(exc, "spend", session.location)
         failure = exc
@@ -390,7 +381,7 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
     if item:
         return binary(item, TOKEN) == token
     if is_conditional(failure):
-        session.suspect = True
+        session.guard.again()
         raise LedgerUnavailable(
             f"DynamoDB spend on {session.location}: the record existed a moment ago and is "
             "gone now (the store is forgetting?)"
@@ -414,7 +405,7 @@ def _put_as(
         if is_conditional(exc):
             return binary(old_item(exc), DIGEST) == digest
         if is_not_found(exc):
-            session.suspect = True
+            session.guard.again()
         if write_fate(exc) is Fate.REJECTED:
             fail(exc, "spend_as", session.location)
         raise AmbiguousSpend(

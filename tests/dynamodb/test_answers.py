@@ -3,12 +3,12 @@ answers (no server needed)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from ledger_core.errors import LedgerUnavailable
+from ledger_core.guard import Guard
 from ledger_core.steps import Steps, run_steps
 from ledger_dynamodb import commands, decisions, identity
 from ledger_dynamodb.commands import Call, Request
@@ -19,7 +19,7 @@ GENESIS = b"g" * identity.GENESIS_BYTES
 
 def _session() -> decisions.Session:
     session = decisions.Session("ledger", Settings(), "dynamodb://ledger", None)
-    session.genesis, session.config_checked = GENESIS, time.monotonic()
+    session.genesis, session.guard = GENESIS, Guard(60.0)
     return session
 
 
@@ -53,7 +53,7 @@ def test_an_is_spent_answer_that_is_no_map_is_unavailable(malformed: str) -> Non
     session = _session()
     with pytest.raises(LedgerUnavailable, match="not a map"):
         _run(decisions.is_spent_steps(session, b"id"), malformed)
-    assert session.failed is None
+    assert session.guard.failed is None
 
 
 @pytest.mark.parametrize("malformed", ["scan", "genesis"])
