@@ -9,10 +9,11 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.guard import Guard
 from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.protocol import LedgerInfo
 from ledger_core.steps import Steps
@@ -39,22 +40,17 @@ class Store:
     genesis: bytes = b""  # the namespace's genesis uuid this ledger opened (its store_id)
     file: tuple[int, int] | None = None  # (device, inode) the path named at open
     info: LedgerInfo | None = None
-    failed: LedgerError | None = None  # closed, or failed closed for good
-    next_check: float = 0.0
+    # failed: closed, or failed closed for good; due: the file check
+    guard: Guard = field(default_factory=lambda: Guard(FILE_CHECK_PERIOD))
     filesystem: str | None = None  # what the file was on at open (the doctor shows it)
 
     @property
     def namespace(self) -> str:
         return self.target.namespace
 
-    def refuse(self, error: LedgerError) -> LedgerError:
-        """Fail closed for good: every later operation raises ``error`` again."""
-        self.failed = error
-        return error
-
     def forgot(self) -> LedgerError:
         store_id = None if self.info is None else self.info.store_id
-        return self.refuse(identity.forgot(self.target, store_id))
+        return self.guard.fail(identity.forgot(self.target, store_id))
 
 
 def setup_command(target: Target) -> str:
@@ -150,7 +146,6 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
         raise missing(target, f"namespace {target.namespace!r} in {target.path!r} has no identity")
     store.genesis, store.file, store.filesystem = bytes(genesis), where, filesystem
     store.info = identity.ledger_info(target, store.genesis.decode(), filesystem)
-    store.next_check = time.monotonic() + FILE_CHECK_PERIOD
     return store.info
 
 
@@ -160,18 +155,11 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
 def verify_steps(store: Store) -> Steps[Request, None]:
     """Raise if the ledger failed closed; when due, prove the path still names the file
     this ledger opened (else fail closed for good)."""
-    failed = store.failed
-    if failed is not None:
-        raise type(failed)(str(failed))
-    if time.monotonic() >= store.next_check:
+    store.guard.check()
+    if store.guard.due():
         where = yield StatFile()
         if where != store.file:
-            raise store.refuse(identity.moved(store.target))
-        store.next_check = time.monotonic() + FILE_CHECK_PERIOD
-
-
-def _due(store: Store) -> bool:
-    return store.failed is not None or time.monotonic() >= store.next_check
+            raise store.guard.fail(identity.moved(store.target))
 
 
 def _read_back(store: Store, request_id: bytes, failure: Exception) -> Steps[Request, Any]:
@@ -196,8 +184,7 @@ def spend_steps(
     or the same key did before). When it raises (a forgotten store: NOT NULL; a lock; an
     I/O error), the row stored decides: our token or the same digest True, another's
     False, none raises."""
-    if _due(store):
-        yield from verify_steps(store)
+    yield from verify_steps(store)
     params = (store.namespace, request_id, store.genesis, token, time.time())
     try:
         if digest is None:
@@ -214,8 +201,7 @@ def spend_steps(
 
 def is_spent_steps(store: Store, request_id: bytes) -> Steps[Request, bool]:
     """One read that returns a row only while the genesis is the one opened (C3, C6)."""
-    if _due(store):
-        yield from verify_steps(store)
+    yield from verify_steps(store)
     try:
         row = yield Statement(sql.IS_SPENT, (store.namespace, request_id, store.genesis))
     except sqlite3.Error as exc:

@@ -292,7 +292,7 @@ class SQLiteLedger(ReentrantLedgerBase):
         return identity.doctor_checks(self._info, self._store.filesystem, mode, level, *versions)
 
     def close(self) -> None:
-        self._store.failed = LedgerClosed(f"{self!r} is closed")
+        self._store.guard.failed = LedgerClosed(f"{self!r} is closed")  # over any failure
         self._conns.close()
 
 

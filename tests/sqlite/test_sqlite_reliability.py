@@ -88,7 +88,7 @@ def test_relative_paths_are_fixed_at_open(tmp_path: Path, monkeypatch: pytest.Mo
     ledger = SQLiteLedger("rel.db")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    ledger._store.next_check = 0  # the file check runs now: it must find the same file
+    ledger._store.guard.again()  # the file check runs now: it must find the same file
     assert ledger.spend("a") is True
     assert not (tmp_path / "elsewhere" / "rel.db").exists()
     ledger.close()
