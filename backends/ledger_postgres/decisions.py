@@ -13,6 +13,7 @@ from psycopg.pq import TransactionStatus
 
 from ledger_core.errors import LedgerClosed, LedgerError
 from ledger_core.forks import PerProcess
+from ledger_core.guard import Guard
 from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -308,7 +309,6 @@ class GuardedShell:
     _watchdog_class: type[Watchdog] | type[LoopWatchdog]
     _pool_class: Any
     _reentrant: bool = False
-    _forgot: bool = False
     _pool_to_open: bool = False  # a pool built after fork opens at its first use
     _doctor_opened: Opened  # what opening found, kept for the doctor
 
@@ -326,6 +326,7 @@ class GuardedShell:
         self._conninfo, self._password = conninfo, password
         self._st = Statements(config)
         self._framed, self._closed = not owns_pool, False
+        self.guard = Guard(float("inf"))  # failed for good; no re-check: each statement proves
         self._first_share = config.timeout * FIRST_SHARE
         self._watchdog = self._watchdog_class(self._first_share)
         forked = options.forked_pool_kwargs  # a child's pool, like the host's
@@ -344,8 +345,7 @@ class GuardedShell:
         self._process.get()
         if self._closed:
             raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        if self._forgot:
-            raise errors.store_changed(self._config.qualified)
+        self.guard.check()
         left = op.due - time.monotonic()
         if left <= 0:
             raise errors.OutOfTime("the call's timeout has passed")
@@ -362,13 +362,11 @@ class GuardedShell:
     def _failed(self, op: Op, exc: Exception) -> None:
         """A spend's NULL token (no genesis row) fails the ledger for good."""
         if errors.is_guard_failure(exc):
-            self._forgot = True
-            raise errors.store_changed(self._config.qualified) from exc
+            raise self.guard.fail(errors.store_changed(self._config.qualified)) from exc
 
     def _answered(self, op: Op, row: Row) -> Row:
         if op.guarded and row is None:
-            self._forgot = True
-            raise errors.store_changed(self._config.qualified)
+            raise self.guard.fail(errors.store_changed(self._config.qualified))
         return row
 
     def _taken(self, conn: Any, due: float) -> Deadline:
