@@ -16,7 +16,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from ledger_core import migrate, open_ledger, setup_ledger
+from ledger_core import migrate, open_async_ledger, open_ledger, setup_ledger
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
@@ -27,7 +27,7 @@ from ledger_core.errors import (
 )
 from ledger_core.ids import MAX_MARKER_BYTES, MarkerKind, marker_id
 from ledger_core.protocol import Durability
-from ledger_dynamodb import DynamoDBLedger, commands
+from ledger_dynamodb import AsyncDynamoDBLedger, DynamoDBLedger, commands
 from ledger_dynamodb.commands import Call
 from tests.dynamodb import tools
 from tests.flavors import Flavored
@@ -477,6 +477,38 @@ def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -
         assert os.WEXITSTATUS(status) == 0
         assert ledger.is_spent("child") is True
         assert ledger._handle.client is parent_client
+
+
+def test_forked_child_of_an_async_ledger_builds_its_own_client(
+    dynamodb_url: str, namespace: str
+) -> None:
+    """The async ledger's twin of the test above: the child, on its own event loop,
+    spends on a client of its own, never on the parent's (bound to the parent's loop)."""
+    import asyncio
+
+    async def child(ledger: AsyncDynamoDBLedger, parent_client: Any) -> bool:
+        return await ledger.spend("child") is True and ledger._handle.client is not parent_client
+
+    async def main() -> None:
+        opts = tools.ledger_options(dynamodb_url)
+        ledger = await open_async_ledger(dynamodb_url, namespace=namespace, **opts)
+        assert isinstance(ledger, AsyncDynamoDBLedger)
+        async with ledger:
+            assert await ledger.spend("parent") is True
+            parent_client = ledger._handle.client
+            pid = os.fork()
+            if pid == 0:  # the child: exit code says what happened
+                code = 1
+                try:
+                    code = 0 if asyncio.run(child(ledger, parent_client)) else 2
+                finally:
+                    os._exit(code)
+            _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+            assert os.WEXITSTATUS(status) == 0
+            assert await ledger.is_spent("child") is True
+            assert ledger._handle.client is parent_client
+
+    asyncio.run(main())
 
 
 def test_failed_identity_check_is_a_ledger_error_and_nothing_was_sent(
