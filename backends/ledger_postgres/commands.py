@@ -74,6 +74,7 @@ def prepared_gen(conn: Any, op: Op) -> PQGen[Row]:
     if setup is not None:  # this session's first use of it: its error is the call's
         pgconn.send_query(setup)
         _prepared_now((yield from generators.execute(pgconn)), name, conn)
+    # libpq's call, not psycopg's cursor: why, with the numbers, at ledger.run_op.
     pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
     result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
     if result.status == _FATAL:  # raised as psycopg's cursor would raise it

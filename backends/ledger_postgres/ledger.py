@@ -28,9 +28,12 @@ Conn = psycopg.Connection[Any]
 
 
 def run_op(conn: Conn, op: Op) -> Row:
-    # The hot path, straight through libpq: psycopg's public cursor cost 26-110 us more
-    # client CPU per call (25-60%), and cannot resend the session's settings with a
-    # PREPARE after a pooler's reset (test_statements_gone_from_a_live_session_...).
+    # The hot path, straight through libpq (driver internals: conn.lock, conn.wait,
+    # psycopg.generators), because the same statements through psycopg's public cursor
+    # (an EXECUTE, or psycopg's own prepare) cut the bench's ledger/raw medians from
+    # 0.90-1.77 to 0.58-1.05, and psycopg's prepare loses the session's settings after a
+    # reset (docs/notes/driver-internals.md; test_the_hot_calls_open_no_psycopg_cursor,
+    # test_statements_gone_from_a_live_session_are_prepared_again_and_sent_once).
     if type(op.query) is Prepared:
         with conn.lock:
             return conn.wait(commands.prepared_gen(conn, op))

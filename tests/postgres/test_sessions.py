@@ -222,3 +222,26 @@ def test_other_rejections_are_never_resent() -> None:
     next(steps)
     with pytest.raises(LedgerUnavailable, match="denied"):
         steps.throw(pg_errors.InsufficientPrivilege("permission denied for table t"))
+
+
+def test_the_hot_calls_open_no_psycopg_cursor(
+    open_pg: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spend, spend_as and is_spent on the own pool's sessions go straight through libpq:
+    the same prepared statements through psycopg's cursor cut the bench's ledger/raw by
+    0.1-0.8 (docs/notes/driver-internals.md)."""
+    made: list[type] = []
+    for cls in (psycopg.Cursor, psycopg.AsyncCursor):
+
+        def counting(self: Any, *args: Any, _init: Any = cls.__init__, **kwargs: Any) -> None:
+            made.append(type(self))
+            _init(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counting)
+    ledger = open_pg(timeout=POOL_WAIT, pool_min=1, pool_max=1)
+    made.clear()  # opening reads and writes the genesis through a cursor
+    assert ledger.spend("a") is True
+    assert ledger.spend("a") is False
+    assert ledger.is_spent("a") is True
+    assert ledger.run(ledger.ledger.spend_as("b", KEY)) is True
+    assert made == []
