@@ -85,7 +85,8 @@ def _like(client: Any) -> dict[str, Any]:
 
 def _carry_credentials(old: Any, new: Any) -> Any:
     # botocore has no public accessor of a client's credentials (they live on its
-    # request signer): without this a child signs with the environment's, or none.
+    # request signer): without this a child signs with the environment's, or none
+    # (test_a_child_of_a_host_client_signs_with_its_credentials).
     creds = getattr(getattr(old, "_request_signer", None), "_credentials", None)
     signer = getattr(new, "_request_signer", None)
     if creds is not None and signer is not None:

@@ -38,8 +38,9 @@ def _never_close(conn: sqlite3.Connection) -> None:
     """Keep a connection inherited across ``fork()`` alive, unused, for good: SQLite
     forbids using it in a child, and closing it there may write stale lock state into
     the WAL index the parent shares (mmap)."""
-    # ctypes, since a module-level list is freed, closing them, when the child's
-    # interpreter exits (test_a_child_never_closes_an_inherited_connection_even_at_exit).
+    # A reference leaked through CPython's C API, because sqlite3 has no public way to
+    # drop a connection unclosed and a module-level list is freed, closing them, when the
+    # child's interpreter exits (test_a_child_never_closes_an_inherited_connection_even_at_exit).
     try:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
     except Exception:  # pragma: no cover - not CPython: referenced until exit at least
