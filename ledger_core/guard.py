@@ -33,8 +33,13 @@ class Guard:
         """Raise if failed for good: a fresh error chained to the first, so tracebacks
         of many calls do not pile up on one exception object."""
         failed = self.failed
-        if failed is not None:
-            raise type(failed)(str(failed)) from failed
+        if failed is None:
+            return
+        try:
+            fresh = type(failed)(*failed.args)
+        except Exception:  # a third party's error built another way: the first, again
+            raise failed from failed.__cause__
+        raise fresh from failed
 
     def fail(self, error: E) -> E:
         """Fail for good with ``error`` (the first failure stays the cause); return it to raise."""

@@ -36,3 +36,16 @@ def test_the_recheck_is_due_once_per_period_and_again_after_a_miss() -> None:
 def test_a_zero_period_rechecks_on_every_operation() -> None:
     guard = Guard(0.0, now=0.0)
     assert all(guard.due(t) for t in (0.0, 0.0, 1.0, 0.5))  # 0.5: read before 1.0 claimed
+
+
+class _Built(UnsafeStoreConfig):
+    def __init__(self, table: str, why: str) -> None:
+        super().__init__(f"table {table}: {why}")
+
+
+def test_an_error_built_another_way_is_raised_itself() -> None:
+    guard = Guard(5.0, now=0.0)
+    first = guard.fail(_Built("t", "restored"))
+    with pytest.raises(_Built, match="table t: restored") as info:
+        guard.check()
+    assert info.value is first
