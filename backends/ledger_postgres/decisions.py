@@ -326,7 +326,9 @@ class GuardedShell:
         self._conninfo, self._password = conninfo, password
         self._st = Statements(config)
         self._framed, self._closed = not owns_pool, False
-        self.guard = Guard(float("inf"))  # failed for good; no re-check: each statement proves
+        # Failed for good (not the SQL genesis guard, ``opened.guard``); no re-check: every
+        # statement proves the store.
+        self._standing = Guard(float("inf"))
         self._first_share = config.timeout * FIRST_SHARE
         self._watchdog = self._watchdog_class(self._first_share)
         forked = options.forked_pool_kwargs  # a child's pool, like the host's
@@ -345,7 +347,7 @@ class GuardedShell:
         self._process.get()
         if self._closed:
             raise LedgerClosed(f"ledger {self._config.qualified} is closed")
-        self.guard.check()
+        self._standing.check()
         left = op.due - time.monotonic()
         if left <= 0:
             raise errors.OutOfTime("the call's timeout has passed")
@@ -362,11 +364,11 @@ class GuardedShell:
     def _failed(self, op: Op, exc: Exception) -> None:
         """A spend's NULL token (no genesis row) fails the ledger for good."""
         if errors.is_guard_failure(exc):
-            raise self.guard.fail(errors.store_changed(self._config.qualified)) from exc
+            raise self._standing.fail(errors.store_changed(self._config.qualified)) from exc
 
     def _answered(self, op: Op, row: Row) -> Row:
         if op.guarded and row is None:
-            raise self.guard.fail(errors.store_changed(self._config.qualified))
+            raise self._standing.fail(errors.store_changed(self._config.qualified))
         return row
 
     def _taken(self, conn: Any, due: float) -> Deadline:
