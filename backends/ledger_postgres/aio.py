@@ -47,10 +47,11 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
 
     _watchdog_class = LoopWatchdog
     _pool_class = AsyncConnectionPool
+    _pages = staticmethod(pages_async)
 
     @classmethod
     async def from_target(cls, target: Target) -> AsyncPostgresLedger:
-        script = Statements(target.config).session_script()
+        script = Statements(target.config).session_script
 
         async def configure(conn: AConn) -> None:
             await conn.execute(script)  # see the sync from_target
@@ -146,21 +147,6 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
 
     async def _drive(self, steps: Steps) -> Any:
         return await run_steps_async(steps, self._run)
-
-    async def _spend(self, request_id: bytes) -> bool:
-        return bool(await self._drive(self._spend_steps(request_id)))
-
-    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        return bool(await self._drive(self._spend_as_steps(request_id, digest)))
-
-    async def _is_spent(self, request_id: bytes) -> bool:
-        return bool(await self._drive(self._is_spent_steps(request_id)))
-
-    def spent_ids(self) -> AsyncIterator[str]:
-        return pages_async(lambda after: self._drive(self._page_steps("ids", after)), b"")
-
-    def namespaces(self) -> AsyncIterator[str]:
-        return pages_async(lambda after: self._drive(self._page_steps("namespaces", after)), b"")
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         return list(await self._drive(self._spend_many_steps(request_ids)))

@@ -114,14 +114,17 @@ def new_identity_token() -> bytes:
     return uuid.uuid4().bytes
 
 
-def _literal_ms(seconds: float) -> sql.Literal:
-    return sql.Literal(str(max(1, int(seconds * 1000))))
-
-
 def bytea_literal(value: bytes) -> bytes:
     """``E'\\x<hex>'::bytea``: hex digits only, so no value can end the literal, and
     read the same whatever ``standard_conforming_strings`` says."""
     return b"E'\\\\x" + value.hex().encode("ascii") + b"'::bytea"
+
+
+_GENESIS_RID = bytea_literal(GENESIS_ID).decode()
+_OLD_GENESIS = {  # the table's old genesis row, for an upgrade
+    "old_ns": sql.SQL(bytea_literal(IDENTITY_NAMESPACE).decode()),
+    "old_rid": sql.SQL(bytea_literal(IDENTITY_ID).decode()),
+}
 
 
 # Evaluated inside each writing statement: that statement's commit waits for the WAL
@@ -277,10 +280,6 @@ DOCTOR_SETTINGS = sql.SQL(
 )
 
 
-def _script(*statements: sql.Composable) -> sql.Composed:
-    return sql.SQL("; ").join(statements)
-
-
 class Statements:
     """The ledger's statements for one table, each from one template in two forms
     (parameters on our sessions, a framed script of literals on a host's), rendered to
@@ -297,14 +296,15 @@ class Statements:
         self.reentrant = reentrant  # the table has C10's attempt_digest column
         self.table = sql.Identifier(config.schema, config.table)
         # The server gives up first, with a clean error; the client's deadline is later.
-        ms = _literal_ms(config.timeout * SERVER_SHARE)
-        self.session_setup = sql.SQL(
+        ms = sql.Literal(str(max(1, int(config.timeout * SERVER_SHARE * 1000))))
+        setup = sql.SQL(
             "SET synchronous_commit = on; "
             "SET default_transaction_isolation = 'read committed'; "
             "SET default_transaction_read_only = off; "
             "SET statement_timeout = {ms}; SET lock_timeout = {ms}; "
             "SET idle_in_transaction_session_timeout = {ms}"
         ).format(ms=ms)
+        self.session_script = self._render(setup)
         # A host's session is left as it is: framed statements set these locally.
         self._settings = sql.SQL(
             "SELECT set_config('synchronous_commit', 'on', true), "
@@ -320,9 +320,8 @@ class Statements:
             sql.SQL(_READ_GENESIS).format(
                 table=self.table,
                 ns=sql.SQL(self._ns.decode()),
-                rid=sql.SQL(bytea_literal(GENESIS_ID).decode()),
-                old_ns=sql.SQL(bytea_literal(IDENTITY_NAMESPACE).decode()),
-                old_rid=sql.SQL(bytea_literal(IDENTITY_ID).decode()),
+                rid=sql.SQL(_GENESIS_RID),
+                **_OLD_GENESIS,
             )
         )
         timeline = TIMELINE_NOW if config.failover == NEW else "NULL"
@@ -373,10 +372,7 @@ class Statements:
         label = f"decision_ledger_{name}_{digest}"
         types = ", ".join(["bytea"] * values)
         statement = f'PREPARE "{label}" ({types}) AS '.encode() + body
-        return Prepared(label.encode(), b"; ".join([self.session_script(), statement]))
-
-    def session_script(self) -> bytes:
-        return self._render(self.session_setup)
+        return Prepared(label.encode(), b"; ".join([self.session_script, statement]))
 
     def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
         spend = template.startswith("INSERT") if spend is None else spend
@@ -394,7 +390,7 @@ class Statements:
 
     def framed(self, *statements: sql.Composable) -> sql.Composed:
         """One READ COMMITTED transaction with a durable commit, in one round trip."""
-        return _script(_BEGIN, self._settings, *statements, _COMMIT)
+        return sql.SQL("; ").join([_BEGIN, self._settings, *statements, _COMMIT])
 
     def _literals(self, *values: bytes | None) -> tuple[bytes, ...]:
         return (self._ns, *(bytea_literal(v) for v in values if v is not None))
@@ -431,7 +427,7 @@ class Statements:
         ``upgrade``: the namespace takes the old table's token (its store_id stays) only
         if it still has records under ``SHARE`` mode, which blocks every writer.
         """
-        ns, rid = self._ns.decode(), bytea_literal(GENESIS_ID).decode()
+        ns, rid = self._ns.decode(), _GENESIS_RID
         value: sql.Composable = sql.SQL(bytea_literal(token).decode())
         statements: list[sql.Composable] = []
         if upgrade:
@@ -440,13 +436,7 @@ class Statements:
                 "COALESCE((SELECT o.token FROM {table} AS o WHERE o.namespace = {old_ns} "
                 "AND o.request_id = {old_rid} AND EXISTS (SELECT FROM {table} "
                 "WHERE namespace = {ns})), {tok})"
-            ).format(
-                table=self.table,
-                old_ns=sql.SQL(bytea_literal(IDENTITY_NAMESPACE).decode()),
-                old_rid=sql.SQL(bytea_literal(IDENTITY_ID).decode()),
-                ns=sql.SQL(ns),
-                tok=value,
-            )
+            ).format(table=self.table, ns=sql.SQL(ns), tok=value, **_OLD_GENESIS)
         insert = sql.SQL(
             "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, {tok}) "
             "ON CONFLICT (namespace, request_id) DO NOTHING"

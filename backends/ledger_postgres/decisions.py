@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from psycopg.pq import TransactionStatus
@@ -213,18 +213,16 @@ def _listed(op: Op, pw: Any) -> Steps:
     return [] if row[0] is None else [bytes(value) for value in row[0]]
 
 
-def id_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
-    """The spent ids after ``after``, and where the next page starts (``None``: done)."""
-    params = (st.namespace, after, PAGE_SIZE)
-    raws: list[bytes] = yield from _listed(Op(st.page, params, guarded=True, due=due), pw)
-    ids = [raw.decode("utf-8") for raw in raws if not is_marker(raw)]
-    return ids, (raws[-1] if len(raws) == PAGE_SIZE else None)
-
-
-def namespace_page(st: Statements, after: bytes, due: float, pw: Any) -> Steps:
-    params = (after, PAGE_SIZE)
-    raws: list[bytes] = yield from _listed(Op(st.namespaces, params, guarded=True, due=due), pw)
-    names = [raw.decode("utf-8") for raw in raws if raw != IDENTITY_NAMESPACE]
+def page(st: Statements, ids: bool, after: bytes, due: float, pw: Any) -> Steps:
+    """The spent ids (else the namespaces) after ``after``, and where the next page
+    starts (``None``: done)."""
+    if ids:
+        op = Op(st.page, (st.namespace, after, PAGE_SIZE), guarded=True, due=due)
+    else:
+        op = Op(st.namespaces, (after, PAGE_SIZE), guarded=True, due=due)
+    raws: list[bytes] = yield from _listed(op, pw)
+    hidden = is_marker if ids else IDENTITY_NAMESPACE.__eq__
+    names = [raw.decode("utf-8") for raw in raws if not hidden(raw)]
     return names, (raws[-1] if len(raws) == PAGE_SIZE else None)
 
 
@@ -308,6 +306,8 @@ class GuardedShell:
 
     _watchdog_class: type[Watchdog] | type[LoopWatchdog]
     _pool_class: Any
+    _pages: Callable[..., Any]  # ledger_core.listing's pages, or pages_async
+    _drive: Callable[[Steps], Any]  # runs the steps with the shell's I/O
     _reentrant: bool = False
     _pool_to_open: bool = False  # a pool built after fork opens at its first use
     _doctor_opened: Opened  # what opening found, kept for the doctor
@@ -402,15 +402,29 @@ class GuardedShell:
     def _due(self) -> float:
         return time.monotonic() + self._config.timeout
 
-    def _spend_steps(self, request_id: bytes) -> Steps:
-        return spend(self._st, self._framed, request_id, self._due(), self._password)
+    # Both shells' own: the sync _drive returns the answer, the async one a coroutine.
+    def _spend(self, request_id: bytes) -> Any:
+        return self._drive(spend(self._st, self._framed, request_id, self._due(), self._password))
 
-    def _spend_as_steps(self, request_id: bytes, digest: bytes) -> Steps:
+    def _spend_as(self, request_id: bytes, digest: bytes) -> Any:
         st, due = self._st, self._due()
-        return spend_as(st, self._framed, self._reentrant, request_id, digest, due, self._password)
+        steps = spend_as(st, self._framed, self._reentrant, request_id, digest, due, self._password)
+        return self._drive(steps)
 
-    def _is_spent_steps(self, request_id: bytes) -> Steps:
-        return is_spent(self._st, self._framed, request_id, self._due(), self._password)
+    def _is_spent(self, request_id: bytes) -> Any:
+        st, due = self._st, self._due()
+        return self._drive(is_spent(st, self._framed, request_id, due, self._password))
+
+    def spent_ids(self) -> Any:
+        """Every id spent in this namespace, in byte order, a page per round trip."""
+        return self._pages(lambda after: self._page(True, after), b"")
+
+    def namespaces(self) -> Any:
+        """Every namespace of this table, own included, in byte order."""
+        return self._pages(lambda after: self._page(False, after), b"")
+
+    def _page(self, ids: bool, after: bytes) -> Any:
+        return self._drive(page(self._st, ids, after, self._due(), self._password))
 
     def _spend_many_steps(self, request_ids: Sequence[str]) -> Steps:
         raws = [validate_request_id(r) for r in request_ids]
@@ -422,7 +436,3 @@ class GuardedShell:
 
     def _lineage_steps(self) -> Steps:
         return lineage(self._st, self._due(), self._password)
-
-    def _page_steps(self, what: str, after: bytes) -> Steps:
-        page = id_page if what == "ids" else namespace_page
-        return page(self._st, after, self._due(), self._password)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent import futures
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -52,34 +53,25 @@ def connect_within(conninfo: str, seconds: float) -> Conn:
     """A new autocommit connection, or :class:`errors.OutOfTime` after ``seconds``
     (libpq's ``connect_timeout`` has a 2 s floor and counts per host); a helper thread
     connects, and closes a connection that arrives too late."""
-    box: dict[str, Any] = {}
-    lock = threading.Lock()
-    done = threading.Event()
+    arrived: futures.Future[Conn] = futures.Future()
 
     def attempt() -> None:
         try:
-            conn = psycopg.connect(conninfo, autocommit=True)
+            arrived.set_result(psycopg.connect(conninfo, autocommit=True))
         except BaseException as exc:  # handed to the caller, which maps it
-            box["error"] = exc
-        else:
-            with lock:
-                if box.get("abandoned"):
-                    conn.close()
-                else:
-                    box["conn"] = conn
-        finally:
-            done.set()
+            arrived.set_exception(exc)
 
     threading.Thread(target=attempt, name="ledger-postgres-connect", daemon=True).start()
-    done.wait(max(0.0, seconds))
-    with lock:
-        if "conn" in box:
-            conn: Conn = box["conn"]
-            return conn
-        if "error" in box:
-            raise box["error"]
-        box["abandoned"] = True
+    try:
+        return arrived.result(max(0.0, seconds))
+    except futures.TimeoutError:
+        arrived.add_done_callback(_close_late)  # at once if it has just arrived
     raise errors.OutOfTime(f"no connection within the call's timeout ({seconds:.2f} s left)")
+
+
+def _close_late(arrived: futures.Future[Conn]) -> None:
+    if arrived.exception() is None:
+        arrived.result().close()
 
 
 class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
@@ -88,10 +80,11 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
 
     _watchdog_class = Watchdog
     _pool_class = ConnectionPool
+    _pages = staticmethod(pages)
 
     @classmethod
     def from_target(cls, target: options.Target) -> PostgresLedger:
-        script = Statements(target.config).session_script()
+        script = Statements(target.config).session_script
 
         def configure(conn: Conn) -> None:
             conn.execute(script)  # one round trip: a call may be waiting for the session
@@ -190,23 +183,6 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
 
     def _drive(self, steps: decisions.Steps) -> Any:
         return run_steps(steps, self._run)
-
-    def _spend(self, request_id: bytes) -> bool:
-        return bool(self._drive(self._spend_steps(request_id)))
-
-    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        return bool(self._drive(self._spend_as_steps(request_id, digest)))
-
-    def _is_spent(self, request_id: bytes) -> bool:
-        return bool(self._drive(self._is_spent_steps(request_id)))
-
-    def spent_ids(self) -> Iterator[str]:
-        """Every id spent in this namespace, in byte order, a page per round trip."""
-        return pages(lambda after: self._drive(self._page_steps("ids", after)), b"")
-
-    def namespaces(self) -> Iterator[str]:
-        """Every namespace of this table, own included, in byte order."""
-        return pages(lambda after: self._drive(self._page_steps("namespaces", after)), b"")
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids."""
