@@ -95,7 +95,7 @@ class AsyncPostgresLedger(decisions.GuardedShell, AsyncReentrantLedgerBase):
             await self._pool.open(wait=False)  # idempotent: concurrent callers are fine
             self._pool_to_open = False
         try:
-            if self._on_own(op):
+            if op.fresh and self._conninfo is not None:
                 async with self._fresh(op.due) as conn:
                     row = await self._on(conn, op, op.due)
             else:  # getconn/putconn, as in the sync ledger's _run

@@ -340,7 +340,7 @@ class Statements:
         self.is_spent = self._render(is_spent)
         self.page = self._render(self._bind(_PAGE, guard))
         self.namespaces = self._render(self._bind(_NAMESPACES, guard))
-        self.spend_many = self._render(self._bind(_SPEND_MANY, guard, spend=True))
+        self.spend_many = self._render(self._bind(_SPEND_MANY, guard))
         self.spent_among = self._render(self._bind(_SPENT_AMONG, guard))
         self.marker_range = self._render(self._bind(_MARKER_RANGE, guard))
         self._spend_framed = self._render(self.framed(self._bind(_SPEND + _RETURNING, guard)))
@@ -360,26 +360,22 @@ class Statements:
         self._settle_as = self._render(self.framed(spend_as, read_both))
 
     def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
-        numbered: dict[str, sql.Composable]
         numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
-        spend = template.startswith("INSERT")
-        numbered["ns"] = guard.namespace_value(numbered["ns"], spend)
-        condition = guard.condition(spend=spend)
-        body = self._render(
-            sql.SQL(template).format(table=self.table, guard=sql.SQL(condition), **numbered)
-        )
+        body = self._render(self._bind(template, guard, **numbered))
         digest = hashlib.sha256(body).hexdigest()[:24]
         label = f"decision_ledger_{name}_{digest}"
         types = ", ".join(["bytea"] * values)
         statement = f'PREPARE "{label}" ({types}) AS '.encode() + body
         return Prepared(label.encode(), b"; ".join([self.session_script, statement]))
 
-    def _bind(self, template: str, guard: Guard, spend: bool | None = None) -> sql.Composed:
-        spend = template.startswith("INSERT") if spend is None else spend
+    def _bind(self, template: str, guard: Guard, **numbered: sql.Composable) -> sql.Composed:
+        """``numbered``: a PREPARE's parameters ($1...), else %s (an array's binary)."""
+        spend = "INSERT" in template  # a spend's guard proves more (Guard.condition)
         values: dict[str, sql.Composable] = dict.fromkeys(_NAMES, _P)
-        values["ns"] = guard.namespace_value(_P, spend)
         if "{rid}::bytea[]" in template:
             values["rid"] = _BINARY
+        values.update(numbered)
+        values["ns"] = guard.namespace_value(values["ns"], spend)
         return sql.SQL(template).format(
             table=self.table, guard=sql.SQL(guard.condition(spend=spend)), **values
         )

@@ -51,8 +51,7 @@ def open_ledger(
         probe = identity.probe_from_row((yield from _row(probe_op)))
         if probe.in_recovery:
             raise errors.standby_error(f"opening ledger {qualified}")
-        missing = probe.table_oid is None
-        if missing or setup or (config.create and not probe.has_attempt_column):
+        if probe.table_oid is None or setup or (config.create and not probe.has_attempt_column):
             if not (config.create or setup):
                 raise errors.missing_table(config.qualified)
             yield Op(st.ddl(), result=None, due=due)
@@ -352,9 +351,6 @@ class GuardedShell:
         if left <= 0:
             raise errors.OutOfTime("the call's timeout has passed")
         return left
-
-    def _on_own(self, op: Op) -> bool:
-        return op.fresh and self._conninfo is not None
 
     def _answer_due(self, op: Op) -> float:
         """A ``first`` attempt's answer gets a share of the timeout, leaving the rest

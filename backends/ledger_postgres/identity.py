@@ -60,14 +60,6 @@ def _persistence_refusal(probe: Probe) -> str | None:
     return None
 
 
-def _cannot_prove(probe: Probe, config: PgConfig) -> str | None:
-    return (
-        _fsync_refusal(probe)
-        or _persistence_refusal(probe)
-        or replication.reason(probe.topology, config.failover)
-    )
-
-
 class Opened(NamedTuple):
     """``reentrant``: the table can record ``spend_as`` digests (C10)."""
 
@@ -117,13 +109,14 @@ def ledger_info(
             raise UnsafeStoreConfig(f"failover={replication.NEW}: no timeline was read")
         kind = f"{kind}-tl{timeline}"
         identity += f", and the timeline ({timeline}: failover={replication.NEW})"
-    store_id: str | None = f"{kind}:{rest}:{config.namespace}"
-    reason = _cannot_prove(probe, config)
-    if reason is not None:
-        store_id = None
+    reason = (
+        _fsync_refusal(probe)
+        or _persistence_refusal(probe)
+        or replication.reason(probe.topology, config.failover)
+    )
     info = LedgerInfo(
         backend="postgres",
-        store_id=store_id,
+        store_id=None if reason else f"{kind}:{rest}:{config.namespace}",
         reason=reason,
         location=location,
         namespace=config.namespace,

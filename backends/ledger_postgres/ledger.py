@@ -129,7 +129,7 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
             self._pool.open(wait=False)  # idempotent: concurrent callers are fine
             self._pool_to_open = False
         try:
-            if self._on_own(op):
+            if op.fresh and self._conninfo is not None:
                 with self._fresh(op.due) as conn:
                     row = self._on(conn, op, op.due)
             else:  # getconn/putconn: _on gives the session back as it came

@@ -120,11 +120,7 @@ def _without_userinfo(raw: str) -> tuple[str, dict[str, str]]:
     rest = raw.partition(":")[2]
     # urlunsplit drops the "//" of an empty authority ("postgresql:///db").
     rest = rest[2:] if rest.startswith("//") else "/" + rest.lstrip("/")
-    end = len(rest)
-    for delimiter in "/?#":
-        found = rest.find(delimiter)
-        if found != -1:
-            end = min(end, found)
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
     authority, tail = rest[:end], rest[end:]
     userinfo, at, hostinfo = authority.rpartition("@")
     params: dict[str, str] = {}

@@ -133,9 +133,7 @@ def refusals(topology: Topology) -> list[tuple[str, str]]:
 
 
 def reason(topology: Topology | None, mode: str) -> str | None:
-    if topology is None or mode == NEW:
-        return None
-    found = refusals(topology)
+    found = [] if topology is None or mode == NEW else refusals(topology)
     if not found:
         return None
     return "; ".join(why for why, _ in found) + " (C2), so this ledger never proves"

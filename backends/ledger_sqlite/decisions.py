@@ -152,21 +152,15 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
 # -- every operation -----------------------------------------------------------------
 
 
-def verify_steps(store: Store) -> Steps[Request, None]:
-    """Raise if the ledger failed closed; when due, prove the path still names the file
-    this ledger opened (else fail closed for good)."""
-    if _due(store):
-        yield from _file_steps(store)
-
-
 def _due(store: Store) -> bool:
-    """Raise if failed; whether the file check is due. A spend and a read call it before
-    any generator: the check is rarely due, and a generator per call cost 4-9% of a read."""
+    """Raise if failed closed; whether the file check is due. Called before any generator:
+    the check is rarely due, and a generator per call cost 4-9% of a read."""
     store.guard.check()
     return store.guard.due()
 
 
 def _file_steps(store: Store) -> Steps[Request, None]:
+    """Prove the path still names the file this ledger opened (else fail closed for good)."""
     where = yield StatFile()
     if where != store.file:
         raise store.guard.fail(identity.moved(store.target))
@@ -233,7 +227,8 @@ def spend_many_steps(
 ) -> Steps[Request, list[bool]]:
     """The spend statement per id in ONE transaction (one fsync). Nothing of a failed
     batch stays (rolled back), except after a failed ``COMMIT``: ambiguous."""
-    yield from verify_steps(store)
+    if _due(store):
+        yield from _file_steps(store)
     if not request_ids:
         return []
     now, namespace, genesis = time.time(), store.namespace, store.genesis
@@ -259,7 +254,8 @@ def spend_many_steps(
 
 def _snapshot(store: Store, body: Steps[Request, T], what: str) -> Steps[Request, T]:
     """``body``'s reads in one read snapshot together with the proof of the identity."""
-    yield from verify_steps(store)
+    if _due(store):
+        yield from _file_steps(store)
     try:
         yield run(sql.BEGIN)  # one snapshot: the identity and the rows together
         same = yield Statement(sql.SAME_STORE, (store.namespace, store.genesis))
