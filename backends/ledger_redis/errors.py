@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from types import ModuleType
+from urllib.parse import SplitResult
 
 from ledger_core.errors import (
     AmbiguousSpend,
@@ -46,20 +47,6 @@ class IdentityLost(UnsafeStoreConfig):
     """The namespace's genesis is gone or different since open: the store forgot."""
 
 
-FORGOT = (
-    "the store forgot: its identity (genesis key) is {how} since this ledger opened "
-    "(FLUSHALL, eviction, a restore or failover that lost it); spent ids may be gone, so "
-    "this ledger stays failed closed: reopen (a new instance gets a new store_id)"
-)
-
-
-REPLICATION_CHANGED = (
-    "the store's replication changed since this ledger opened: {how}; spends "
-    "acknowledged before may be missing here, so this ledger stays failed closed: reopen "
-    "(a new instance gets a new store_id)"
-)
-
-
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     """``sent``: the command may have reached the server (a failure is then
     :class:`ReplyLost`); an error reply means it did not apply."""
@@ -72,13 +59,20 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
         text = str(exc)
         if text.startswith(IDENTITY_ERROR):
             if "replication" in text:
-                how = (
-                    "the server is no longer the master it was, or a replica attached to "
-                    "a master that had none (a failover, a restart, REPLICAOF)"
+                return IdentityLost(
+                    f"{what}: the store's replication changed since this ledger opened: the "
+                    "server is no longer the master it was, or a replica attached to a master "
+                    "that had none (a failover, a restart, REPLICAOF); spends acknowledged "
+                    "before may be missing here, so this ledger stays failed closed: reopen "
+                    "(a new instance gets a new store_id)"
                 )
-                return IdentityLost(f"{what}: " + REPLICATION_CHANGED.format(how=how))
             how = "gone" if "gone" in text else "different"
-            return IdentityLost(f"{what}: " + FORGOT.format(how=how))
+            return IdentityLost(
+                f"{what}: the store forgot: its identity (genesis key) is {how} since this "
+                "ledger opened (FLUSHALL, eviction, a restore or failover that lost it); spent "
+                "ids may be gone, so this ledger stays failed closed: reopen (a new instance "
+                "gets a new store_id)"
+            )
         if text.startswith("WRONGTYPE"):
             return UnsafeStoreConfig(
                 f"{what}: a ledger key holds a value of the wrong type (something else "
@@ -116,9 +110,6 @@ def location(url: LedgerURL) -> str:
     """Where the ledger points, from host, port and database only: a raw ``/``, ``#``
     or ``?`` in a password moves the rest of it into the path, so no piece shows."""
     p = url.parts
-    user = ""
-    if p.username is not None or p.password is not None:
-        user = f"{p.username or ''}{':***' if p.password is not None else ''}@"
     host = p.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -131,4 +122,10 @@ def location(url: LedgerURL) -> str:
         shown = path if "@" not in p.netloc + path and p.password is None else "/..."
     else:
         shown = path if re.fullmatch(r"/?\d*", path) else "/..."
-    return f"{url.scheme}://{user}{host}{port}{shown}"
+    return f"{url.scheme}://{user(p)}{host}{port}{shown}"
+
+
+def user(p: SplitResult) -> str:
+    if p.username is None and p.password is None:
+        return ""
+    return f"{p.username or ''}{':***' if p.password is not None else ''}@"

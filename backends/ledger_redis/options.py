@@ -13,13 +13,7 @@ from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
-from .errors import location
-
-DEFAULT_TIMEOUT = 5.0
-DEFAULT_WAIT_TIMEOUT = 1.0
-DEFAULT_RECHECK = 5.0
-
-FAILOVER_CHOICES = {"no": "no", "accept": "accept"}
+from .errors import location, user
 
 # Driver options allowed in the URL query (redis-py parses them from the URL).
 DRIVER_URL_OPTIONS = frozenset(
@@ -31,16 +25,16 @@ _CLIENT_URL = LedgerURL.parse("redis://client")
 
 @dataclass(frozen=True)
 class RedisOptions:
-    timeout: float = DEFAULT_TIMEOUT
-    connect_timeout: float = DEFAULT_TIMEOUT
+    timeout: float = 5.0
+    connect_timeout: float = 5.0
     wait_replicas: int = 0
     wait_aof: bool = False
-    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    wait_timeout: float = 1.0
     trust_config: bool = False
     require_aof: bool = False
     durability: str = Durability.MACHINE
     create: bool = True
-    recheck_interval: float = DEFAULT_RECHECK
+    recheck_interval: float = 5.0
     failover_may_lose_spends: bool = False
 
     def __post_init__(self) -> None:
@@ -62,22 +56,17 @@ class RedisOptions:
 
     @classmethod
     def from_request(cls, request: OpenRequest) -> RedisOptions:
-        return cls(
-            timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
-            connect_timeout=request.seconds("connect_timeout", DEFAULT_TIMEOUT),
-            wait_replicas=request.count("wait_replicas", 0),
-            wait_aof=request.flag("wait_aof", False),
-            wait_timeout=request.seconds("wait_timeout", DEFAULT_WAIT_TIMEOUT),
-            trust_config=request.flag("trust_config", False),
-            require_aof=request.flag("require_aof", False),
-            durability=request.durability(levels=True),  # describe()'s values too
-            create=request.create(),
-            recheck_interval=request.seconds("recheck_interval", DEFAULT_RECHECK),
-            failover_may_lose_spends=request.choice(
-                "failover_may_lose_spends", "no", FAILOVER_CHOICES
-            )
-            == "accept",
-        )
+        """Each field read as its type says, in field order (the first bad one is named)."""
+        values: dict[str, Any] = {}
+        read: Any = {"float": request.seconds, "int": request.count, "bool": request.flag}
+        for f in fields(cls):
+            if f.name == "durability":
+                values[f.name] = request.durability(levels=True)  # describe()'s values too
+            elif f.name == "failover_may_lose_spends":
+                values[f.name] = request.choice(f.name, "no", ("no", "accept")) == "accept"
+            else:
+                values[f.name] = read[str(f.type)](f.name, f.default)
+        return cls(**values)
 
     @classmethod
     def for_client(cls, options: Mapping[str, Any]) -> RedisOptions:
@@ -195,12 +184,9 @@ def _sentinel_target(request: OpenRequest) -> Target:
     query = raw.partition("?")[2]
     driver = f"redis://{userinfo}sentinel/{db}" + (f"?{query}" if query else "")
     shown = ",".join(f"{h}:{port}" for h, port in sentinels)
-    user = ""
-    if p.username is not None or p.password is not None:
-        user = f"{p.username or ''}{':***' if p.password is not None else ''}@"
     return Target(
         driver_url=driver,
-        location=f"redis+sentinel://{user}{shown}/{pieces[0]}/{db}",
+        location=f"redis+sentinel://{user(p)}{shown}/{pieces[0]}/{db}",
         options=RedisOptions.from_request(request),
         namespace=request.namespace,
         cluster=False,
