@@ -177,6 +177,10 @@ def as_eval(commands: Sequence[Command]) -> list[Command]:
     return out
 
 
+def _scripted(body: str) -> cached_property[Script]:
+    return cached_property(lambda plan: Script((SHEBANG if plan.shebang else "") + body))
+
+
 @dataclass(frozen=True)
 class Plan:
     """The commands of a spend and a read, chosen once at open; ``wait`` is the
@@ -193,17 +197,9 @@ class Plan:
     def proof(self) -> bytes:
         return self.genesis if self.epoch is None else self.genesis + b":" + self.epoch
 
-    @cached_property
-    def spend_script(self) -> Script:
-        return Script((SHEBANG if self.shebang else "") + SPEND_BODY)
-
-    @cached_property
-    def spend_as_script(self) -> Script:
-        return Script((SHEBANG if self.shebang else "") + SPEND_AS_BODY)
-
-    @cached_property
-    def read_script(self) -> Script:
-        return Script((SHEBANG if self.shebang else "") + READ_BODY)
+    spend_script = _scripted(SPEND_BODY)
+    spend_as_script = _scripted(SPEND_AS_BODY)
+    read_script = _scripted(READ_BODY)
 
     @cached_property
     def proof_command(self) -> Command:
