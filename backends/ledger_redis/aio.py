@@ -120,11 +120,7 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
         return await run_steps_async(self._session.is_spent(request_id), self._driver)
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        out: list[bool] = []
-        for steps in self._batches(request_ids):
-            answer = await run_steps_async(steps, self._driver)
-            out += answer if isinstance(answer, list) else [answer]
-        return out
+        return await run_steps_async(self._spend_many(request_ids), self._driver)
 
     def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
         return self._scan(self._listing(count))

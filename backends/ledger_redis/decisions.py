@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -432,9 +432,13 @@ class Session:
         return (yield from self._spend([request_id], [value], "spend"))[0]
 
     def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
-        return (
-            yield from self._spend(request_ids, [new_token() for _ in request_ids], "spend_many")
-        )
+        """``BATCH`` scripts per pipelined trip; on a Cluster each id is a spend."""
+        size, what = (1, "spend") if self.io.cluster else (BATCH, "spend_many")
+        out: list[bool] = []
+        for i in range(0, len(request_ids), size):
+            batch = request_ids[i : i + size]
+            out += yield from self._spend(batch, [new_token() for _ in batch], what)
+        return out
 
     def _spend(self, ids: Sequence[bytes], values: list[bytes], what: str) -> Steps[list[bool]]:
         with self._guard(what, spend=True):
@@ -442,13 +446,6 @@ class Session:
             commands = self.plan.spend_many_commands(ids, values)
             replies, failure = yield from self._settle(commands, what)
             return spend_many_outcome(self.plan, replies, values, failure, what)
-
-    def batches(self, request_ids: Sequence[bytes]) -> Iterator[Steps[Any]]:
-        if self.io.cluster:
-            return (self.spend(raw) for raw in request_ids)
-        return (
-            self.spend_many(request_ids[i : i + BATCH]) for i in range(0, len(request_ids), BATCH)
-        )
 
     def _settle(
         self, commands: Sequence[Command], what: str
@@ -494,12 +491,6 @@ def stored_outcome(stored: Any, value: bytes) -> bool:
     return bool(attempt_outcome(stored, value))
 
 
-LANDED = (
-    "the spend landed (its attempt token is stored) after a lost reply, but its "
-    "replication cannot be confirmed from another connection"
-)
-
-
 def spend_many_outcome(
     plan: Plan,
     replies: Sequence[Any],
@@ -514,20 +505,20 @@ def spend_many_outcome(
         if isinstance(reply, Exception):
             raise driver_error(reply, what, sent=True) from reply
     won = [stored_outcome(r, tok) for r, tok in zip(stored, tokens, strict=True)]
-    landed = any(w and r is not None for w, r in zip(won, stored, strict=True))
-    if failure is not None and plan.wait is not None and landed:
-        raise AmbiguousSpend(LANDED) from failure
+    if plan.wait is None:
+        return won
+    if failure is not None and any(w and r is not None for w, r in zip(won, stored, strict=True)):
+        raise AmbiguousSpend(
+            "the spend landed (its attempt token is stored) after a lost reply, but its "
+            "replication cannot be confirmed from another connection"
+        ) from failure
     if any(won):
-        check_ack(plan, [None, replies[-1]] if plan.wait is not None else replies)
+        check_ack(plan.wait, replies[-1])
     return won
 
 
-def check_ack(plan: Plan, replies: Sequence[Any]) -> None:
+def check_ack(wait: Command, ack: Any) -> None:
     """Short of the acknowledgements asked, a won spend is no proof (``AmbiguousSpend``)."""
-    wait = plan.wait
-    if wait is None:
-        return
-    ack = replies[1]
     if isinstance(ack, Exception):
         raise AmbiguousSpend(
             f"the spend was recorded on the primary but {wait[0]} failed ({ack}): it is not proof"

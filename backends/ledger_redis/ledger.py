@@ -24,6 +24,7 @@ from .decisions import (
     NamespaceScan,
     Scan,
     Session,
+    Steps,
     Transport,
     open_steps,
     transport_for,
@@ -193,8 +194,8 @@ class Shell:
     def _namespace_scan(self, count: int) -> NamespaceScan:
         return NamespaceScan(self._session.plan.keys, count)
 
-    def _batches(self, request_ids: Sequence[str]) -> Iterator[Any]:
-        return self._session.batches([validate_request_id(r) for r in request_ids])
+    def _spend_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
+        return self._session.spend_many([validate_request_id(r) for r in request_ids])
 
     def doctor_checks(self) -> list[Check]:
         opened = self._session.opened
@@ -257,11 +258,7 @@ class RedisLedger(Shell, ReentrantLedgerBase):
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
-        out: list[bool] = []
-        for steps in self._batches(request_ids):
-            answer = run_steps(steps, self._driver)
-            out += answer if isinstance(answer, list) else [answer]
-        return out
+        return run_steps(self._spend_many(request_ids), self._driver)
 
     def spent_ids(self, count: int = 1000) -> Iterator[str]:
         """Every id spent in this namespace, by ``SCAN`` pages of ``count``."""
