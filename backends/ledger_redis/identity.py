@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ledger_core.doctor import Check, Fact, report, version_fact
@@ -74,15 +74,17 @@ class ServerFacts:
     appendfsync: str | None = None
     info_error: str | None = None
     config_error: str | None = None
-    notes: tuple[str, ...] = field(default=())
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def parse_info(reply: Any) -> dict[str, str]:
     if isinstance(reply, Mapping):
         return {str(k): str(v) for k, v in reply.items()}
-    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in _text(reply).splitlines():
         if line and not line.startswith("#") and ":" in line:
             name, _, value = line.partition(":")
             out[name.strip()] = value.strip()
@@ -91,14 +93,10 @@ def parse_info(reply: Any) -> dict[str, str]:
 
 def parse_config(reply: Any) -> dict[str, str]:
     """``CONFIG GET`` as a dict (RESP2 gives a flat list, RESP3 or redis-py a map)."""
-
-    def text(value: Any) -> str:
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
     if isinstance(reply, Mapping):
-        return {text(k): text(v) for k, v in reply.items()}
+        return {_text(k): _text(v) for k, v in reply.items()}
     items = list(reply)
-    return {text(items[i]): text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
+    return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -332,13 +330,9 @@ def ledger_info(
     keys: Keys | None = None,
     epoch: bytes | None = None,
 ) -> LedgerInfo:
-    """``genesis`` is ``None`` on a server that cannot even write one."""
+    """``genesis``: as :func:`.decisions._genesis` checked it; ``None`` on a server that
+    cannot even write one."""
     name = (keys or Keys(namespace)).genesis
-    if genesis is not None and not GENESIS_PATTERN.match(genesis):
-        raise UnsafeStoreConfig(
-            f"key {name!r} does not hold a ledger identity: something else wrote it; "
-            "refusing to guess"
-        )
     identity = (
         f"random genesis value in key {name.decode()!r}, set with "
         "SET NX by the first opener (a copy of the data set carries it: move a ledger "
@@ -402,10 +396,9 @@ def _unknown_fact(where: str, what: str, options: RedisOptions, facts: ServerFac
 
 
 def _persistence_fact(where: str, facts: ServerFacts, options: RedisOptions) -> Fact:
-    if facts.aof_enabled is None or (facts.aof_enabled and offered(facts, options) is None):
-        return _unknown_fact(where, "appendonly/appendfsync", options, facts)
     level = offered(facts, options)
-    assert level is not None
+    if level is None:
+        return _unknown_fact(where, "appendonly/appendfsync", options, facts)
     if not facts.aof_enabled:
         said = f"appendonly no, save {facts.save!r}"
     else:
