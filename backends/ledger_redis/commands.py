@@ -68,19 +68,27 @@ class Keys:
     def genesis_pattern(self) -> bytes:
         return CLUSTER_GENESIS_PATTERN if self.cluster else glob_escape(GENESIS_PREFIX) + b"*"
 
-    def namespace_of(self, key: bytes) -> bytes | None:
-        """``None``: a key this layout would never write (a tag not its namespace's)."""
-        if self.cluster:
-            tag, _, rest = key.partition(b"}")
-            name = rest[len(GENESIS_PREFIX) - 2 :]
-            if not rest.startswith(GENESIS_PREFIX[2:]):
-                return None
-            try:
-                ours = cluster_tag(name.decode("utf-8"))
-            except UnicodeDecodeError:
-                return None
-            return name if ours == tag + b"}" else None
-        return key[len(GENESIS_PREFIX) :] if key.startswith(GENESIS_PREFIX) else None
+
+def namespace_of(key: bytes, cluster: bool, *, records: bool = False) -> bytes | None:
+    """The namespace a genesis key (or with ``records`` a record key) of this layout
+    names; ``None``: a key it would never write (on a Cluster, a tag not its namespace's)."""
+    tag, _, body = key.partition(b"}")
+    if body.startswith(GENESIS_PREFIX[2:]):
+        name = body[len(GENESIS_PREFIX) - 2 :]
+    elif records and body.startswith(RECORD_PREFIX[2:]):
+        length, colon, tail = body[len(RECORD_PREFIX) - 2 :].partition(b":")
+        if not colon or not length.isdigit() or tail[int(length) : int(length) + 1] != b":":
+            return None
+        name = tail[: int(length)]
+    else:
+        return None
+    if not cluster:
+        return name if tag == b"{" else None
+    try:
+        ours = cluster_tag(name.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+    return name if ours == tag + b"}" else None
 
 
 def glob_escape(prefix: bytes) -> bytes:
@@ -168,13 +176,10 @@ SCRIPTS = {
 
 def as_eval(commands: Sequence[Command]) -> list[Command]:
     """``EVALSHA`` as ``EVAL``: safe to resend, a ``NOSCRIPT`` reply means it did not run."""
-    out: list[Command] = []
-    for command in commands:
-        if command[0] == "EVALSHA" and command[1] in SCRIPTS:
-            out.append(("EVAL", SCRIPTS[command[1]].body, *command[2:]))
-        else:
-            out.append(command)
-    return out
+    return [
+        ("EVAL", SCRIPTS[c[1]].body, *c[2:]) if c[0] == "EVALSHA" and c[1] in SCRIPTS else c
+        for c in commands
+    ]
 
 
 def _scripted(body: str) -> cached_property[Script]:

@@ -46,9 +46,10 @@ from .commands import (
     as_eval,
     epoch_command,
     glob_escape,
+    namespace_of,
     scan_command,
 )
-from .errors import IdentityLost, ReplyLost, ambiguous, driver_error, redis_module, unexpected
+from .errors import IdentityLost, ReplyLost, driver_error, redis_module
 from .identity import ServerFacts, facts_from_replies
 from .options import RedisOptions
 
@@ -86,7 +87,9 @@ class Operation:
         if isinstance(exc, IdentityLost) and self._session is not None:
             self._session.guard.fail(exc)
         if isinstance(exc, Exception) and not isinstance(exc, LedgerError):
-            raise unexpected(exc, self._what, spend=self._spend) from exc
+            # Nobody foresaw it: never raw (C4); a spend's outcome is then unknown.
+            text = f"{self._what}: unexpected {type(exc).__name__} from the driver"
+            raise (AmbiguousSpend(text) if self._spend else LedgerUnavailable(text)) from exc
 
 
 # ---------------------------------------------------------------- transports
@@ -460,7 +463,10 @@ class Session:
             except IdentityLost:
                 raise
             except LedgerError as exc:
-                raise ambiguous(failure, exc) from failure
+                raise AmbiguousSpend(
+                    f"the spend's reply was lost ({failure}) and re-reading its token failed "
+                    f"({exc}): it may or may not be recorded"
+                ) from failure
             return replies, failure
 
     def is_spent(self, request_id: bytes) -> Steps[bool]:
@@ -586,6 +592,8 @@ class Scan:
         return self.take(proved, cursor, keys)
 
     def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
+        if self._proof is not None and proved != 1:  # a failed proof raised IdentityLost
+            raise LedgerUnavailable(f"{self.what}: unexpected identity proof reply {proved!r:.60}")
         if isinstance(cursor, bytes) and cursor.isdigit():
             cursor = int(cursor)
         if not isinstance(cursor, int) or cursor < 0:
@@ -623,11 +631,6 @@ class Listing(Scan):
         pattern = glob_escape(self._prefix + self._marker) + b"*"
         super().__init__(pattern, count, plan.proof_command)
 
-    def take(self, proved: Any, cursor: Any, keys: Sequence[Any]) -> list[str]:
-        if proved != 1:  # a failed proof is an error reply: IdentityLost by then
-            raise LedgerUnavailable(f"spent_ids: unexpected identity proof reply {proved!r:.60}")
-        return super().take(proved, cursor, keys)
-
     def keep(self, key: bytes) -> str | None:
         if not key.startswith(self._prefix):
             # MATCH returned something outside the prefix: refuse to guess.
@@ -656,7 +659,7 @@ class NamespaceScan(Scan):
         super().__init__(keys.genesis_pattern, count, None)
 
     def keep(self, key: bytes) -> str | None:
-        name = self._keys.namespace_of(key)
+        name = namespace_of(key, self._keys.cluster)
         if name is None:
             if self._keys.cluster:
                 return None  # a look-alike no ledger of this layout reads: not ours

@@ -8,7 +8,6 @@ from types import ModuleType
 from urllib.parse import SplitResult
 
 from ledger_core.errors import (
-    AmbiguousSpend,
     InvalidLedgerURL,
     LedgerError,
     LedgerUnavailable,
@@ -86,19 +85,6 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     if sent:
         return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
     return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
-
-
-def ambiguous(failure: BaseException, retry_error: BaseException) -> AmbiguousSpend:
-    return AmbiguousSpend(
-        f"the spend's reply was lost ({failure}) and re-reading its token failed "
-        f"({retry_error}): it may or may not be recorded"
-    )
-
-
-def unexpected(exc: Exception, what: str, *, spend: bool) -> LedgerError:
-    """An exception nobody foresaw: never raw (C4); a spend's outcome is then unknown."""
-    text = f"{what}: unexpected {type(exc).__name__} from the driver"
-    return AmbiguousSpend(text) if spend else LedgerUnavailable(text)
 
 
 def url_refused(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:

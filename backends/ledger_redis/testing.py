@@ -12,7 +12,7 @@ from ledger_core.steps import run_steps
 from ledger_core.urls import LedgerURL
 
 from .backend import BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND
-from .commands import GENESIS_PREFIX, RECORD_PREFIX, Command, cluster_tag, glob_escape
+from .commands import Command, glob_escape, namespace_of
 from .decisions import Operation, Scan, Steps, Transport
 from .ledger import SyncDriver
 
@@ -27,30 +27,14 @@ def scratch_pattern(prefix: str, cluster: bool) -> bytes:
 def scratch_namespace(key: bytes, prefix: str, cluster: bool) -> str | None:
     """The namespace a key of this layout names, when it starts with ``prefix``; else
     ``None`` (another layout's, a look-alike tag, anything no ledger writes)."""
-    body, tag = key, b""
-    if cluster:
-        tag, brace, rest = key.partition(b"}")
-        if not brace:
-            return None
-        body = b"{}" + rest
-    if body.startswith(GENESIS_PREFIX):
-        name = body[len(GENESIS_PREFIX) :]
-    elif body.startswith(RECORD_PREFIX):
-        length, colon, tail = body[len(RECORD_PREFIX) :].partition(b":")
-        if not colon or not length.isdigit() or tail[int(length) : int(length) + 1] != b":":
-            return None
-        name = tail[: int(length)]
-    else:
+    name = namespace_of(key, cluster, records=True)
+    if name is None:
         return None
     try:
         namespace = name.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if not namespace.startswith(prefix):
-        return None
-    if cluster and cluster_tag(namespace) != tag + b"}":
-        return None
-    return namespace
+    return namespace if namespace.startswith(prefix) else None
 
 
 def unlink_commands(doomed: Sequence[tuple[str, bytes]], cluster: bool) -> list[Command]:
