@@ -300,7 +300,6 @@ def plan_for(
             "run on the connection that wrote, which the Cluster client does not expose"
         )
     wait: Command | None = None
-    probe = False
     timeout_ms = max(1, round(options.wait_timeout * 1000))
     if options.wait_aof:
         if version is not None and version < (7, 2):
@@ -308,7 +307,6 @@ def plan_for(
                 "option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server runs "
                 + ".".join(map(str, version))
             )
-        probe = version is None
         wait = ("WAITAOF", 1, options.wait_replicas, timeout_ms)
     elif options.wait_replicas:
         wait = ("WAIT", options.wait_replicas, timeout_ms)
@@ -317,7 +315,7 @@ def plan_for(
         genesis=genesis,
         shebang=version is None or version >= (7, 0),
         wait=wait,
-        probe_waitaof=probe,
+        probe_waitaof=options.wait_aof and version is None,
     )
 
 
@@ -435,7 +433,6 @@ class Session:
         return (yield from self._spend([request_id], [value], "spend"))[0]
 
     def spend_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
-        """``BATCH`` scripts per pipelined trip; on a Cluster each id is a spend."""
         size, what = (1, "spend") if self.io.cluster else (BATCH, "spend_many")
         out: list[bool] = []
         for i in range(0, len(request_ids), size):

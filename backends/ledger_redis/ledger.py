@@ -6,6 +6,7 @@ the ledger's sockets cut each wait to the operation's time left (``DEADLINE``).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -105,15 +106,11 @@ class _Bounded:
         return DeadlineSocket(sock)
 
 
-_CLASSES: dict[type, type] = {}
-
-
+@functools.cache
 def _bounded(cls: type) -> type:
     if issubclass(cls, _Bounded):
         return cls
-    if cls not in _CLASSES:
-        _CLASSES[cls] = type(f"Bounded{cls.__name__}", (_Bounded, cls), {})
-    return _CLASSES[cls]
+    return type(f"Bounded{cls.__name__}", (_Bounded, cls), {})
 
 
 def bound_sync(client: Any, *, cluster: bool) -> None:
@@ -142,7 +139,7 @@ def _bound_pool(pool: Any) -> None:
     pool.connection_class = _bounded(pool.connection_class)
     for name in ("_available_connections", "_in_use_connections", "_connections"):
         for conn in getattr(pool, name, ()):
-            conn.__class__ = _bounded(type(conn))
+            conn.__class__ = _bounded(conn.__class__)
     pool.disconnect(inuse_connections=False)
 
 
