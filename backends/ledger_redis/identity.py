@@ -260,10 +260,8 @@ def check_topology(facts: Sequence[ServerFacts], options: RedisOptions, *, clust
 
 def server_version(facts: Sequence[ServerFacts]) -> tuple[int, ...] | None:
     """The oldest version; ``None`` when any server would not say."""
-    versions = [f.version for f in facts]
-    if not versions or any(v is None for v in versions):
-        return None
-    return min(v for v in versions if v is not None)
+    versions = [f.version for f in facts if f.version is not None]
+    return min(versions) if versions and len(versions) == len(facts) else None
 
 
 @dataclass(frozen=True)
@@ -276,17 +274,14 @@ class Verdict:
 
 
 def judge(facts: Sequence[ServerFacts], options: RedisOptions) -> Verdict:
-    reasons: list[str] = []
-    notes: list[str] = []
-    levels: list[str] = []
-    for one in facts:
-        reason, more, level = assess(one, options)
-        notes.extend(more)
-        levels.append(Durability.NONE if level is None else level)
-        if reason is not None:
-            reasons.append(reason)
-    weakest = min(levels, key=_RANK.__getitem__) if levels else Durability.NONE
-    return Verdict("; ".join(reasons) or None, tuple(notes), weakest)
+    assessed = [assess(one, options) for one in facts]
+    return Verdict(
+        "; ".join(reason for reason, _, _ in assessed if reason is not None) or None,
+        tuple(note for _, notes, _ in assessed for note in notes),
+        min((level or Durability.NONE for _, _, level in assessed), key=_RANK.__getitem__)
+        if assessed
+        else Durability.NONE,
+    )
 
 
 def judge_replication(verdict: Verdict, replication: Replication, options: RedisOptions) -> Verdict:

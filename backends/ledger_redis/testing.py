@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ledger_core.listing import pages
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.steps import run_steps
@@ -62,26 +63,23 @@ class ScratchScan(Scan):
         return namespace
 
 
-def _remove_page(io: Transport, scan: ScratchScan) -> Steps[int | None]:
+def _remove_page(io: Transport, scan: ScratchScan) -> Steps[tuple[list[str], ScratchScan | None]]:
     """``SCAN``, then ``UNLINK`` what it matched (safe between pages: ``SCAN`` still
-    returns every key that stays); ``None``: every master is done."""
+    returns every key that stays); a page as ``ledger_core.listing`` takes it."""
     with Operation(io, scan.what, spend=False):
         names = yield from scan.page(io)
         if names is None:
-            return None
+            return [], None
         doomed, scan.doomed = scan.doomed, []
         for command in unlink_commands(doomed, io.cluster):
             yield from io.call([command], scan.what)
-        return len(names)
+        return names, scan
 
 
 def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
     driver = SyncDriver(io)
     scan = ScratchScan(prefix, io.cluster, count)
-    removed = 0
-    while (found := run_steps(_remove_page(io, scan), driver)) is not None:
-        removed += found
-    return removed
+    return sum(1 for _ in pages(lambda at: run_steps(_remove_page(io, at), driver), scan))
 
 
 class ScratchHooks:
