@@ -110,11 +110,10 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
             raise
         return cls(Session(io, opened), driver, on_close)
 
-    async def _spend(self, request_id: bytes) -> bool:
-        return await run_steps_async(self._session.spend(request_id), self._driver)
-
-    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+    async def _spend(self, request_id: bytes, digest: bytes | None = None) -> bool:
         return await run_steps_async(self._session.spend(request_id, digest), self._driver)
+
+    _spend_as = _spend
 
     async def _is_spent(self, request_id: bytes) -> bool:
         return await run_steps_async(self._session.is_spent(request_id), self._driver)

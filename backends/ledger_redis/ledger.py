@@ -244,11 +244,10 @@ class RedisLedger(Shell, ReentrantLedgerBase):
             raise
         return cls(Session(io, opened), driver, on_close)
 
-    def _spend(self, request_id: bytes) -> bool:
-        return run_steps(self._session.spend(request_id), self._driver)
-
-    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
+    def _spend(self, request_id: bytes, digest: bytes | None = None) -> bool:
         return run_steps(self._session.spend(request_id, digest), self._driver)
+
+    _spend_as = _spend
 
     def _is_spent(self, request_id: bytes) -> bool:
         return run_steps(self._session.is_spent(request_id), self._driver)
