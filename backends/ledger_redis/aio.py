@@ -39,10 +39,8 @@ class AsyncDriver:
 
     def __init__(self, io: Transport) -> None:
         self.client = io.client
-        limit = 0
-        if io.cluster:
-            limit = int(self.client.get_connection_kwargs().get("max_connections") or 100)
-        self._slots = asyncio.Semaphore(limit or 1)
+        limit = self.client.get_connection_kwargs().get("max_connections") if io.cluster else 1
+        self._slots = asyncio.Semaphore(int(limit or 100) or 1)  # only Cluster commands take it
 
     def __call__(self, op: Op) -> Awaitable[Any]:
         if isinstance(op, Release):  # never waits on the server
