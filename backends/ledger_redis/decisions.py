@@ -621,7 +621,6 @@ class Listing(Scan):
     what = "spent_ids"
 
     def __init__(self, plan: Plan, count: int, marker_kind: str | None = None) -> None:
-        self._plan = plan
         self._kind = marker_kind
         self._marker = b"" if marker_kind is None else marker_range(marker_kind)[0]
         self._prefix = plan.keys.record_prefix
