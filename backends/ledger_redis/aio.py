@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ledger_core.base import AsyncReentrantLedgerBase
-from ledger_core.ids import DEFAULT_NAMESPACE, MarkerKind, validate_namespace
+from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
 from ledger_core.listing import pages_async
 from ledger_core.steps import run_steps_async
 
@@ -79,7 +79,7 @@ class AsyncDriver:
         return self.client.get_primaries()
 
 
-class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
+class AsyncRedisLedger(Shell[AsyncIterator[str]], AsyncReentrantLedgerBase):
     """The asyncio face of :class:`~ledger_redis.RedisLedger` (``redis.asyncio``)."""
 
     @classmethod
@@ -119,15 +119,8 @@ class AsyncRedisLedger(Shell, AsyncReentrantLedgerBase):
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         return await run_steps_async(self._spend_many(request_ids), self._driver)
 
-    def spent_ids(self, count: int = 1000) -> AsyncIterator[str]:
-        return self._scan(self._listing(count))
-
     async def lineage(self) -> list[str]:
-        listed = self._scan(self._listing(1000, MarkerKind.LINEAGE))
-        return sorted([source async for source in listed])
-
-    def namespaces(self, count: int = 1000) -> AsyncIterator[str]:
-        return self._scan(self._namespace_scan(count))
+        return sorted([source async for source in self._lineage()])
 
     def _scan(self, scan: Scan) -> AsyncIterator[str]:
         return pages_async(lambda at: run_steps_async(self._session.page(at), self._driver), scan)

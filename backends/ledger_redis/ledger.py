@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
@@ -180,16 +180,27 @@ class SyncDriver:
         return self.client.get_primaries()
 
 
-class Shell:
+Listed = TypeVar("Listed")  # what a listing returns: an Iterator or an AsyncIterator
+
+
+class Shell(Generic[Listed]):
     def __init__(self, session: Session, driver: Any, on_close: Callable[[], Any] | None) -> None:
         self._session, self._driver, self._on_close = session, driver, on_close
         self._info = session.opened.info
 
-    def _listing(self, count: int, kind: str | None = None) -> Listing:
-        return Listing(self._session.plan, count, kind)
+    def spent_ids(self, count: int = 1000) -> Listed:
+        """Every id spent in this namespace, by ``SCAN`` pages of ``count``."""
+        return self._scan(Listing(self._session.plan, count))
 
-    def _namespace_scan(self, count: int) -> NamespaceScan:
-        return NamespaceScan(self._session.plan.keys, count)
+    def namespaces(self, count: int = 1000) -> Listed:
+        """Every namespace with a genesis in this key space, each once."""
+        return self._scan(NamespaceScan(self._session.plan.keys, count))
+
+    def _lineage(self) -> Listed:
+        return self._scan(Listing(self._session.plan, 1000, MarkerKind.LINEAGE))
+
+    def _scan(self, scan: Scan) -> Listed:
+        raise NotImplementedError
 
     def _spend_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
         return self._session.spend_many([validate_request_id(r) for r in request_ids])
@@ -213,7 +224,7 @@ class Shell:
         return self._on_close
 
 
-class RedisLedger(Shell, ReentrantLedgerBase):
+class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
     """A sync ledger in Redis: one genesis-proving script per spend or read (one round
     trip, ``WAIT`` included), never an expiry."""
 
@@ -256,16 +267,8 @@ class RedisLedger(Shell, ReentrantLedgerBase):
         """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
         return run_steps(self._spend_many(request_ids), self._driver)
 
-    def spent_ids(self, count: int = 1000) -> Iterator[str]:
-        """Every id spent in this namespace, by ``SCAN`` pages of ``count``."""
-        return self._scan(self._listing(count))
-
     def lineage(self) -> list[str]:
-        return sorted(self._scan(self._listing(1000, MarkerKind.LINEAGE)))
-
-    def namespaces(self, count: int = 1000) -> Iterator[str]:
-        """Every namespace with a genesis in this key space, each once."""
-        return self._scan(self._namespace_scan(count))
+        return sorted(self._lineage())
 
     def _scan(self, scan: Scan) -> Iterator[str]:
         return pages(lambda at: run_steps(self._session.page(at), self._driver), scan)
