@@ -128,19 +128,6 @@ def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFac
     )
 
 
-def _unknown(facts: ServerFacts, options: RedisOptions) -> list[str]:
-    unknown = []
-    if facts.role is None:
-        unknown.append("the role")
-    if facts.maxmemory_policy is None:
-        unknown.append("maxmemory-policy")
-    if facts.aof_enabled is None:
-        unknown.append("the persistence settings")
-    elif offered(facts, options) is None:
-        unknown.append("appendfsync")
-    return unknown
-
-
 def evicts(policy: str) -> bool:
     """Whether a maxmemory-policy may evict keys without an expiry (spent ids have none)."""
     return policy.startswith("allkeys-")
@@ -211,7 +198,9 @@ def assess(facts: ServerFacts, options: RedisOptions) -> tuple[str | None, list[
     refusal = _refusal(facts, options, level)
     if refusal is not None:
         return f"{where} {refusal}", notes, level
-    unknown = _unknown(facts, options)
+    read = {"the role": facts.role, "maxmemory-policy": facts.maxmemory_policy}
+    read["the persistence settings" if facts.aof_enabled is None else "appendfsync"] = level
+    unknown = [what for what, value in read.items() if value is None]
     if unknown:
         blocked = "; ".join(e for e in (facts.info_error, facts.config_error) if e)
         what = f"{where}: cannot read {', '.join(unknown)}" + (f" ({blocked})" if blocked else "")
