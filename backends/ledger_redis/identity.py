@@ -362,11 +362,6 @@ def ledger_info(
     )
 
 
-# What the commands need of a server: EVALSHA scripts (2.6), SET ... NX for the genesis
-# (2.6.12), SCAN for listings (2.8); WAITAOF (7.2) only with wait_aof.
-REDIS_MINIMUM = (2, 8, 0)
-REDIS_NEEDS = "EVALSHA scripts, SET NX for the genesis, SCAN for listings"
-WAITAOF_MINIMUM = (7, 2, 0)
 _PRIMARY = "point the URL at the primary"
 _NO_EVICTION = "set maxmemory-policy noeviction (or a volatile-* policy)"
 
@@ -474,9 +469,11 @@ def doctor_checks(
 ) -> list[Check]:
     version = server_version(facts)
     many = len(facts) > 1
-    minimum, needs = REDIS_MINIMUM, REDIS_NEEDS
+    # What the commands need of a server: EVALSHA scripts (2.6), SET ... NX for the
+    # genesis (2.6.12), SCAN for listings (2.8); WAITAOF (7.2) only with wait_aof.
+    minimum, needs = (2, 8, 0), "EVALSHA scripts, SET NX for the genesis, SCAN for listings"
     if options.wait_aof:
-        minimum, needs = WAITAOF_MINIMUM, "WAITAOF on each spend (wait_aof)"
+        minimum, needs = (7, 2, 0), "WAITAOF on each spend (wait_aof)"
     version_line = version_fact(
         f"oldest of {len(facts)} Redis servers" if many else "Redis",
         version,

@@ -137,10 +137,8 @@ def _check_driver_parts(url: LedgerURL) -> None:
             "the socket path of a unix:// URL contains '@': percent-encode a password "
             "that contains '/', '#', '?' or '@'"
         )
-    if url.scheme != "unix":
-        allowed = ("", "/", "/0") if url.scheme == "redis+cluster" else ("", "/")
-        if path not in allowed and not re.fullmatch(r"/\d{1,5}", path):
-            raise InvalidLedgerURL(f"the path of {location(url)} must be a database number (/0)")
+    if url.scheme != "unix" and path not in ("", "/") and not re.fullmatch(r"/\d{1,5}", path):
+        raise InvalidLedgerURL(f"the path of {location(url)} must be a database number (/0)")
     for name in ("db", "max_connections"):
         value = url.query.get(name)
         if value is not None and not re.fullmatch(r"\d{1,6}", value):
