@@ -467,7 +467,6 @@ def doctor_checks(
     *,
     sentinel: bool = False,
 ) -> list[Check]:
-    version = server_version(facts)
     many = len(facts) > 1
     # What the commands need of a server: EVALSHA scripts (2.6), SET ... NX for the
     # genesis (2.6.12), SCAN for listings (2.8); WAITAOF (7.2) only with wait_aof.
@@ -476,7 +475,7 @@ def doctor_checks(
         minimum, needs = (7, 2, 0), "WAITAOF on each spend (wait_aof)"
     version_line = version_fact(
         f"oldest of {len(facts)} Redis servers" if many else "Redis",
-        version,
+        server_version(facts),
         minimum,
         needs,
         f"redis-py {driver}",
