@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -51,9 +51,21 @@ __all__ = [
     "decide",
     "decide_all",
     "derive_request_id",
+    "mint_all",
     "reentrant",
     "require_bool",
 ]
+
+
+def mint_all(
+    ledger: object, framework: str, conversation_id: str, call_ids: Iterable[str]
+) -> dict[str, dict[str, object]]:
+    """A pending record (its dict form) per paused call of one conversation, keyed by
+    call id (no I/O)."""
+    return {
+        call_id: mint(ledger, derive_request_id(framework, conversation_id, call_id)).to_dict()
+        for call_id in call_ids
+    }
 
 
 def derive_request_id(framework: str, *parts: str) -> str:
@@ -238,18 +250,11 @@ class Batch:
     reason: str = ""  # why ask_again: both store ids
 
 
-def _changed(ledger: object, pending: Mapping[str, PendingRequest]) -> Batch | None:
-    current = store_id_of(ledger)
-    moved = {call_id: p for call_id, p in pending.items() if p.store_id != current}
-    if not moved:
-        return None
-    records = {call_id: mint(ledger, p.request_id).to_dict() for call_id, p in moved.items()}
-    asked = next(iter(moved.values())).store_id
-    return Batch(ask_again=records, reason=changed_reason(asked, current))
-
-
-def _parse(records: Mapping[str, object], answers: Mapping[str, bool]) -> dict[str, PendingRequest]:
-    """Every check a batch can make, before anything is spent."""
+def _parse(
+    ledger: object, records: Mapping[str, object], answers: Mapping[str, bool]
+) -> tuple[dict[str, PendingRequest], Batch | None]:
+    """Every check a batch can make, before anything is spent; and the batch that asks
+    again (H5) when any answered call was minted under another store."""
     if not isinstance(answers, Mapping):
         raise InvalidAnswer(
             f"answers are a mapping {{call id: bool}}, not {type(answers).__name__}"
@@ -262,7 +267,14 @@ def _parse(records: Mapping[str, object], answers: Mapping[str, bool]) -> dict[s
     unknown = set(answers) - set(records)
     if unknown:
         raise KeyError(f"answers for calls that were never minted: {sorted(unknown)}")
-    return {call_id: PendingRequest.from_dict(records[call_id]) for call_id in answers}
+    pending = {call_id: PendingRequest.from_dict(records[call_id]) for call_id in answers}
+    current = store_id_of(ledger)
+    moved = {call_id: p for call_id, p in pending.items() if p.store_id != current}
+    if not moved:
+        return pending, None
+    again = {call_id: mint(ledger, p.request_id).to_dict() for call_id, p in moved.items()}
+    asked = next(iter(moved.values())).store_id
+    return pending, Batch(ask_again=again, reason=changed_reason(asked, current))
 
 
 def _finish(decisions: dict[str, Decision]) -> Batch:
@@ -283,8 +295,7 @@ def decide_all(
     Asks again, spending nothing, when any of them was minted under another store; raises
     :class:`NotThisResume` when another resume holds any of them.
     """
-    pending = _parse(records, answers)
-    changed = _changed(ledger, pending)
+    pending, changed = _parse(ledger, records, answers)
     if changed is not None:
         return changed
     return _finish(
@@ -303,16 +314,15 @@ async def adecide_all(
     attempt_secret: bytes | str | None = None,
 ) -> Batch:
     """:func:`decide_all` for an async ledger (or a sync one)."""
-    pending = _parse(records, answers)
-    changed = _changed(ledger, pending)
+    pending, changed = _parse(ledger, records, answers)
     if changed is not None:
         return changed
-    decisions = {}
-    for call_id, p in pending.items():
-        decisions[call_id] = await adecide(
-            ledger, p, answers[call_id], attempt_secret=attempt_secret
-        )
-    return _finish(decisions)
+    return _finish(
+        {
+            call_id: await adecide(ledger, p, answers[call_id], attempt_secret=attempt_secret)
+            for call_id, p in pending.items()
+        }
+    )
 
 
 def close_all(ledger: object, records: Mapping[str, object]) -> dict[str, Closure]:

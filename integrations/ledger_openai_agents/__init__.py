@@ -27,9 +27,8 @@ from ledger_agents import (
     adecide_all,
     close_all,
     decide_all,
-    derive_request_id,
+    mint_all,
 )
-from ledger_core import mint
 
 __all__ = [
     "ApprovalNotRecorded",
@@ -59,12 +58,7 @@ def mint_interruptions(
     ledger: object, interruptions: Iterable[ToolApprovalItem], *, conversation_id: str
 ) -> dict[str, dict[str, object]]:
     """A pending record per interruption, keyed by call id (no I/O)."""
-    records: dict[str, dict[str, object]] = {}
-    for item in interruptions:
-        call_id = call_id_of(item)
-        request_id = derive_request_id("openai-agents", conversation_id, call_id)
-        records[call_id] = mint(ledger, request_id).to_dict()
-    return records
+    return mint_all(ledger, "openai-agents", conversation_id, map(call_id_of, interruptions))
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from ledger_agents import (
     adecide_all,
     close_all,
     decide_all,
-    derive_request_id,
+    mint_all,
+    require_bool,
 )
-from ledger_core import mint
 
 __all__ = [
     "ApprovalNotRecorded",
@@ -51,12 +51,8 @@ def mint_requests(
     ledger: object, requests: DeferredToolRequests, *, conversation_id: str
 ) -> dict[str, dict[str, object]]:
     """A pending record per approval the run asks for, keyed by tool call id (no I/O)."""
-    return {
-        call.tool_call_id: mint(
-            ledger, derive_request_id("pydantic-ai", conversation_id, call.tool_call_id)
-        ).to_dict()
-        for call in requests.approvals
-    }
+    call_ids = (call.tool_call_id for call in requests.approvals)
+    return mint_all(ledger, "pydantic-ai", conversation_id, call_ids)
 
 
 Answer = bool | ToolApproved | ToolDenied
@@ -81,16 +77,9 @@ class Outcome(DeferredToolResults):
 
 
 def _as_bool(answer: object) -> bool:
-    if isinstance(answer, ToolApproved):
-        return True
-    if isinstance(answer, ToolDenied):
-        return False
-    if type(answer) is bool:
-        return answer
-    shown = repr(answer)[:80]
-    raise InvalidAnswer(
-        f"an answer must be {ACCEPTED}, not {type(answer).__name__} {shown}; nothing was spent"
-    )
+    if isinstance(answer, (ToolApproved, ToolDenied)):
+        return isinstance(answer, ToolApproved)
+    return require_bool(answer, ACCEPTED)
 
 
 def _answers(answers: object) -> tuple[dict[str, bool], dict[str, Any], DeferredToolResults | None]:
