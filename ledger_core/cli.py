@@ -203,7 +203,6 @@ class _Meter:
 
     def __init__(self, namespaces: int = 1, total: int | None = None) -> None:
         self.tty = sys.stderr.isatty()
-        self.every = self.EVERY
         self.namespaces, self.grand = namespaces, total
         self.finished = self.before = 0  # namespaces done, and their ids
         self.start = self.said = time.monotonic()
@@ -214,15 +213,15 @@ class _Meter:
             threading.Thread(target=self._tick, daemon=True).start()
 
     def _tick(self) -> None:
-        while not self.stopped.wait(max(self.every, 0.1)):
+        while not self.stopped.wait(max(self.EVERY, 0.1)):
             with self.lock:
-                if time.monotonic() - self.said >= self.every:
+                if time.monotonic() - self.said >= self.EVERY:
                     self._say()
 
     def __call__(self, p: Progress) -> None:
         with self.lock:
             self.latest = p
-            if self.tty or time.monotonic() - self.said >= self.every:
+            if self.tty or time.monotonic() - self.said >= self.EVERY:
                 self._say()
 
     def next_namespace(self) -> None:
@@ -534,21 +533,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("url", nargs="?", help="ledger URL")
     check.add_argument("--factory", help="package.module:callable building the ledger")
-    check.add_argument(
-        "--restart",
-        metavar="CMD",
-        help="shell command that restarts the store's server (C2 across a restart)",
-    )
-    check.add_argument(
-        "--forget",
-        metavar="CMD",
-        help="shell command that makes the whole store forget everything (C6; runs last)",
-    )
-    check.add_argument(
-        "--failover",
-        metavar="CMD",
-        help="shell command that fails the store over to a replica (C6; runs last)",
-    )
+    for flag, text in (
+        ("--restart", "shell command that restarts the store's server (C2 across a restart)"),
+        ("--forget", "shell command that makes the whole store forget everything (C6; runs last)"),
+        ("--failover", "shell command that fails the store over to a replica (C6; runs last)"),
+    ):
+        check.add_argument(flag, metavar="CMD", help=text)
     check.add_argument(
         "--keep-scratch",
         action="store_true",

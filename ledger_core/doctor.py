@@ -192,19 +192,15 @@ def _backend_checks(ledger: object, info: LedgerInfo) -> list[Check]:
             return [_unanswered("configuration", exc)]
         if all(isinstance(c, Check) for c in checks):
             return checks
-    name = type(ledger).__name__
-    configuration = (
-        "checked when it opened: nothing unsafe found"
-        if info.store_id is not None
-        else f"checked when it opened: {info.reason}"
+    opened = Fact.judged(
+        info.store_id is not None,
+        "checked when it opened: nothing unsafe found",
+        f"checked when it opened: {info.reason}",
+        "see identity",
     )
+    name = type(ledger).__name__
     return [
-        Check(
-            "configuration",
-            PASS if info.store_id is not None else FAIL,
-            configuration,
-            "" if info.store_id is not None else "see identity",
-        ),
+        opened.check(),
         Check("versions", INFO, f"{name} does not itemize its server's version checks"),
     ]
 

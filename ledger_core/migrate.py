@@ -167,14 +167,12 @@ def read_note_steps(run: int) -> Steps[MarkerStep, Note | None]:
     """Run ``run``'s note (``None``: not written, or not yet complete)."""
     if not (yield (READ, _note_bit(run, "end"))):
         return None
-    values: list[int] = []
-    size = None
-    while size is None or len(values) < size + 1:
+    values: list[int] = []  # the note's length, then its bytes
+    while not values or len(values) < values[0] + 1:
         value = 0
         for i in range(len(values) * 8, len(values) * 8 + 8):
             value = value << 1 | bool((yield (READ, _note_bit(run, i))))
         values.append(value)
-        size = values[0] if size is None else size
     return Note.decode(bytes(values[1:]))
 
 
@@ -243,8 +241,7 @@ def unfinished_runs(ledger: object) -> list[str]:
     """One line per unfinished run into a sync ledger: its number, source and start."""
     if not has_markers(ledger):
         return []
-    perform = marker_performer(ledger)
-    return run_steps(describe_runs_steps(run_state(ledger)), perform)
+    return run_steps(describe_runs_steps(run_state(ledger)), marker_performer(ledger))
 
 
 def migration_state(ledger: object) -> str | None:

@@ -89,10 +89,6 @@ class LedgerInfo:
     identity: str = ""
     durability: str = ""
 
-    @property
-    def can_prove(self) -> bool:
-        return self.store_id is not None
-
 
 def store_id_of(ledger: object) -> str | None:
     """The ledger's ``store_id`` (absent counts as ``None``); a non-str value is ``None``."""

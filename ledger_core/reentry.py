@@ -17,6 +17,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from .ids import marker_id, validate_attempt_key, validate_request_id
+from .protocol import store_id_of
 
 if TYPE_CHECKING:
     from .host import PendingRequest
@@ -67,8 +68,7 @@ class _Wrapper:
 
     @property
     def store_id(self) -> str | None:
-        value = getattr(self._ledger, "store_id", None)
-        return value if isinstance(value, str) else None
+        return store_id_of(self._ledger)
 
     def __getattr__(self, name: str) -> object:  # is_spent, describe, spent_ids, close, ...
         return getattr(self._ledger, name)
