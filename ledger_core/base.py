@@ -124,11 +124,11 @@ class LedgerBase(_Described):
 
     def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return self._answer(_unmapped_spend, self._spend, validate_request_id(request_id))
+        return self._gated_call(_unmapped_spend, self._spend, validate_request_id(request_id))
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return self._answer(_unmapped_read, self._is_spent, validate_request_id(request_id))
+        return self._gated_call(_unmapped_read, self._is_spent, validate_request_id(request_id))
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
@@ -138,7 +138,7 @@ class LedgerBase(_Described):
     def is_marker_spent(self, marker: bytes) -> bool:
         return self._guarded(_unmapped_read, self._is_spent, validate_marker(marker))
 
-    def _answer(self, unmapped: _Unmapped, method: Callable[..., bool], *args: bytes) -> bool:
+    def _gated_call(self, unmapped: _Unmapped, method: Callable[..., bool], *args: bytes) -> bool:
         """An answer about ids (validated already): the migration check, then ``method``."""
         if not self._cleared:
             self._clear()
@@ -189,11 +189,13 @@ class AsyncLedgerBase(_Described):
 
     async def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return await self._answer(_unmapped_spend, self._spend, validate_request_id(request_id))
+        return await self._gated_call(_unmapped_spend, self._spend, validate_request_id(request_id))
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return await self._answer(_unmapped_read, self._is_spent, validate_request_id(request_id))
+        return await self._gated_call(
+            _unmapped_read, self._is_spent, validate_request_id(request_id)
+        )
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
@@ -202,7 +204,7 @@ class AsyncLedgerBase(_Described):
     async def is_marker_spent(self, marker: bytes) -> bool:
         return await self._guarded(_unmapped_read, self._is_spent, validate_marker(marker))
 
-    async def _answer(
+    async def _gated_call(
         self, unmapped: _Unmapped, method: Callable[..., Awaitable[bool]], *args: bytes
     ) -> bool:
         if not self._cleared:
@@ -252,7 +254,7 @@ class ReentrantLedgerBase(LedgerBase):
         """Record ``request_id`` under ``attempt_key``: ``True`` if this call recorded it
         or the same key did earlier; ``False`` to any other key or a plain spend."""
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
-        return self._answer(_unmapped_spend, self._spend_as, raw, digest)
+        return self._gated_call(_unmapped_spend, self._spend_as, raw, digest)
 
 
 class AsyncReentrantLedgerBase(AsyncLedgerBase):
@@ -261,4 +263,4 @@ class AsyncReentrantLedgerBase(AsyncLedgerBase):
     @_validated_first
     async def spend_as(self, request_id: str, attempt_key: str) -> bool:
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
-        return await self._answer(_unmapped_spend, self._spend_as, raw, digest)
+        return await self._gated_call(_unmapped_spend, self._spend_as, raw, digest)
