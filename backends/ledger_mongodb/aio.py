@@ -79,17 +79,15 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
             raise LedgerClosed("this MongoDB ledger was closed")
         return await run_steps_async(steps, self._conn.perform)
 
-    async def _spend(self, request_id: bytes) -> bool:
-        steps = decisions.spend_steps(self._store, request_id, new_token(), time.monotonic())
+    async def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
+        now = time.monotonic()
+        steps = decisions.spend_steps(self._store, request_id, new_token(), now, digest)
         return bool(await self._steps(steps))
+
+    _spend = _spend_as  # no digest: a plain spend
 
     async def _is_spent(self, request_id: bytes) -> bool:
         steps = decisions.is_spent_steps(self._store, request_id, time.monotonic())
-        return bool(await self._steps(steps))
-
-    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        now = time.monotonic()
-        steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
         return bool(await self._steps(steps))
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:

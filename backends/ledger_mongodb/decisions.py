@@ -294,13 +294,8 @@ def is_spent_many_steps(store: Store, request_ids: Sequence[bytes], now: float) 
     """A batch read: one ``find`` of the records and the genesis."""
     yield from recheck_steps(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
-    found = yield from _read_many_steps(store, _unique(keys), "is_spent_many")
+    found = yield from _read_many_steps(store, list(dict.fromkeys(keys)), "is_spent_many")
     return [found[key].present for key in keys]
-
-
-def _unique(keys: list[Any]) -> list[Any]:
-    """``keys`` without repeats, in order."""
-    return list(dict.fromkeys(keys))
 
 
 def _dropped(store: Store, code: Any) -> LedgerError | None:
@@ -330,22 +325,18 @@ def _outcome(store: Store, reply: Mapping[str, Any], what: str) -> bool | None:
     raise LedgerUnavailable(f"MongoDB {what}: unexpected reply n={reply.get('n')!r}")
 
 
-def spend_steps(store: Store, request_id: bytes, token: bytes, now: float) -> Steps:
-    """One insert of ``{_id, t: token}`` (w majority, journaled), then the proof."""
-    yield from recheck_steps(store, now)
-    key = cmd.record_key(store.namespace, request_id, store.encoding)
-    insert = cmd.insert(store.collection, [key], token, store.namespace, store.uuid, "spend")
-    return (yield from _write_steps(store, insert, key, token, None))
-
-
-def spend_as_steps(
-    store: Store, request_id: bytes, token: bytes, digest: bytes, now: float
+def spend_steps(
+    store: Store, request_id: bytes, token: bytes, now: float, digest: bytes | None = None
 ) -> Steps:
-    """C10 in one upsert (:func:`commands.spend_as`), proven and settled as a spend is."""
+    """One insert of ``{_id, t: token}`` (w majority, journaled), or with ``digest`` C10's
+    one upsert (:func:`commands.spend_as`); then the proof, a lost reply settled."""
     yield from recheck_steps(store, now)
     key = cmd.record_key(store.namespace, request_id, store.encoding)
-    stored = cmd.encoded(digest, store.encoding)
-    request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
+    if digest is None:
+        request = cmd.insert(store.collection, [key], token, store.namespace, store.uuid, "spend")
+    else:
+        stored = cmd.encoded(digest, store.encoding)
+        request = cmd.spend_as(store.collection, key, token, stored, store.namespace, store.uuid)
     return (yield from _write_steps(store, request, key, token, digest))
 
 
@@ -446,7 +437,7 @@ def spend_many_steps(store: Store, request_ids: Sequence[bytes], token: bytes, n
     repeat within the batch: ``False``), settled and proven with one read of the tokens."""
     yield from recheck_steps(store, now)
     keys = [cmd.record_key(store.namespace, rid, store.encoding) for rid in request_ids]
-    unique = _unique(keys)
+    unique = list(dict.fromkeys(keys))
     request = cmd.insert(store.collection, unique, token, store.namespace, store.uuid, "spend_many")
     # Unknown (None): a duplicate now may be our own first write; the read decides.
     won, failure = yield from _sent(store, request, lambda r: _many_outcome(store, r, len(unique)))

@@ -116,17 +116,15 @@ class MongoLedger(ReentrantLedgerBase):
             raise LedgerClosed("this MongoDB ledger was closed")
         return self._run(self._conn, steps)
 
-    def _spend(self, request_id: bytes) -> bool:
-        steps = decisions.spend_steps(self._store, request_id, new_token(), time.monotonic())
+    def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
+        now = time.monotonic()
+        steps = decisions.spend_steps(self._store, request_id, new_token(), now, digest)
         return bool(self._steps(steps))
+
+    _spend = _spend_as  # no digest: a plain spend
 
     def _is_spent(self, request_id: bytes) -> bool:
         steps = decisions.is_spent_steps(self._store, request_id, time.monotonic())
-        return bool(self._steps(steps))
-
-    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        now = time.monotonic()
-        steps = decisions.spend_as_steps(self._store, request_id, new_token(), digest, now)
         return bool(self._steps(steps))
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
@@ -183,11 +181,8 @@ def host_client(
         nodes = sorted(f"{h}:{p}" for h, p in client.topology_description.server_descriptions())
     except Exception:
         nodes = []
-    return (
-        name,
-        settings,
-        f"mongodb://{','.join(nodes) or '?'}/{name}?collection={settings.collection}",
-    )
+    where = f"mongodb://{','.join(nodes) or '?'}/{name}?collection={settings.collection}"
+    return name, settings, where
 
 
 __all__ = ["CLIENT_OPTIONS", "MongoLedger", "SyncConnection"]

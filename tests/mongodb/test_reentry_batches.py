@@ -83,8 +83,8 @@ def test_server_upsert_is_atomic(mongo_url: str, coll: str) -> None:
 
 
 def _spend_as(ledger: Any, request_id: str, key: str, perform: LoseReplies) -> bool:
-    steps = decisions.spend_as_steps(
-        ledger._store, request_id.encode(), new_token(), attempt_digest(key), 0.0
+    steps = decisions.spend_steps(
+        ledger._store, request_id.encode(), new_token(), 0.0, attempt_digest(key)
     )
     result: bool = run_steps(steps, perform)
     return result
