@@ -3,6 +3,7 @@ when a ledger is opened (``MissingDriver`` names the extra otherwise)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL, MissingDriver
@@ -44,9 +45,7 @@ class _MongoBackend:
         pymongo = _pymongo()
         from .ledger import MongoLedger, SyncConnection
 
-        def make() -> Any:  # again in a forked child
-            return _client(target, pymongo.MongoClient)
-
+        make = functools.partial(_client, target, pymongo.MongoClient)  # again in a forked child
         conn = SyncConnection(make(), target.database, owned=True, rebuild=make)
         return MongoLedger.open_on(conn, target.settings, target.location)
 

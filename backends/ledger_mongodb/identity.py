@@ -41,11 +41,8 @@ class Facts:
 
     @property
     def version(self) -> tuple[int, ...]:
-        parts = []
-        for piece in str(self.build.get("version", "0")).split(".")[:2]:
-            digits = "".join(ch for ch in piece if ch.isdigit())
-            parts.append(int(digits or 0))
-        return tuple(parts)
+        pieces = str(self.build.get("version", "0")).split(".")[:2]
+        return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in pieces)
 
     @property
     def guard_uuid(self) -> Any:

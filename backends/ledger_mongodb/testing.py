@@ -56,10 +56,9 @@ class Hooks:
         target = parse(scratch_request(url))
         conn = SyncConnection(_client(target, _pymongo().MongoClient), target.database, owned=True)
         try:
-            removed: int = run_steps(
+            return run_steps(
                 remove_scratch_steps(target.settings.collection, checked), conn.perform
             )
-            return removed
         except LedgerError:
             raise
         except Exception as exc:
