@@ -37,16 +37,15 @@ from ledger_core.steps import Steps
 from . import commands, identity
 from .commands import DIGEST, SCAN_SEGMENTS, TOKEN, Request, binary
 from .errors import (
-    Fate,
     code_of,
     fail,
     is_conditional,
     is_not_found,
     mark_attempts,
     old_item,
+    rejected,
     retried,
     transient,
-    write_fate,
 )
 from .identity import TableFacts
 from .options import MAX_ATTEMPTS, Settings, per_attempt
@@ -110,13 +109,9 @@ def server_header(answer: Any) -> str:
     """The answering server's ``Server`` header (emulators name themselves there)."""
     meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
     headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
-    if not isinstance(headers, dict):
-        return ""
+    found = headers.items() if isinstance(headers, dict) else ()
     # botocore lowercases header names; aiobotocore keeps the server's spelling.
-    for name, value in headers.items():
-        if str(name).lower() == "server" and isinstance(value, str):
-            return value
-    return ""
+    return next((v for n, v in found if str(n).lower() == "server" and isinstance(v, str)), "")
 
 
 def send(session: Session, call: commands.Call, deadline: float) -> Steps[Request, Any]:
@@ -138,7 +133,7 @@ def send(session: Session, call: commands.Call, deadline: float) -> Steps[Reques
             late = time.monotonic() + pause >= deadline - 0.01
             if attempt >= MAX_ATTEMPTS or late or not transient(exc):
                 raise (mark_attempts(exc, attempt) if uncertain else exc) from None
-            uncertain = uncertain or write_fate(exc) is Fate.UNKNOWN
+            uncertain = uncertain or not rejected(exc)
         yield commands.Sleep(pause)
 
 
@@ -237,7 +232,7 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
             raced = identity.check_genesis(old_item(exc))
             if raced is not None:
                 return raced
-        elif write_fate(exc) is Fate.REJECTED:
+        elif rejected(exc):
             fail(exc, "genesis write", session.location)
         failure = exc
     # Another opener won, or our write's reply was lost: whatever is stored is THE genesis.
@@ -365,7 +360,7 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
         else:
             if is_not_found(exc):
                 session.guard.again()
-            if write_fate(exc) is Fate.REJECTED:
+            if rejected(exc):
                 fail(exc, "spend", session.location)
         failure = exc
     try:
@@ -406,7 +401,7 @@ def _put_as(
             return binary(old_item(exc), DIGEST) == digest
         if is_not_found(exc):
             session.guard.again()
-        if write_fate(exc) is Fate.REJECTED:
+        if rejected(exc):
             fail(exc, "spend_as", session.location)
         raise AmbiguousSpend(
             f"DynamoDB spend_as on {session.location}: the write's outcome is unknown and "

@@ -6,7 +6,6 @@ credential or signature (an ``InvalidSignatureException`` quotes the canonical r
 
 from __future__ import annotations
 
-import enum
 from typing import Any, NoReturn
 
 from ledger_core.errors import LedgerError, LedgerUnavailable
@@ -42,33 +41,28 @@ _SAFE_MESSAGE = frozenset({NOT_FOUND, "ValidationException", "ResourceInUseExcep
 _MAX_MESSAGE = 300
 
 
-class Fate(enum.Enum):
-    """What a failed write may have done."""
-
-    REJECTED = "rejected"  # the store answered no to every attempt: nothing written
-    UNKNOWN = "unknown"  # an attempt may have been applied: resolve by the token (C5)
-
-
 def _botocore() -> Any:
     import botocore.exceptions
 
     return botocore.exceptions
 
 
+def _part(exc: BaseException, name: str) -> dict[str, Any] | None:
+    """A map in a ``ClientError``'s response (``None`` when absent or malformed)."""
+    response = getattr(exc, "response", None)
+    part = response.get(name) if isinstance(response, dict) else None
+    return part if isinstance(part, dict) else None
+
+
 def code_of(exc: BaseException) -> str | None:
     """The AWS error code of a ``ClientError`` (``None`` for anything else)."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return None
-    error = response.get("Error")
-    code = error.get("Code") if isinstance(error, dict) else None
+    code = (_part(exc, "Error") or {}).get("Code")
     return code if isinstance(code, str) else None
 
 
 def _meta(exc: BaseException) -> dict[str, Any]:
-    response = getattr(exc, "response", None)
-    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
-    return meta if isinstance(meta, dict) else {}
+    meta = _part(exc, "ResponseMetadata")
+    return {} if meta is None else meta  # the response's own: mark_attempts writes to it
 
 
 def retried(exc: BaseException) -> bool:
@@ -85,9 +79,7 @@ def _status(exc: BaseException) -> int:
 def old_item(exc: BaseException) -> dict[str, Any] | None:
     """The item a ``ConditionalCheckFailedException`` returned (``ALL_OLD``): DynamoDB
     sends it; dynalite and some emulators do not, and the caller then reads it."""
-    response = getattr(exc, "response", None)
-    item = response.get("Item") if isinstance(response, dict) else None
-    return item if isinstance(item, dict) else None
+    return _part(exc, "Item")
 
 
 def is_conditional(exc: BaseException) -> bool:
@@ -98,18 +90,16 @@ def is_not_found(exc: BaseException) -> bool:
     return code_of(exc) == NOT_FOUND
 
 
-def write_fate(exc: BaseException) -> Fate:
-    """Whether a failed write can have landed: a 4xx answer to the only attempt is a
-    refusal; a 5xx ("may or may not have succeeded"), a lost connection, a timeout, or
-    any error after a retry is unknown."""
+def rejected(exc: BaseException) -> bool:
+    """Whether a failed write cannot have landed; else its fate is unknown (resolve it by
+    the token, C5). A 4xx answer to the only attempt is a refusal; a 5xx ("may or may not
+    have succeeded"), a lost connection, a timeout, or any error after a retry is unknown."""
     if isinstance(exc, LedgerError):
-        return Fate.REJECTED  # our own shell refused (closed): nothing was sent
+        return True  # our own shell refused (closed): nothing was sent
     bc = _botocore()
     if isinstance(exc, bc.ClientError):
-        if 400 <= _status(exc) < 500 and not retried(exc):
-            return Fate.REJECTED
-        return Fate.UNKNOWN
-    if isinstance(
+        return 400 <= _status(exc) < 500 and not retried(exc)
+    return isinstance(  # these fail before anything is sent
         exc,
         (
             bc.NoCredentialsError,
@@ -119,9 +109,7 @@ def write_fate(exc: BaseException) -> Fate:
             bc.ParamValidationError,
             bc.ProfileNotFound,
         ),
-    ):
-        return Fate.REJECTED  # failed before anything was sent
-    return Fate.UNKNOWN
+    )
 
 
 def transient(exc: BaseException) -> bool:
@@ -160,7 +148,7 @@ def describe_failure(exc: BaseException) -> str:
         status = _status(exc)
         text = f"{code} (HTTP {status})" if status else code
         if code in _SAFE_MESSAGE:
-            message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
+            message = str((_part(exc, "Error") or {}).get("Message", ""))
             if message:
                 text += f": {message[:_MAX_MESSAGE]}"
         return text
