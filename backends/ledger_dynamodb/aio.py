@@ -81,16 +81,14 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         await self._current()  # a forked child's client is built before the deadline starts
         return await run_steps_async(steps, self._perform)
 
-    async def _spend(self, request_id: bytes) -> bool:
-        return await self._run(decisions.spend_steps(self._session, request_id, new_token()))
+    async def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
+        steps = decisions.spend_steps(self._session, request_id, new_token(), digest)
+        return await self._run(steps)
+
+    _spend = _spend_as  # no digest: a plain spend
 
     async def _is_spent(self, request_id: bytes) -> bool:
         return await self._run(decisions.is_spent_steps(self._session, request_id))
-
-    async def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        return await self._run(
-            decisions.spend_steps(self._session, request_id, new_token(), digest)
-        )
 
     def spent_ids(self) -> AsyncIterator[str]:
         return self._scan(decisions.ParallelScan.ids(self._session))

@@ -31,12 +31,10 @@ class _DynamoDBBackend:
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,
         write the namespace's genesis; idempotent."""
-        target = parse(request.with_options(create=True))
-        from .ledger import DynamoDBLedger
-
-        ledger = DynamoDBLedger.open(target, sync_factory(target))
+        ledger = self.open(request.with_options(create=True))
         try:
-            return ledger.describe()
+            info: LedgerInfo = ledger.describe()
+            return info
         finally:
             ledger.close()
 

@@ -33,10 +33,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def __init__(self, session: Session, handle: Handle):
         self._session = session
         self._handle = handle
-        self._process = PerProcess(None, self._adopt)
-
-    def _adopt(self) -> None:
-        self._handle.adopt(self._handle.make_client())
+        self._process = PerProcess(None, lambda: handle.adopt(handle.make_client()))
 
     @classmethod
     def open(
@@ -81,14 +78,13 @@ class DynamoDBLedger(ReentrantLedgerBase):
         self._current()  # a forked child's client is built before the call's deadline starts
         return run_steps(steps, self._perform)
 
-    def _spend(self, request_id: bytes) -> bool:
-        return self._run(decisions.spend_steps(self._session, request_id, new_token()))
+    def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
+        return self._run(decisions.spend_steps(self._session, request_id, new_token(), digest))
+
+    _spend = _spend_as  # no digest: a plain spend
 
     def _is_spent(self, request_id: bytes) -> bool:
         return self._run(decisions.is_spent_steps(self._session, request_id))
-
-    def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        return self._run(decisions.spend_steps(self._session, request_id, new_token(), digest))
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, streamed from parallel consistent Scans."""

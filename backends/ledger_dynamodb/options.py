@@ -70,28 +70,22 @@ class Target:
         return f"{where} in {self.region}" if self.region else where
 
     def client_kwargs(self) -> dict[str, Any]:
-        return {
-            "region_name": self.region,
-            "endpoint_url": self.endpoint_url,
-            "config": client_config(self.settings.timeout),
-        }
+        """One attempt per request (the decisions send again), each bounded by its share."""
+        from botocore.config import Config
+
+        share = per_attempt(self.settings.timeout)
+        config = Config(
+            connect_timeout=share,
+            read_timeout=share,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=64,
+            tcp_keepalive=True,
+        )
+        return {"region_name": self.region, "endpoint_url": self.endpoint_url, "config": config}
 
 
 def per_attempt(timeout: float) -> float:
     return max(timeout / MAX_ATTEMPTS, 0.05)
-
-
-def client_config(timeout: float) -> Any:
-    """One attempt per request (the decisions send again), each bounded by its share."""
-    from botocore.config import Config
-
-    return Config(
-        connect_timeout=per_attempt(timeout),
-        read_timeout=per_attempt(timeout),
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        max_pool_connections=64,
-        tcp_keepalive=True,
-    )
 
 
 def is_aws_endpoint(endpoint_url: str | None) -> bool:
