@@ -127,7 +127,6 @@ class FaultProxy(_Controls):
         upstream_host: str,
         upstream_port: int,
         *,
-        listen_host: str = "127.0.0.1",
         held_signal: threading.Condition | None = None,
     ) -> None:
         self._upstream = (upstream_host, upstream_port)
@@ -136,8 +135,7 @@ class FaultProxy(_Controls):
         self.held_signal = held_signal or threading.Condition()
         self._held = 0
         self._allowance = 0
-        self._gate: asyncio.Condition | None = None
-        self._listen_host = listen_host
+        self._gate = asyncio.Condition()  # bound to the proxy's loop on first use
         self._toxic = Toxic.PASS
         self._latency = 0.0
         # Replaced (never cleared) on every set(), on the loop thread together with the
@@ -288,9 +286,9 @@ class FaultProxy(_Controls):
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
     def _bind(self) -> socket.socket:
-        family, kind, proto, _, addr = socket.getaddrinfo(
-            self._listen_host, 0, type=socket.SOCK_STREAM
-        )[0]
+        family, kind, proto, _, addr = socket.getaddrinfo("127.0.0.1", 0, type=socket.SOCK_STREAM)[
+            0
+        ]
         # Bind the listener to an explicit port (found by a probe socket sharing it with
         # SO_REUSEADDR): Linux then keeps the port through an "unlisten" (see _unlisten).
         with socket.socket(family, kind, proto) as probe:
@@ -469,8 +467,6 @@ class FaultProxy(_Controls):
     async def _open_gate(self, count: int) -> None:
         with self.held_signal:
             self._allowance += count
-        if self._gate is None:
-            self._gate = asyncio.Condition()
         async with self._gate:
             self._gate.notify_all()
 
@@ -482,8 +478,6 @@ class FaultProxy(_Controls):
         """Under HOLD, wait until this chunk may go on (let through, or the toxic changed)."""
         if self._toxic is not Toxic.HOLD:
             return
-        if self._gate is None:
-            self._gate = asyncio.Condition()
         with self.held_signal:
             self._held += 1
             self.held_signal.notify_all()
@@ -554,8 +548,7 @@ class ProxyRouter(_Controls):
     """The ``route`` a LedgerContext hands to a ledger factory: one proxy per upstream
     the factory asks for, every one driven at once with :meth:`set`."""
 
-    def __init__(self, *, listen_host: str = "127.0.0.1") -> None:
-        self._listen_host = listen_host
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proxies: dict[tuple[str, int], FaultProxy] = {}
         self._toxic = Toxic.PASS
@@ -572,9 +565,7 @@ class ProxyRouter(_Controls):
             self._used = True
             proxy = self._proxies.get((host, port))
             if proxy is None:
-                proxy = FaultProxy(
-                    host, port, listen_host=self._listen_host, held_signal=self.held_signal
-                )
+                proxy = FaultProxy(host, port, held_signal=self.held_signal)
                 proxy._set(self._toxic, self._latency, (self._dropped,))
                 proxy.start()
                 self._proxies[(host, port)] = proxy
