@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from ..hooks import HookFailed, ShellHook
@@ -63,36 +64,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        campaign = Campaign(
-            url=args.url,
-            factory=args.factory,
-            duration=args.duration,
-            processes=args.processes,
-            threads=args.threads,
-            tasks=args.tasks,
-            max_ops=args.max_ops,
-            seed=args.seed,
-            faults=not args.no_faults,
-            restart=ShellHook("restart", args.restart) if args.restart else None,
-            restarts=args.restarts,
-            forget=ShellHook("forget", args.forget) if args.forget else None,
-            failover=ShellHook("failover", args.failover) if args.failover else None,
-            failovers=args.failovers,
-            hot=args.hot,
-            cold=args.cold,
-            generation=args.generation,
-            report=args.report,
-            progress_every=args.progress_every,
-        )
+        # Every flag sets the Campaign field of its name (--no-faults is inverted).
+        values = {f.name: getattr(args, f.name) for f in fields(Campaign) if hasattr(args, f.name)}
+        for name in ("restart", "forget", "failover"):  # shell commands, run as hooks
+            values[name] = ShellHook(name, values[name]) if values[name] else None
+        campaign = Campaign(**values, faults=not args.no_faults)
         campaign.check()
     except ValueError as exc:
         print(f"decision-ledger torture: {exc}", file=sys.stderr)
         return USAGE
     try:
         return run(campaign, err=sys.stderr, out=sys.stdout).code
-    except FactoryPathError as exc:
+    except (FactoryPathError, CampaignError, HookFailed) as exc:
         print(f"decision-ledger torture: {exc}", file=sys.stderr)
-        return USAGE
-    except (CampaignError, HookFailed) as exc:
-        print(f"decision-ledger torture: {exc}", file=sys.stderr)
-        return UNAVAILABLE
+        return USAGE if isinstance(exc, FactoryPathError) else UNAVAILABLE
