@@ -222,37 +222,31 @@ def ledger_option_factory(pytestconfig: pytest.Config, ledger_runtime: Runtime) 
     return None
 
 
-def _option_hook(config: pytest.Config, name: str) -> Any:
+def _option_fixture(name: str) -> Any:
+    """The session fixture ``ledger_option_<name>``: the hook its option names (a
+    module:callable, or a shell command with the ``-cmd`` form), or ``None``."""
     path_option, cmd_option, _ = HOOKS[name]
-    path = config.getoption(path_option, None)
-    if path:
-        from .loading import load_factory
 
-        return load_factory(path)
-    command = config.getoption(cmd_option, None)
-    if not command:
-        return None
-    from .hooks import ShellHook
+    @pytest.fixture(scope="session", name=f"ledger_option_{name}")
+    def option_hook(pytestconfig: pytest.Config) -> Any:
+        path = pytestconfig.getoption(path_option, None)
+        if path:
+            from .loading import load_factory
 
-    return ShellHook(name, command)
+            return load_factory(path)
+        command = pytestconfig.getoption(cmd_option, None)
+        if not command:
+            return None
+        from .hooks import ShellHook
 
+        return ShellHook(name, command)
 
-@pytest.fixture(scope="session")
-def ledger_option_restart(pytestconfig: pytest.Config) -> Any:
-    """The restart hook named by --ledger-restart (or --ledger-restart-cmd), or ``None``."""
-    return _option_hook(pytestconfig, "restart")
-
-
-@pytest.fixture(scope="session")
-def ledger_option_forget(pytestconfig: pytest.Config) -> Any:
-    """The forget hook named by --ledger-forget (or --ledger-forget-cmd), or ``None``."""
-    return _option_hook(pytestconfig, "forget")
+    return option_hook
 
 
-@pytest.fixture(scope="session")
-def ledger_option_failover(pytestconfig: pytest.Config) -> Any:
-    """The failover hook named by --ledger-failover (or --ledger-failover-cmd), or ``None``."""
-    return _option_hook(pytestconfig, "failover")
+ledger_option_restart = _option_fixture("restart")
+ledger_option_forget = _option_fixture("forget")
+ledger_option_failover = _option_fixture("failover")
 
 
 @pytest.fixture

@@ -39,6 +39,19 @@ from .clauses.l1_listing import L1Listing
 from .hooks import factory_hook
 
 
+def _hook_fixture(name: str) -> Any:
+    """The fixture ``ledger_<name>``: the hook its option names, else the factory's."""
+
+    @pytest.fixture(name=f"ledger_{name}")
+    def hook(
+        self: object, request: pytest.FixtureRequest, ledger_factory: Any
+    ) -> Callable[[], object] | None:
+        option: Callable[[], object] | None = request.getfixturevalue(f"ledger_option_{name}")
+        return option or factory_hook(ledger_factory, f"ledger_{name}")
+
+    return hook
+
+
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
     C6Failover,
@@ -70,23 +83,6 @@ class LedgerConformance(
     def ledger_factory(self, ledger_option_factory: Any) -> Any:
         return ledger_option_factory
 
-    @pytest.fixture
-    def ledger_restart(
-        self, ledger_option_restart: Any, ledger_factory: Any
-    ) -> Callable[[], object] | None:
-        hook: Callable[[], object] | None = ledger_option_restart
-        return hook or factory_hook(ledger_factory, "ledger_restart")
-
-    @pytest.fixture
-    def ledger_forget(
-        self, ledger_option_forget: Any, ledger_factory: Any
-    ) -> Callable[[], object] | None:
-        hook: Callable[[], object] | None = ledger_option_forget
-        return hook or factory_hook(ledger_factory, "ledger_forget")
-
-    @pytest.fixture
-    def ledger_failover(
-        self, ledger_option_failover: Any, ledger_factory: Any
-    ) -> Callable[[], object] | None:
-        hook: Callable[[], object] | None = ledger_option_failover
-        return hook or factory_hook(ledger_factory, "ledger_failover")
+    ledger_restart = _hook_fixture("restart")
+    ledger_forget = _hook_fixture("forget")
+    ledger_failover = _hook_fixture("failover")
