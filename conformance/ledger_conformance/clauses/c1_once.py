@@ -6,6 +6,7 @@ import asyncio
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -63,6 +64,28 @@ def _child(factory: Factory, label: str, ids: list[str], barrier: Any, results: 
         results.put(("error", error_text(exc)))
 
 
+def _race(
+    ledgers: Ledgers,
+    ids: list[str],
+    workers: int,
+    spend: Callable[[int, int, str], object],
+    context: str,
+) -> None:
+    """``workers`` threads released together on each id, worker ``i`` spending the
+    ``step``-th id with ``spend(i, step, id)``: exactly one True per id."""
+    results = empty_results(ids)
+    barrier = threading.Barrier(workers)
+
+    def worker(i: int) -> None:
+        for step, request_id in enumerate(ids):
+            barrier.wait(CALL_BOUND)
+            collect(results, request_id, partial(spend, i, step))
+
+    run_threads(workers, worker, run_bound(len(ids)))
+    assert_one_winner(results, context)
+    assert_linearizable(ledgers, "C1")
+
+
 class C1Once:
     @C1()
     def test_C1_sequential(self, ledgers: Ledgers) -> None:
@@ -87,17 +110,8 @@ class C1Once:
         profile = ledgers.profile
         handle = ledgers.open(ledgers.label())
         ids = ledgers.ids(profile.ids)
-        results = empty_results(ids)
-        barrier = threading.Barrier(profile.threads)
-
-        def worker(i: int) -> None:
-            for request_id in ids:
-                barrier.wait(CALL_BOUND)
-                collect(results, request_id, lambda rid: handle.spend(rid, f"t{i}"))
-
-        run_threads(profile.threads, worker, run_bound(len(ids)))
-        assert_one_winner(results, f"{profile.threads} threads per id")
-        assert_linearizable(ledgers, "C1")
+        context = f"{profile.threads} threads per id"
+        _race(ledgers, ids, profile.threads, lambda i, _, rid: handle.spend(rid, f"t{i}"), context)
 
     @C1()
     def test_C1_asyncio_tasks(self, ledgers: Ledgers) -> None:
@@ -156,20 +170,13 @@ class C1Once:
         label = ledgers.label()
         sync = open_flavor(ledgers, label, "sync")
         asyn = open_flavor(ledgers, label, "async")
-        ids = ledgers.ids(profile.mixed_ids)
-        results = empty_results(ids)
-        workers = 16
-        barrier = threading.Barrier(workers)
 
-        def worker(i: int) -> None:
+        def spend(i: int, _: int, request_id: str) -> object:
             handle = sync if i % 2 else asyn
-            for request_id in ids:
-                barrier.wait(CALL_BOUND)
-                collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
+            return handle.spend(request_id, f"{handle.flavor}{i}")
 
-        run_threads(workers, worker, run_bound(len(ids)))
-        assert_one_winner(results, "sync and async instances on one store")
-        assert_linearizable(ledgers, "C1")
+        ids = ledgers.ids(profile.mixed_ids)
+        _race(ledgers, ids, 16, spend, "sync and async instances on one store")
 
     @C1()
     def test_C1_mixed_staggered(self, ledgers: Ledgers) -> None:
@@ -190,23 +197,15 @@ class C1Once:
             latency[handle.flavor] = sorted(times)[len(times) // 2]
         slow, fast = (asyn, sync) if latency["async"] >= latency["sync"] else (sync, asyn)
         span = min(STAGGER_MAX, 1.2 * latency[slow.flavor])
-        ids = ledgers.ids(STAGGER_STEPS)
-        results = empty_results(ids)
         per_side = 4
-        barrier = threading.Barrier(2 * per_side)
 
-        def worker(i: int) -> None:
+        def spend(i: int, step: int, request_id: str) -> object:
             handle = slow if i < per_side else fast
-            for step, request_id in enumerate(ids):
-                barrier.wait(CALL_BOUND)
-                if handle is fast:
-                    time.sleep(span * step / (STAGGER_STEPS - 1))  # the stagger, not a fix
-                collect(results, request_id, lambda rid: handle.spend(rid, f"{handle.flavor}{i}"))
+            if handle is fast:
+                time.sleep(span * step / (STAGGER_STEPS - 1))  # the stagger, not a fix
+            return handle.spend(request_id, f"{handle.flavor}{i}")
 
-        run_threads(2 * per_side, worker, run_bound(len(ids)))
-        assert_one_winner(
-            results,
-            f"{slow.flavor} callers released first, {fast.flavor} ones 0-{span * 1000:.0f} ms "
-            "later",
+        context = (
+            f"{slow.flavor} callers released first, {fast.flavor} ones 0-{span * 1000:.0f} ms later"
         )
-        assert_linearizable(ledgers, "C1")
+        _race(ledgers, ledgers.ids(STAGGER_STEPS), 2 * per_side, spend, context)
