@@ -132,8 +132,7 @@ class History:
             return len(self._ops)
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Plain dicts, to ship ops from child processes (CLOCK_MONOTONIC is system-wide);
-        a result JSON cannot carry goes as its ``repr`` (still a non-bool: a violation)."""
+        """Plain dicts, to ship ops from child processes (CLOCK_MONOTONIC is system-wide)."""
         return [_op_to_json(op) for op in self.ops]
 
     @classmethod
@@ -141,19 +140,14 @@ class History:
         return cls(_op_from_json(item) for item in data)
 
 
+def jsonable(result: object) -> object:
+    """A call's result as JSON carries it: anything else as its ``repr`` (still not a
+    bool, so still a violation when checked)."""
+    return result if result is None or isinstance(result, (bool, int, float, str)) else repr(result)
+
+
 def _op_to_json(op: Op) -> dict[str, Any]:
-    result = op.result
-    if not (result is None or isinstance(result, (bool, int, float, str))):
-        result = repr(result)
-    return {
-        "process": op.process,
-        "kind": op.kind,
-        "key": op.key,
-        "invoke_ns": op.invoke_ns,
-        "complete_ns": op.complete_ns,
-        "result": result,
-        "error": op.error,
-    }
+    return {**vars(op), "result": jsonable(op.result)}
 
 
 def _op_from_json(item: Mapping[str, Any]) -> Op:

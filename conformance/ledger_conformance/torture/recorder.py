@@ -21,7 +21,7 @@ from typing import IO, Literal
 from ledger_core.errors import LedgerError
 
 from ..harness import error_text
-from ..history import Op, OpKind
+from ..history import Op, OpKind, jsonable
 
 NEVER_RETURNED = "never returned (its process was stopped)"
 FOREIGN = "(not a LedgerError) "  # leads the error of a call that raised something else
@@ -54,9 +54,7 @@ class Journal:
         return seq
 
     def complete(self, seq: int, complete_ns: int, result: object, error: str | None) -> None:
-        if not (result is None or isinstance(result, (bool, int, float, str))):
-            result = repr(result)  # still not a bool: still a violation when checked
-        line = json.dumps(["C", seq, complete_ns, result, error]) + "\n"
+        line = json.dumps(["C", seq, complete_ns, jsonable(result), error]) + "\n"
         with self._lock:
             self._file.write(line)
 
