@@ -57,25 +57,15 @@ NAMESPACES = Need("namespaces", CAPABILITY, ("namespaces",), why="namespace list
 SPEND_MANY = Need("spend_many", CAPABILITY, ("spend_many",), why="batches are optional")
 CAPABILITIES = (MARKERS, SPEND_AS, SPENT_IDS, NAMESPACES, SPEND_MANY)
 
-RESTART = Need(
-    "restart hook",
-    HOOK,
-    fixture="ledger_restart",
-    why="no ledger_restart hook was given (--ledger-restart, --ledger-restart-cmd, "
-    "or check --restart)",
-)
-FORGET = Need(
-    "forget hook",
-    HOOK,
-    fixture="ledger_forget",
-    why="no ledger_forget hook was given (--ledger-forget or --ledger-forget-cmd)",
-)
-FAILOVER = Need(
-    "failover hook",
-    HOOK,
-    fixture="ledger_failover",
-    why="no ledger_failover hook was given (--ledger-failover or --ledger-failover-cmd)",
-)
+
+def _hook(name: str, options: str) -> Need:
+    why = f"no ledger_{name} hook was given ({options})"
+    return Need(f"{name} hook", HOOK, fixture=f"ledger_{name}", why=why)
+
+
+RESTART = _hook("restart", "--ledger-restart, --ledger-restart-cmd, or check --restart")
+FORGET = _hook("forget", "--ledger-forget or --ledger-forget-cmd")
+FAILOVER = _hook("failover", "--ledger-failover or --ledger-failover-cmd")
 ROUTABLE = Need(
     "a network address",
     ROUTE,
