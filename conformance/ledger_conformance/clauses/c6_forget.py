@@ -112,14 +112,9 @@ def answers_for_forgotten(
                 continue  # it answers as another store: a host sees ledger-changed (H5)
             if not isinstance(value, bool):
                 problems.append(f"{who}: {method}({request_id!r}) returned {value!r}, not a bool")
-            elif method == "spend" and value is True:
+            elif value is (method == "spend"):  # a spend that won, or a read of unspent
                 problems.append(
-                    f"{who}: spend({request_id!r}) returned True under the old store_id "
-                    f"{first!r}: {why}"
-                )
-            elif method == "is_spent" and value is False:
-                problems.append(
-                    f"{who}: is_spent({request_id!r}) returned False under the old store_id "
+                    f"{who}: {method}({request_id!r}) returned {value} under the old store_id "
                     f"{first!r}: {why}"
                 )
     return problems

@@ -175,9 +175,7 @@ async def _forgotten(ledger: Any, before: object, ids: list[str], who: str) -> l
                 continue
             if _store_id(ledger) != before:
                 continue  # it answers as another store: hosts see ledger-changed
-            if (method == "spend" and value is not False) or (
-                method == "is_spent" and value is not True
-            ):
+            if value is not (method == "is_spent"):  # a spend must lose, a read see it spent
                 problems.append(
                     f"{who}: {method}({request_id!r}) returned {value!r} under the old "
                     f"store_id {before!r} (the id was spent before the store forgot)"
