@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger_core.protocol import describe
@@ -238,17 +238,7 @@ def report_document(
         "exit_code": exit_code,
         "verdict": "failed" if exit_code else "passed",
         "counts": counts,
-        "ledgers": [
-            {
-                "flavor": s.flavor,
-                "backend": s.backend,
-                "store_id": s.store_id,
-                "durability": s.durability,
-                "reason": s.reason,
-                "capabilities": list(s.capabilities) if s.capabilities is not None else None,
-            }
-            for s in ledgers
-        ],
+        "ledgers": [asdict(s) for s in ledgers],  # JSON: a tuple is a list
         "clauses": clauses,
     }
 

@@ -187,16 +187,8 @@ def run_check(
         args += ["--ledger-call-bound", repr(float(call_bound))]  # exact, never rounded
     if select:
         args += ["-k", select]
-    args += [
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--tb=short",
-        "-o",
-        "addopts=",
-        "-W",
-        "ignore::DeprecationWarning",
-    ]
+    args += ["-p", "no:cacheprovider", "-q", "--tb=short"]
+    args += ["-o", "addopts=", "-W", "ignore::DeprecationWarning"]
     log = None if verbose else _log_file()
     with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
         # An empty configuration of the check's own: no pytest.ini, tox.ini or pyproject.toml
