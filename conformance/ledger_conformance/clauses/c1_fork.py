@@ -28,6 +28,7 @@ import pytest
 
 from ledger_core.errors import LedgerError
 
+from ..context import identity_route
 from ..faults import ProxyRouter, Toxic
 from ..harness import KEY_SEPARATOR, Handle, Ledgers, error_text
 from ..history import History, Op
@@ -207,13 +208,6 @@ def _reap(children: list[_Child], deadline: float) -> None:
         _, c.status = os.waitpid(c.pid, 0)
 
 
-def _routed_parent(ledgers: Ledgers, stack: ExitStack, label: str) -> tuple[Handle, ProxyRouter]:
-    router = stack.enter_context(ProxyRouter())
-    parent = ledgers.open(label, "sync", route=router)
-    require_routed(router, "no parent call could be held")
-    return parent, router
-
-
 def _hold_a_spend(ledgers: Ledgers, router: ProxyRouter, parent: Handle) -> Callable[[], None]:
     """Another thread of the parent inside a spend while the children fork: the proxy
     holds that spend's request; the children's traffic passes once they forked."""
@@ -247,11 +241,10 @@ class C1Fork:
             not_exercised("this platform has no os.fork")
         profile = ledgers.profile
         label = ledgers.label()
-        router: ProxyRouter | None = None
-        if busy:
-            parent, router = _routed_parent(ledgers, stack, label)
-        else:
-            parent = ledgers.open(label, "sync")
+        router = stack.enter_context(ProxyRouter()) if busy else None
+        parent = ledgers.open(label, "sync", route=router or identity_route)
+        if router is not None:
+            require_routed(router, "no parent call could be held")
         if parent.is_async:
             not_exercised(
                 "the factory gave only an async ledger: an event loop does not survive "

@@ -49,15 +49,6 @@ def _start(ledgers: Ledgers, handle: Handle, method: str, request_id: str) -> Fu
     return ledgers.executor.submit(handle.call, method, request_id)
 
 
-def _raised(future: concurrent.futures.Future[float]) -> bool:
-    return future.done() and future.exception() is not None
-
-
-def _error(future: concurrent.futures.Future[float]) -> str:
-    exc = future.exception()
-    return error_text(exc) if exc is not None else ""
-
-
 class C4Bounded:
     @pytest.fixture
     def ledger_call_bound(self, pytestconfig: pytest.Config) -> float:
@@ -101,7 +92,11 @@ class C4Bounded:
             router.heal()
             router.reset_connections()
             concurrent.futures.wait(futures, timeout=ledgers.profile.settle)
-        odd = [f"{what}: {_error(f)}" for what, f in calls if _raised(f)]
+        odd = [
+            f"{what}: {error_text(exc)}"
+            for what, f in calls
+            if f.done() and (exc := f.exception()) is not None
+        ]
         assert not odd, f"under {toxic}, a call raised a non-LedgerError: {odd[0]}"
         slow = [
             f"{what} took {future.result():.1f} s" if future.done() else f"{what} still running"
