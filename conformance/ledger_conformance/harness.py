@@ -149,6 +149,12 @@ class Handle:
             return await fn(*args)
         return await asyncio.to_thread(fn, *args)
 
+    def reads_spent(self, request_id: str) -> bool:
+        """Unrecorded: ``is_spent`` says True, or (without it) a spend is refused."""
+        if self.has_is_spent:
+            return self.call("is_spent", request_id) is True
+        return self.call("spend", request_id) is False
+
     # -- recorded calls ----------------------------------------------------------------
     def spend(self, request_id: str, process: str | None = None) -> object:
         return self._record(process, "spend", request_id)

@@ -164,9 +164,7 @@ def _still_spent(ledgers: Ledgers, label: str, ids: list[str]) -> bool:
     """Whether every id reads spent on a new instance of ``label`` (a raise is "no")."""
     try:
         handle = ledgers.open(label)
-        method = "is_spent" if handle.has_is_spent else "spend"
-        want = handle.has_is_spent
-        return all(handle.call(method, request_id) is want for request_id in ids)
+        return all(handle.reads_spent(request_id) for request_id in ids)
     except LedgerError:
         return False
 

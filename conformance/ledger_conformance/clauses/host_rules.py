@@ -42,13 +42,6 @@ def _why(result: Any) -> str:
     return f" ({type(error).__name__}: {error})" if error is not None else ""
 
 
-def has_markers(handle: Handle) -> bool:
-    """Whether the ledger offers the optional marker space the host records closes in."""
-    return all(
-        callable(getattr(handle.ledger, name, None)) for name in ("spend_marker", "is_marker_spent")
-    )
-
-
 def _legacy_texts(request_id: str) -> dict[str, str]:
     """The texts markers once had in the request-id space, for ``request_id``."""
     digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()
@@ -61,17 +54,11 @@ def _legacy_texts(request_id: str) -> dict[str, str]:
     }
 
 
-def _reads_spent(handle: Handle, request_id: str) -> bool:
-    if handle.has_is_spent:
-        return handle.call("is_spent", request_id) is True
-    return handle.call("spend", request_id) is False
-
-
 def _lookalike_problems(ledgers: Ledgers, handle: Handle, first: bool) -> list[str]:
     """Requests named like another request's marker text, answered before and after its close."""
     problems: list[str] = []
     who = handle.flavor
-    markers = has_markers(handle)
+    markers = handle.has(MARKERS)
     for order in ("lookalike answered first", "close first"):
         for form in ("closed-proven", "closed-proven-sha256", "marker-as-latin-1"):
             subject = ledgers.ids(1, f"{who}-subject")[0]
@@ -95,7 +82,7 @@ def _lookalike_problems(ledgers: Ledgers, handle: Handle, first: bool) -> list[s
                     f"{where}: closing {subject!r}, which nobody answered, gave "
                     f"{closure.verdict.value}: {closure.reason}{_why(closure)}"
                 )
-            elif not _reads_spent(handle, subject):
+            elif not handle.reads_spent(subject):
                 problems.append(
                     f"{where}: the close of {subject!r} claimed a proof ({closure.reason}) "
                     "without spending it: it still reads unspent"
@@ -170,7 +157,7 @@ class HostRules:
                 f"{handle.flavor}: close gave {closure.verdict.value}: {closure.reason}"
                 f"{_why(closure)}"
             )
-            if has_markers(handle):
+            if handle.has(MARKERS):
                 assert closure.recorded, (
                     f"{handle.flavor}: proven, but not recorded: {closure.reason}"
                 )
@@ -189,7 +176,7 @@ class HostRules:
         for handle in open_both(ledgers, label):
             if handle.store_id is None:
                 not_applicable("store_id is None: the host never closes with a proof")
-            if not has_markers(handle):
+            if not handle.has(MARKERS):
                 not_applicable(f"the {handle.flavor} variant has no markers (the other one has)")
             pending = host.mint(handle.ledger, ledgers.ids(1, handle.flavor)[0])
             assert _close(ledgers, handle, pending).proven
