@@ -53,7 +53,8 @@ class ShellHook:
         try:
             output, _ = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             raise HookFailed(
                 f"the {self.name} command did not finish within {self.timeout:g} s{_tail(output)}"
@@ -66,11 +67,6 @@ class ShellHook:
 
     def __repr__(self) -> str:
         return f"ShellHook({self.name!r})"
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _tail(output: bytes | None) -> str:
