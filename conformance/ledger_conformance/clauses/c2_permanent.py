@@ -30,11 +30,14 @@ def _still_spent(handle: Handle, ids: list[str], process: str) -> list[str]:
     return lost
 
 
-def _spent_store(ledgers: Ledgers) -> tuple[str, Handle, list[str]]:
-    """A fresh store with 20 ids spent on it: (label, the handle they were spent by, ids)."""
-    label = ledgers.label()
+def _spent_store(
+    ledgers: Ledgers, name: str = "store", count: int = 20, tag: str = "id"
+) -> tuple[str, Handle, list[str]]:
+    """A fresh store with ``count`` ids spent on it: (label, the handle they were spent
+    by, ids)."""
+    label = ledgers.label(name)
     first = ledgers.open(label)
-    ids = ledgers.ids(20)
+    ids = ledgers.ids(count, tag)
     for request_id in ids:
         assert expect_bool(first.spend(request_id), "spend") is True
     return label, first, ids
@@ -64,11 +67,7 @@ class C2Permanent:
     @pytest.mark.ledger_first
     def test_C2_after_waiting_begins(self, ledgers: Ledgers) -> None:
         """Spends the ids C2 re-reads at the end: the wait runs behind the other clauses."""
-        label = ledgers.label("waiting")
-        handle = ledgers.open(label)
-        ids = ledgers.ids(10, "waiting")
-        for request_id in ids:
-            assert expect_bool(handle.spend(request_id), "spend") is True
+        label, _, ids = _spent_store(ledgers, "waiting", 10, "waiting")
         ledgers.runtime.waiting[ledgers.suite_key] = (label, ids, time.monotonic())
 
     @C2()
@@ -76,10 +75,7 @@ class C2Permanent:
     def test_C2_after_waiting(self, request: pytest.FixtureRequest, ledgers: Ledgers) -> None:
         started = ledgers.runtime.waiting.get(ledgers.suite_key)
         if started is None:  # the first part was deselected: spend now and wait it all
-            label, ids = ledgers.label("waiting"), ledgers.ids(10, "waiting")
-            first = ledgers.open(label)
-            for request_id in ids:
-                assert expect_bool(first.spend(request_id), "spend") is True
+            label, _, ids = _spent_store(ledgers, "waiting", 10, "waiting")
             since = time.monotonic()
         else:
             label, ids, since = started
@@ -108,11 +104,7 @@ class C2Permanent:
         self, ledgers: Ledgers, ledger_restart: Callable[[], object] | None
     ) -> None:
         assert ledger_restart is not None  # the RESTART need skipped the test otherwise
-        label = ledgers.label()
-        first = ledgers.open(label)
-        ids = ledgers.ids(10)
-        for request_id in ids:
-            assert expect_bool(first.spend(request_id), "spend") is True
+        label, first, ids = _spent_store(ledgers, count=10)
         ledger_restart()
         # The old instance may fail while it reconnects, but it must never read False.
         for request_id in ids:
