@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -167,8 +167,7 @@ class C4LocalFaults:
         returns a context manager inside which the whole store under test suffers that
         fault. Default: the factory's ``ledger_local_faults`` attribute (a URL run: the
         backend's ``local_faults`` hook), else none."""
-        faults: OfferedFaults | None = getattr(ledger_factory, "ledger_local_faults", None)
-        return faults
+        return cast("OfferedFaults | None", getattr(ledger_factory, "ledger_local_faults", None))
 
     @pytest.mark.clause("C4")
     def test_C4_local_faults(

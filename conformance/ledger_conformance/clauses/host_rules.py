@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 from ledger_core import host
 from ledger_core.host import CloseVerdict, LandedVerdict, PendingRequest, ResolveVerdict
@@ -28,13 +28,11 @@ def _host(ledgers: Ledgers, handle: Handle, rule: str, argument: object) -> Any:
 
 
 def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
-    resolution: host.Resolution = _host(ledgers, handle, "resolve", pending)
-    return resolution
+    return cast(host.Resolution, _host(ledgers, handle, "resolve", pending))
 
 
 def _close(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Closure:
-    closure: host.Closure = _host(ledgers, handle, "close_pause", pending)
-    return closure
+    return cast(host.Closure, _host(ledgers, handle, "close_pause", pending))
 
 
 def _why(result: Any) -> str:
