@@ -165,29 +165,22 @@ class Handle:
     async def aspend(self, request_id: str, process: str) -> object:
         return await self._arecord(process, "spend", request_id)
 
-    async def ais_spent(self, request_id: str, process: str) -> object:
-        return await self._arecord(process, "is_spent", request_id)
-
     def submit(self, kind: OpKind, request_id: str, process: str) -> concurrent.futures.Future[Any]:
         """Start a recorded call without waiting for it (the fault clauses watch it)."""
         if self.is_async:
-            coro = self.aspend if kind == "spend" else self.ais_spent
-            return self._loop.submit(coro(request_id, process))
-        method = self.spend if kind == "spend" else self.is_spent
-        return self._owner.executor.submit(method, request_id, process)
+            return self._loop.submit(self._arecord(process, kind, request_id))
+        return self._owner.executor.submit(self._record, process, kind, request_id)
 
     def _record(self, process: str | None, kind: OpKind, request_id: str) -> object:
         who = process or threading.current_thread().name
         with self._recording(who, kind, request_id) as recording:
-            value = self.call(kind, request_id)
-            recording.value = value
-        return value
+            recording.value = self.call(kind, request_id)
+        return recording.value
 
     async def _arecord(self, process: str, kind: OpKind, request_id: str) -> object:
         with self._recording(process, kind, request_id) as recording:
-            value = await self.acall(kind, request_id)
-            recording.value = value
-        return value
+            recording.value = await self.acall(kind, request_id)
+        return recording.value
 
     def _recording(self, process: str, kind: OpKind, request_id: str) -> Recording:
         """A raised call is recorded unless it was cancelled (a BaseException)."""

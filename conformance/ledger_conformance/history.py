@@ -99,18 +99,16 @@ class History:
     def record(self, process: str, kind: OpKind, key: str, call: Callable[[], T]) -> T:
         """Run ``call``, append its op, and return its value or re-raise its exception."""
         with Recording(self.add, process, kind, key) as recording:
-            value = call()
-            recording.value = value
-        return value
+            recording.value = call()
+        return recording.value
 
     async def record_async(
         self, process: str, kind: OpKind, key: str, call: Callable[[], Awaitable[T]]
     ) -> T:
         """The async form of :meth:`record` (a cancelled call is recorded as raised)."""
         with Recording(self.add, process, kind, key) as recording:
-            value = await call()
-            recording.value = value
-        return value
+            recording.value = await call()
+        return recording.value
 
     def add(self, op: Op) -> None:
         with self._lock:
