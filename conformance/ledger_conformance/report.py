@@ -123,14 +123,8 @@ def summarize_ledger(ledger: object, flavor: str) -> LedgerSummary:
     try:
         info = describe(ledger)
     except Exception as exc:
-        return LedgerSummary(
-            flavor,
-            type(ledger).__name__,
-            None,
-            "",
-            f"describe() raised {type(exc).__name__}",
-            found,
-        )
+        why = f"describe() raised {type(exc).__name__}"
+        return LedgerSummary(flavor, type(ledger).__name__, None, "", why, found)
     return LedgerSummary(flavor, info.backend, info.store_id, info.durability, info.reason, found)
 
 
