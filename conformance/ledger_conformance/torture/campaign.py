@@ -19,10 +19,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 from ledger_core.errors import LedgerError
 from ledger_core.urls import scrub, secret_fragments
@@ -38,7 +38,6 @@ from .recorder import error_line, load
 from .report import Progress, Totals, Window, summary, write_violations
 from .workers import READY_BOUND, ChildSpec, Source, Workload, child_main
 
-T = TypeVar("T")
 OK, VIOLATION, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 STORE = "store"  # the one store label: every worker's ledger is on the same store
 GRACE = 60.0  # seconds after the deadline before workers still in a call are killed
@@ -101,21 +100,6 @@ class Result:
     totals: Totals
     report: Path | None
     problems: list[str] = field(default_factory=list)  # why the campaign is not a pass
-
-
-class _Loop:
-    """The conductor's own event loop, for opening and reading (async ledgers need one)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.loop.run_until_complete(self.loop.shutdown_default_executor())
-        self.loop.close()
 
 
 async def _threaded(ledger: Any, method: str, request_id: str) -> object:
@@ -279,7 +263,7 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
             forget=campaign.forget or factory_hook(made, "ledger_forget"),
             failover=campaign.failover or factory_hook(made, "ledger_failover"),
         )
-    loop = _Loop()
+    loop = asyncio.new_event_loop()  # the conductor's own, for opening and reading
     router = ProxyRouter() if campaign.faults else None
     workdir = Path(tempfile.mkdtemp(prefix="ledger-torture-"))
     try:
@@ -287,11 +271,13 @@ def run(campaign: Campaign, *, err: TextIO, out: TextIO) -> Result:
     finally:
         if router is not None:
             router.close()
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_default_executor())
         loop.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> object:
+def _preflight(loop: asyncio.AbstractEventLoop, factory: Any, route: Any, probe: str) -> object:
     """Open once through the router (creating its proxies) and make one spend; the
     store_id the store had at the start."""
 
@@ -305,12 +291,12 @@ def _preflight(loop: _Loop, factory: Any, route: Any, probe: str) -> object:
         finally:
             await close()
 
-    return loop.run(open_and_spend())
+    return loop.run_until_complete(open_and_spend())
 
 
 def _run(
     campaign: Campaign,
-    loop: _Loop,
+    loop: asyncio.AbstractEventLoop,
     router: ProxyRouter | None,
     workdir: Path,
     err: TextIO,
@@ -407,7 +393,7 @@ def _run(
     loaded = load([j for j in journals if j.exists()], end_ns)
     ops = loaded.ops
     spent_ids = sorted({op.key for op in ops if op.kind == "spend"})
-    final_ops, unread, last = loop.run(_final_read(factory, spent_ids, problems))
+    final_ops, unread, last = loop.run_until_complete(_final_read(factory, spent_ids, problems))
     renamed = None
     if failovers.tried and last != first:
         # Another store now: its reads say nothing of the old identity's spends (H5).
@@ -422,7 +408,7 @@ def _run(
     if campaign.forget is not None and not interrupted:
         acked = sorted({op.key for op in ops if op.kind == "spend" and op.result is True})
         try:
-            forget_text, forget_problems = loop.run(
+            forget_text, forget_problems = loop.run_until_complete(
                 _forget_check(
                     factory, campaign.forget, acked[:FORGET_SAMPLE], f"{workload.tag}-new"
                 )
