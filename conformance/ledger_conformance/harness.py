@@ -21,6 +21,7 @@ from ledger_core.protocol import is_async_ledger
 from .context import Cleanup, Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
 from .declare import CAPABILITY, HOOK, ROUTE, Need
 from .history import History, Op, OpKind, Recording, Violation, check
+from .history import error_text as error_text  # the suite imports it from here
 from .profile import Profile
 from .report import LedgerSummary, summarize_ledger
 
@@ -95,13 +96,6 @@ class Runtime:
 
     def close(self) -> None:
         self.loop.close()
-
-
-def error_text(exc: BaseException) -> str:
-    """One line, whole: a driver's multi-line message (a connection error with a hint
-    line) joined, not cut."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 
 
 class Handle:
@@ -186,7 +180,7 @@ class Handle:
         """A raised call is recorded unless it was cancelled (a BaseException)."""
         sink = functools.partial(self._owner.add, self.label, request_id)
         key = self.key(request_id)
-        return Recording(sink, process, kind, key, catch=Exception, describe=error_text)
+        return Recording(sink, process, kind, key, catch=Exception)
 
 
 async def _awaited(fn: Callable[..., Any], *args: object) -> object:

@@ -57,8 +57,11 @@ class Op:
         )
 
 
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def error_text(exc: BaseException) -> str:
+    """One line, whole: a driver's multi-line message (a connection error with a hint
+    line) joined, not cut."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' | '.join(lines)}" if lines else type(exc).__name__
 
 
 @dataclass
@@ -73,7 +76,6 @@ class Recording:
     kind: OpKind
     key: str
     catch: type[BaseException] = BaseException
-    describe: Callable[[BaseException], str] = _error_text
     value: object = None
     invoke_ns: int = 0
 
@@ -84,7 +86,7 @@ class Recording:
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if exc is not None and not isinstance(exc, self.catch):
             return
-        value, error = (self.value, None) if exc is None else (None, self.describe(exc))
+        value, error = (self.value, None) if exc is None else (None, error_text(exc))
         complete = time.monotonic_ns()
         self.sink(Op(self.process, self.kind, self.key, self.invoke_ns, complete, value, error))
 

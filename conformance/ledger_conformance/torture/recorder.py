@@ -65,7 +65,7 @@ class Journal:
 
 @dataclass(frozen=True)
 class Loaded:
-    """Every op of a campaign, and the ids spent (or tried) at least once."""
+    """Every op of a campaign, and how many of its calls never returned."""
 
     ops: list[Op]
     never_returned: int
