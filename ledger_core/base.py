@@ -18,7 +18,7 @@ first answer it checks that no migration into its namespace is unfinished
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -68,9 +68,6 @@ def _unmapped_read(ledger: object, exc: Exception) -> LedgerUnavailable:
         f"{type(ledger).__name__}: is_spent raised {type(exc).__name__}, not a LedgerError; "
         "nothing was read"
     )
-
-
-_Unmapped = Callable[[object, Exception], LedgerError]
 
 
 def _gated(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -124,33 +121,41 @@ class LedgerBase(_Described):
 
     def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return self._gated_call(_unmapped_spend, self._spend, validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            self._clear()
+        return self._guarded_spend(raw)
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return self._gated_call(_unmapped_read, self._is_spent, validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            self._clear()
+        return self._guarded_read(raw)
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
         beside the ids, where no request id can reach it."""
-        return self._guarded(_unmapped_spend, self._spend, validate_marker(marker))
+        return self._guarded_spend(validate_marker(marker))
 
     def is_marker_spent(self, marker: bytes) -> bool:
-        return self._guarded(_unmapped_read, self._is_spent, validate_marker(marker))
+        return self._guarded_read(validate_marker(marker))
 
-    def _gated_call(self, unmapped: _Unmapped, method: Callable[..., bool], *args: bytes) -> bool:
-        """An answer about ids (validated already): the migration check, then ``method``."""
-        if not self._cleared:
-            self._clear()
-        return self._guarded(unmapped, method, *args)
-
-    def _guarded(self, unmapped: _Unmapped, method: Callable[..., bool], *args: bytes) -> bool:
+    def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
-            return method(*args)
+            return self._spend(raw) if digest is None else self._spend_as(raw, digest)
         except LedgerError:
             raise
         except Exception as exc:
-            raise unmapped(self, exc) from exc
+            raise _unmapped_spend(self, exc) from exc
+
+    def _guarded_read(self, raw: bytes) -> bool:
+        try:
+            return self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError
@@ -189,37 +194,40 @@ class AsyncLedgerBase(_Described):
 
     async def spend(self, request_id: str) -> bool:
         """Record ``request_id``; ``True`` only if THIS call recorded it."""
-        return await self._gated_call(_unmapped_spend, self._spend, validate_request_id(request_id))
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            await self._clear()
+        return await self._guarded_spend(raw)
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
-        return await self._gated_call(
-            _unmapped_read, self._is_spent, validate_request_id(request_id)
-        )
+        raw = validate_request_id(request_id)
+        if not self._cleared:
+            await self._clear()
+        return await self._guarded_read(raw)
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
-        return await self._guarded(_unmapped_spend, self._spend, validate_marker(marker))
+        return await self._guarded_spend(validate_marker(marker))
 
     async def is_marker_spent(self, marker: bytes) -> bool:
-        return await self._guarded(_unmapped_read, self._is_spent, validate_marker(marker))
+        return await self._guarded_read(validate_marker(marker))
 
-    async def _gated_call(
-        self, unmapped: _Unmapped, method: Callable[..., Awaitable[bool]], *args: bytes
-    ) -> bool:
-        if not self._cleared:
-            await self._clear()
-        return await self._guarded(unmapped, method, *args)
-
-    async def _guarded(
-        self, unmapped: _Unmapped, method: Callable[..., Awaitable[bool]], *args: bytes
-    ) -> bool:
+    async def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
-            return await method(*args)
+            return await (self._spend(raw) if digest is None else self._spend_as(raw, digest))
         except LedgerError:
             raise
         except Exception as exc:
-            raise unmapped(self, exc) from exc
+            raise _unmapped_spend(self, exc) from exc
+
+    async def _guarded_read(self, raw: bytes) -> bool:
+        try:
+            return await self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     async def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError
@@ -254,7 +262,9 @@ class ReentrantLedgerBase(LedgerBase):
         """Record ``request_id`` under ``attempt_key``: ``True`` if this call recorded it
         or the same key did earlier; ``False`` to any other key or a plain spend."""
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
-        return self._gated_call(_unmapped_spend, self._spend_as, raw, digest)
+        if not self._cleared:
+            self._clear()
+        return self._guarded_spend(raw, digest)
 
 
 class AsyncReentrantLedgerBase(AsyncLedgerBase):
@@ -263,4 +273,6 @@ class AsyncReentrantLedgerBase(AsyncLedgerBase):
     @_validated_first
     async def spend_as(self, request_id: str, attempt_key: str) -> bool:
         raw, digest = validate_request_id(request_id), attempt_digest(attempt_key)
-        return await self._gated_call(_unmapped_spend, self._spend_as, raw, digest)
+        if not self._cleared:
+            await self._clear()
+        return await self._guarded_spend(raw, digest)
