@@ -102,3 +102,21 @@ def test_a_rerun_keeps_what_was_measured_by_hand() -> None:
     assert report.keep_by_hand(None, "fresh\n") == "fresh\n"
     assert report.keep_by_hand("no marker\n", "fresh\n") == "fresh\n"
     assert report.BY_HAND in (Path(__file__).resolve().parent.parent / "docs/bench.md").read_text()
+
+
+def test_path_counts_a_warm_sqlite_spend_down_to_its_driver(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m bench.path`` finds the driver call of every traced call (a row without a
+    depth would mean the tracer lost the call) and counts project functions and files."""
+    from bench import path
+
+    assert path.main(["sqlite"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if "depth" in line]
+    assert len(rows) == 6  # three calls, sync and async
+    for row in rows:
+        numbers = dict(zip(row[-10::2], row[-9::2], strict=True))
+        assert set(numbers) == {"depth", "before", "functions", "files", "switches"}, row
+        assert all(value.isdigit() for value in numbers.values()), row
+        assert 1 <= int(numbers["depth"]) <= int(numbers["functions"])
+        assert 1 <= int(numbers["files"]) <= int(numbers["functions"])
