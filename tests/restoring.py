@@ -96,3 +96,27 @@ def restored_then_reidentified(
             run(aclose_ledger(aio))
     finally:
         loop.close()
+
+
+def restore_goes_unseen(
+    url: str, namespace: str, restore: Restore, label: str | None = None, **options: Any
+) -> None:
+    """The hazard the procedure exists for, asserted: after the restore alone, an instance
+    opened before and a new one report the old ``store_id`` and read an id spent after
+    the snapshot as unspent."""
+    told = namespace if label is None else label
+    before: Any = open_ledger(url, namespace=namespace, **options)
+    try:
+        before.spend("before")
+        restore("snapshot", told)
+        before.spend("after")
+        restore("restore", told)
+        after: Any = open_ledger(url, namespace=namespace, create=False, **options)
+        try:
+            assert store_id_of(after) == store_id_of(before)
+            assert after.is_spent("after") is False
+        finally:
+            close_ledger(after)
+        assert before.is_spent("after") is False
+    finally:
+        close_ledger(before)

@@ -16,7 +16,7 @@ from ledger_core.cli import main
 from ledger_core.migrate import begin_run
 from ledger_core.protocol import close_ledger, store_id_of
 from ledger_core.reidentify import CannotReidentify, reidentify
-from tests.restoring import restored_then_reidentified
+from tests.restoring import restore_goes_unseen, restored_then_reidentified
 from tests.sqlite.test_conformance_sqlite import FileRestore
 
 
@@ -25,20 +25,9 @@ def _url(tmp_path: Path, name: str = "ledger.db") -> str:
 
 
 def test_a_restored_file_keeps_its_store_id_until_reidentified(tmp_path: Path) -> None:
-    """The hazard the procedure exists for: SQLite's own backup API restores the file in
-    place (same inode) with the genesis of the backup, so nothing can detect it."""
-    url, restore = _url(tmp_path), FileRestore(tmp_path / "ledger.db")
-    before: Any = open_ledger(url)
-    before.spend("a")
-    restore("snapshot")
-    before.spend("b")
-    restore("restore")
-    after: Any = open_ledger(url, create=False)
-    assert store_id_of(after) == store_id_of(before)
-    assert after.is_spent("b") is False  # spent after the backup, unspent under the old id
-    assert before.is_spent("b") is False
-    after.close()
-    before.close()
+    """SQLite's own backup API restores the file in place (same inode) with the genesis
+    of the backup: nothing can detect it."""
+    restore_goes_unseen(_url(tmp_path), "default", FileRestore(tmp_path / "ledger.db"))
 
 
 def test_a_restored_file_fails_closed_once_reidentified(tmp_path: Path) -> None:
