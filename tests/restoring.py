@@ -7,7 +7,7 @@ backup tool's way) as a ``Restore``: ``restore(phase, namespace)`` with ``phase`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -31,10 +31,10 @@ class AfterRestore:
         namespace_of: Callable[[str], str] = str,
         *,
         every_namespace: bool = False,
-        **options: Any,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.url, self.namespace_of, self.every = url, namespace_of, every_namespace
-        self.options = options
+        self.options = dict(options or {})
 
     def __call__(self, label: str) -> object:
         namespace = self.namespace_of(label)

@@ -147,8 +147,8 @@ class _MongoSuite(LedgerConformance):
 
     @pytest.fixture
     def ledger_after_restore(self, mongo: servers.Found) -> AfterRestore:
-        options: dict[str, Any] = {"collection": self.COLLECTION, **mongo.proof_options}
-        return AfterRestore(mongo.url, namespace_of, **options)
+        options = {"collection": self.COLLECTION, **mongo.proof_options}
+        return AfterRestore(mongo.url, namespace_of, options=options)
 
     @pytest.fixture
     def ledger_call_bound(self) -> float:

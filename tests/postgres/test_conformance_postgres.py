@@ -123,7 +123,7 @@ class TestPostgresURL(LedgerConformance):
 
     @pytest.fixture
     def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
-        return AfterRestore(pg_server.url, table=TABLE)
+        return AfterRestore(pg_server.url, options={"table": TABLE})
 
 
 def _serializable(conn: psycopg.Connection[Any]) -> None:
@@ -181,4 +181,4 @@ class TestPostgresHostPool(LedgerConformance):
 
     @pytest.fixture
     def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
-        return AfterRestore(pg_server.url, table=TABLE)
+        return AfterRestore(pg_server.url, options={"table": TABLE})
