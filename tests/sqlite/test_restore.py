@@ -116,3 +116,10 @@ def test_check_runs_the_restore_procedure_as_shell_commands(
     assert "1 clause(s) passed, 0 failed" in capsys.readouterr().out
     assert run(restore=restore) == 1
     assert "0 clause(s) passed, 1 failed" in capsys.readouterr().out
+
+
+def test_the_doctor_names_the_procedure(capsys: pytest.CaptureFixture[str]) -> None:
+    """For a ledger that cannot reidentify, the way it has instead."""
+    assert main(["doctor", "memory://restore-doctor"]) == 1  # memory never proves
+    out = capsys.readouterr().out
+    assert "INFO  restore        MemoryLedger has no reidentify(): after restoring" in out
