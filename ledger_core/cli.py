@@ -2,7 +2,8 @@
 
 Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
-- 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
+- 0 success: spent by this call, is spent, a store id, setup, migration or reidentify done,
+  a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
   (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
