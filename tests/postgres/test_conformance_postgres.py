@@ -94,7 +94,19 @@ class Restore:
                     rows.write_row(row)
 
 
-class TestPostgresURL(LedgerConformance):
+class _Restores(LedgerConformance):
+    """A namespace's rows restored in one transaction, then reidentified."""
+
+    @pytest.fixture
+    def ledger_restore(self, pg_server: PostgresServer) -> Restore:
+        return Restore(pg_server)
+
+    @pytest.fixture
+    def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
+        return AfterRestore(pg_server.url, options={"table": TABLE})
+
+
+class TestPostgresURL(_Restores):
     """``open_ledger("postgresql://...")``: the ledger owns its pool."""
 
     @pytest.fixture
@@ -117,14 +129,6 @@ class TestPostgresURL(LedgerConformance):
     def ledger_forget(self, pg_server: PostgresServer) -> Callable[..., None]:
         return forget(pg_server)
 
-    @pytest.fixture
-    def ledger_restore(self, pg_server: PostgresServer) -> Restore:
-        return Restore(pg_server)
-
-    @pytest.fixture
-    def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
-        return AfterRestore(pg_server.url, options={"table": TABLE})
-
 
 def _serializable(conn: psycopg.Connection[Any]) -> None:
     conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
@@ -134,7 +138,7 @@ async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.set_isolation_level(psycopg.IsolationLevel.SERIALIZABLE)
 
 
-class TestPostgresHostPool(LedgerConformance):
+class TestPostgresHostPool(_Restores):
     """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
 
     @pytest.fixture
@@ -174,11 +178,3 @@ class TestPostgresHostPool(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, pg_server: PostgresServer) -> Callable[..., None]:
         return forget(pg_server)
-
-    @pytest.fixture
-    def ledger_restore(self, pg_server: PostgresServer) -> Restore:
-        return Restore(pg_server)
-
-    @pytest.fixture
-    def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
-        return AfterRestore(pg_server.url, options={"table": TABLE})
