@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .errors import LedgerError
 from .migrate import MigrationError, migration_state
@@ -74,23 +74,30 @@ def namespaces_of(url: str, namespace: str | None = None, **options: Any) -> lis
         return sorted(lister())
 
 
-def reidentify_one(ledger: object) -> None:
-    """Reidentify an opened sync ledger's namespace: refused (nothing changed) when it
-    has no ``reidentify()`` or a migration into it is unfinished."""
-    own = getattr(ledger, "reidentify", None)
-    if not callable(own):
-        raise CannotReidentify(
+def refusal(ledger: object) -> CannotReidentify | None:
+    """Why ``ledger``'s namespace cannot be reidentified now, or ``None``."""
+    if not callable(getattr(ledger, "reidentify", None)):
+        return CannotReidentify(
             f"{type(ledger).__name__} has no reidentify(): its backend cannot give a store a "
             "new identity; after a restore, migrate it into a new store instead "
             "(decision-ledger migrate), which gets one"
         )
     unfinished = migration_state(ledger)
     if unfinished is not None:
-        raise CannotReidentify(
+        return CannotReidentify(
             f"{unfinished}: finish the migration first (run the same decision-ledger migrate "
             "command again), then reidentify"
         )
-    own()
+    return None
+
+
+def reidentify_one(ledger: object) -> None:
+    """Reidentify an opened sync ledger's namespace: refused (nothing changed) when it
+    has no ``reidentify()`` or a migration into it is unfinished."""
+    refused = refusal(ledger)
+    if refused is not None:
+        raise refused
+    cast(Reidentifiable, ledger).reidentify()
 
 
 def reidentify(
@@ -105,6 +112,11 @@ def reidentify(
     names: list[str | None] = [namespace]
     if all_namespaces:
         names = list(namespaces_of(url, **options))
+        for name in names:  # every namespace first: a refusal leaves all of them as they were
+            with _opened(url, name, **options) as ledger:
+                refused = refusal(ledger)
+            if refused is not None:
+                raise CannotReidentify(f"namespace {name!r}: {refused}; nothing was changed")
     done = []
     for name in names:
         with _opened(url, name, **options) as ledger:

@@ -74,9 +74,14 @@ def test_a_store_mid_migration_is_refused_with_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source: Any = open_ledger(_url(tmp_path, "old.db"))
+    sibling: Any = open_ledger(_url(tmp_path), namespace="a-sibling")  # listed first
     target: Any = open_ledger(_url(tmp_path))
     begin_run(source, target)
     kept = store_id_of(target)
+    with pytest.raises(CannotReidentify, match="nothing was changed"):
+        reidentify(_url(tmp_path), all_namespaces=True)
+    assert sibling.is_spent("x") is False  # not reidentified either: it still proves
+    sibling.close()
     with pytest.raises(CannotReidentify, match="finish the migration first"):
         reidentify(_url(tmp_path))
     assert main(["reidentify", _url(tmp_path)]) == 3
