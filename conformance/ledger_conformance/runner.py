@@ -153,9 +153,9 @@ def run_check(
     """Run the suite against one ledger; print the table; return the exit code.
 
     ``restart``, ``forget``, ``failover``, ``restore`` and ``after_restore`` are shell
-    commands; ``select`` is pytest's
-    ``-k``. With a URL, the run's namespaces are removed afterwards where the backend can,
-    unless ``keep_scratch``. pytest's own output goes to a log file unless ``verbose``.
+    commands; ``select`` is pytest's ``-k``. With a URL, the run's namespaces are removed
+    afterwards where the backend can, unless ``keep_scratch``. pytest's own output goes to
+    a log file unless ``verbose``.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
