@@ -110,7 +110,8 @@ def test_check_runs_the_restore_procedure_as_shell_commands(
 ) -> None:
     """``decision-ledger check --restore CMD --after-restore CMD``: a restore with SQLite's
     backup API, then ``decision-ledger reidentify`` of the namespace it was told; with
-    no after-restore step the same restore fails the clause."""
+    no after-restore step the same restore fails the clause, and a hook that restores
+    nothing leaves it partly exercised."""
     path = tmp_path / "ledger.db"
     restore = RESTORE_CMD.format(python=shlex.quote(sys.executable), path=shlex.quote(str(path)))
     after = f'decision-ledger reidentify sqlite:///{path} --namespace "$LEDGER_RESTORE_NAMESPACE"'
@@ -121,6 +122,8 @@ def test_check_runs_the_restore_procedure_as_shell_commands(
     assert "1 clause(s) passed, 0 failed" in capsys.readouterr().out
     assert run(restore=restore) == 1
     assert "0 clause(s) passed, 1 failed" in capsys.readouterr().out
+    assert run(restore="true", after_restore=after) == 0  # a hook that restores nothing
+    assert "the restore hook restored nothing" in capsys.readouterr().out
 
 
 def test_the_doctor_names_the_procedure(capsys: pytest.CaptureFixture[str]) -> None:

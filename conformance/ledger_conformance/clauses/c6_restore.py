@@ -17,6 +17,8 @@ from functools import partial
 
 import pytest
 
+from ledger_core.errors import LedgerError
+
 from ..declare import RESTORE
 from ..harness import Ledgers
 from ..hooks import RESTORE as RESTORING
@@ -29,7 +31,7 @@ from .c6_forget import (
     verdict,
 )
 from .c6_identity import C6
-from .common import expect_bool, note, open_both
+from .common import expect_bool, note, open_both, partly
 
 Hook = Callable[..., object] | None
 RESTORED = "the id was spent before the restore"
@@ -66,6 +68,22 @@ class C6Restore:
         for handle in old:  # first: a new instance's spends would hide what these answer
             who = f"the {handle.flavor} instance opened before the restore"
             problems += answers_for_forgotten(handle, first, ids, who, why=RESTORED)
+        if _restored_nothing(ledgers, label, after[0]):
+            partly(
+                request,
+                "the restore hook restored nothing: an id spent after the snapshot still "
+                "reads spent on a new instance",
+            )
         flavors = list(dict.fromkeys(h.flavor for h in old))
         problems += new_instance_problems(ledgers, label, flavors, first, ids)
         verdict(problems, "the store was restored from a snapshot")
+
+
+def _restored_nothing(ledgers: Ledgers, label: str, spent_after: str) -> bool:
+    """Whether a new instance still reads an id spent after the snapshot as spent (a
+    refusal, or a ledger without ``is_spent``, tells nothing: ``False``)."""
+    try:
+        handle = ledgers.open(label)
+        return handle.has_is_spent and handle.call("is_spent", spent_after) is True
+    except LedgerError:
+        return False
