@@ -239,6 +239,14 @@ class TestDurableRedis(LedgerConformance):
     def ledger_forget(self, page_cache_server: servers.RedisServer) -> Callable[[], object]:
         return forget_standalone(page_cache_server.url)
 
+    @pytest.fixture
+    def ledger_restore(self, page_cache_server: servers.RedisServer) -> Restore:
+        return Restore(page_cache_server.url)
+
+    @pytest.fixture
+    def ledger_after_restore(self, page_cache_server: servers.RedisServer) -> AfterRestore:
+        return AfterRestore(page_cache_server.url, namespace_of, options={"durability": "process"})
+
     def test_forget_hook_targets_the_server_under_test(
         self, ledger_forget: Forget, page_cache_server: servers.RedisServer
     ) -> None:
