@@ -79,6 +79,7 @@ from .registry import (
     register_backend,
     setup_ledger,
 )
+from .reidentify import CannotReidentify, Reidentified, reidentify
 from .urls import LedgerURL, redact_url, scrub_exception
 
 __version__ = "0.1.0"
@@ -96,6 +97,7 @@ __all__ = [
     "Backend",
     "BackendLoadError",
     "Bridge",
+    "CannotReidentify",
     "CloseVerdict",
     "Closure",
     "DecisionLedger",
@@ -122,6 +124,7 @@ __all__ = [
     "Progress",
     "RecordedError",
     "ReentrantLedger",
+    "Reidentified",
     "Resolution",
     "ResolveVerdict",
     "RunVerdict",
@@ -153,6 +156,7 @@ __all__ = [
     "open_ledger",
     "redact_url",
     "register_backend",
+    "reidentify",
     "resolve",
     "resolve_async",
     "scrub_exception",

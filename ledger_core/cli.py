@@ -2,7 +2,8 @@
 
 Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
-- 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
+- 0 success: spent by this call, is spent, a store id, setup, migration or reidentify done,
+  a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
   (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
@@ -38,7 +39,6 @@ from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
 from .migrate import (
-    MigrationError,
     MigrationInterrupted,
     Progress,
     begin_run,
@@ -50,6 +50,8 @@ from .migrate import (
 from .notices import never_proves_line
 from .protocol import DecisionLedger, close_ledger, describe
 from .registry import open_ledger, setup_ledger
+from .reidentify import namespaces_of as _list_namespaces
+from .reidentify import reidentify
 from .urls import _secret_spans, redact_url, scrub, secret_fragments
 
 OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
@@ -327,18 +329,6 @@ def _migrate_one(
     return OK
 
 
-def _list_namespaces(url: str, namespace: str | None) -> list[str]:
-    """Every namespace of the store at ``url`` (NamespaceListing), or a clear refusal."""
-    with _ledger(url, namespace, create=False, allow_incomplete=True) as ledger:
-        lister = getattr(ledger, "namespaces", None)
-        if not callable(lister):
-            raise MigrationError(
-                f"{type(ledger).__name__} cannot list its store's namespaces (it has no "
-                "namespaces(), the NamespaceListing capability); name each one with --namespace"
-            )
-        return sorted(lister())
-
-
 def _namespaces(args: argparse.Namespace) -> int:
     for name in _list_namespaces(args.url, args.namespace):
         print(name)
@@ -394,6 +384,24 @@ def _doctor(args: argparse.Namespace) -> int:
     if any(check.raised for check in checks):
         return UNAVAILABLE
     return REFUSED if failed else OK
+
+
+def _reidentify(args: argparse.Namespace) -> int:
+    """A fresh genesis for one namespace or all (after a restore): each one's old and
+    new store id; every instance open before now fails closed."""
+    if args.all_namespaces and args.namespace:
+        print(
+            "decision-ledger reidentify: give --namespace or --all-namespaces, not both",
+            file=sys.stderr,
+        )
+        return USAGE
+    for done in reidentify(args.url, namespace=args.namespace, all_namespaces=args.all_namespaces):
+        print(
+            f"namespace {done.namespace}: old store id {done.old_store_id or 'none'}, "
+            f"new store id {done.new_store_id or 'none'}"
+        )
+    print("every instance opened before now fails closed; hosts ask pending requests again")
+    return OK
 
 
 # The resume command never shows a password: it reads each from the environment.
@@ -512,6 +520,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="migrate every namespace of the source (each to the same name in the target)",
     )
+    with_url(
+        "reidentify",
+        "give the store a new identity after a restore from a backup (open instances fail "
+        "closed, new ones report another store id)",
+        _reidentify,
+    ).add_argument("--all-namespaces", action="store_true", help="every namespace of the store")
     with_url("lineage", "print the stores this one was migrated from (lineage markers)", _lineage)
     with_url("namespaces", "list the namespaces of the store the URL names", _namespaces)
     doctor = with_url(
@@ -537,7 +551,11 @@ def _parser() -> argparse.ArgumentParser:
         ("--restart", "shell command that restarts the store's server (C2 across a restart)"),
         ("--forget", "shell command that makes the whole store forget everything (C6; runs last)"),
         ("--failover", "shell command that fails the store over to a replica (C6; runs last)"),
-    ):
+        ("--restore", "shell command that snapshots, then restores, the store: told "
+         "$LEDGER_RESTORE_PHASE and $LEDGER_RESTORE_NAMESPACE (C6; runs last)"),
+        ("--after-restore", "shell command the store's procedure runs after a restore "
+         "(decision-ledger reidentify), told $LEDGER_RESTORE_NAMESPACE"),
+    ):  # fmt: skip
         check.add_argument(flag, metavar="CMD", help=text)
     check.add_argument(
         "--keep-scratch",

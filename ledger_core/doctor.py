@@ -205,6 +205,21 @@ def _backend_checks(ledger: object, info: LedgerInfo) -> list[Check]:
     ]
 
 
+def _restore(ledger: object) -> Check:
+    """The procedure after a restore from a backup, which no store can always detect (C6)."""
+    if callable(getattr(ledger, "reidentify", None)):
+        detail = (
+            "after restoring this store from a backup, run `decision-ledger reidentify URL` "
+            "(--all-namespaces for a whole store) before letting hosts in"
+        )
+    else:
+        detail = (
+            f"{type(ledger).__name__} has no reidentify(): after restoring this store from "
+            "a backup, migrate it into a new store before letting hosts in"
+        )
+    return Check("restore", INFO, detail)
+
+
 def _round_trip(ledger: object, limit: float) -> Check:
     """Read a random id and a random marker (never spent): both must read ``False``."""
     probe_id = f"decision-ledger-doctor-probe-{uuid.uuid4()}"
@@ -249,6 +264,7 @@ def diagnose(ledger: object, *, max_round_trip: float = MAX_ROUND_TRIP) -> list[
     """Every check on an open ledger, in order. Reads only."""
     info = describe(ledger)
     checks = [identity_check(info), _durability(info), *_backend_checks(ledger, info)]
+    checks.append(_restore(ledger))
     for name, check in (
         ("migration", _migration),
         ("round trip", lambda led: _round_trip(led, max_round_trip)),

@@ -54,3 +54,4 @@ def consistent(lines: list[Line]) -> None:
     assert (not failed) if proves else failed, lines
     assert len(named(lines, "versions")) == 1, lines
     assert "does not itemize" not in named(lines, "versions")[0].detail
+    assert "decision-ledger reidentify" in named(lines, "restore")[0].detail  # C6's procedure

@@ -107,3 +107,5 @@ def test_check_passes_its_hook_commands(monkeypatch: pytest.MonkeyPatch) -> None
     assert seen["call_bound"] is None
     assert main(["check", "redis://h/0?timeout=30", "--call-bound", "62"]) == 0
     assert seen["call_bound"] == 62.0
+    assert main(["check", "redis://h/0", "--restore", "r.sh", "--after-restore", "a.sh"]) == 0
+    assert (seen["restore"], seen["after_restore"]) == ("r.sh", "a.sh")

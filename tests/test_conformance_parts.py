@@ -243,8 +243,8 @@ def test_forget_clauses_run_after_the_final_check() -> None:
     )  # fmt: skip
     names = [line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if "::" in line]
     # The final checks (reads only: none acknowledges a spend) in any order, then the
-    # tests that forget (or fail over) the store, and nothing after them.
-    forgets = ("test_C6_forgotten", "test_C6_forget", "test_C6_failover")
+    # tests that forget (fail over, restore) the store, and nothing after them.
+    forgets = ("test_C6_forgotten", "test_C6_forget", "test_C6_failover", "test_C6_restore")
     first = next(i for i, name in enumerate(names) if name.startswith(forgets))
     assert all(name.startswith(forgets) for name in names[first:]), names[first:]
     assert names[first : first + 2] == [

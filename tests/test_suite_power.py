@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import blind_spots, mutants
+from tests.zoo import blind_spots, mutants, restoring
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -33,6 +33,8 @@ EXPECTED = {f"tests.zoo.mutants:{k}": v for k, v in mutants.EXPECTED.items()}
 EXPECTED |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.EXPECTED.items()}
 ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -184,6 +186,11 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     )
     jobs["control:local"] = (["--ledger-factory", "tests.zoo.local:correct"], "C4", "quick")
     jobs["control:reentry"] = (["--ledger-factory", "tests.zoo.reentry:correct"], "C10", "quick")
+    jobs["control:restore"] = (
+        ["--ledger-factory", "tests.zoo.restoring:reidentified"],
+        "C6_restore",
+        "quick",
+    )
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
@@ -231,6 +238,7 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
         "control:local",
         "control:restart",
         "control:reentry",
+        "control:restore",
         "control:renames_on_lossy_failover",
         "control:synchronous",
     ],
@@ -254,6 +262,7 @@ def test_hooks_were_exercised(runs: dict[str, Run]) -> None:
     assert "not exercised: no ledger_forget hook" not in output
     assert "the forget hook takes no namespace" not in output
     assert "no request could be held" not in output
+    assert "not exercised: no ledger_restore hook" not in runs["control:restore"].output
     for control in ("control:renames_on_lossy_failover", "control:synchronous"):
         assert re.search(r"^C6 .* passed$", runs[control].output, re.MULTILINE), control
 

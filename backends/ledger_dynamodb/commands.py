@@ -85,6 +85,16 @@ def put_genesis(table: str, namespace: str, value: bytes) -> Call:
     return _put(table, {KEY: genesis_key(namespace), GENESIS: value}, "attribute_not_exists(#k)")
 
 
+def replace_genesis(table: str, namespace: str, old: bytes, value: bytes) -> Call:
+    """A fresh genesis ``value`` (``reidentify``), only over the ``old`` one."""
+    call = _put(
+        table, {KEY: genesis_key(namespace), GENESIS: value}, "attribute_exists(#k) AND #g = :g"
+    )
+    call.params["ExpressionAttributeNames"]["#g"] = GENESIS
+    call.params["ExpressionAttributeValues"] = {":g": {"B": old}}
+    return call
+
+
 def get(table: str, key: bytes) -> Call:
     """A strongly consistent read of one item (C3: never an eventually consistent one)."""
     return Call("get_item", {"TableName": table, "Key": {KEY: {"B": key}}, "ConsistentRead": True})

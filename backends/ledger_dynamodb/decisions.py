@@ -260,6 +260,24 @@ def open_steps(session: Session) -> Steps[Request, LedgerInfo]:
     return info
 
 
+def reidentify_steps(session: Session) -> Steps[Request, None]:
+    """A fresh genesis over the one this ledger opened (one conditional put): every
+    instance, this one included, then fails closed (C6, after a restore)."""
+    deadline = yield from checked(session)
+    value = os.urandom(identity.GENESIS_BYTES)
+    call = commands.replace_genesis(session.table, session.namespace, session.genesis, value)
+    try:
+        yield from send(session, call, deadline)
+    except Exception as exc:
+        if not is_conditional(exc):
+            fail(exc, "reidentify", session.location)
+        stored = yield from _read_genesis(session, deadline)  # ours, if a retry found it
+        if stored != value:
+            why = f"the namespace's genesis is {'gone' if stored is None else 'another value'}"
+            raise session.guard.fail(identity.forgot(session.location, why)) from exc
+    session.guard.fail(identity.forgot(session.location, "reidentify replaced the genesis"))
+
+
 def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
     """The table's identity (a restored table carries our genesis item) and its
     configuration, again."""

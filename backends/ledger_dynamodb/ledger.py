@@ -86,6 +86,10 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def _is_spent(self, request_id: bytes) -> bool:
         return self._run(decisions.is_spent_steps(self._session, request_id))
 
+    def reidentify(self) -> None:
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
+        self._run(decisions.reidentify_steps(self._session))
+
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, streamed from parallel consistent Scans."""
         return self._scan(decisions.ParallelScan.ids(self._session))

@@ -160,6 +160,15 @@ def genesis_doc(namespace: str, value: bytes, encoding: str) -> SON[str, Any]:
     return SON([*fields, ("enc", encoding)])
 
 
+def set_genesis(collection: str, key: str, old: bytes | None, value: bytes, uuid: Any) -> Request:
+    """A fresh genesis ``value`` (``reidentify``) in the namespace's genesis document,
+    matched on the ``old`` value too where the server matches BinData (``None``: not)."""
+    query = SON([("_id", key)]) if old is None else SON([("_id", key), ("g", Binary(old))])
+    update = SON([("q", query), ("u", {"$set": {"g": Binary(value)}})])
+    fields = [("update", collection), ("updates", [update]), ("ordered", True)]
+    return write(fields, "reidentify", uuid)
+
+
 def list_page(collection: str, namespace: str, after: Any, size: int, uuid: Any) -> Request:
     """One page of a namespace's documents in ``_id`` order (migration source)."""
     # ``after`` has the keys' BSON type (first: the smallest value of it): comparisons

@@ -215,6 +215,26 @@ def _driver_failure(store: Store, what: str, exc: Exception) -> LedgerError:
     return _dropped(store, errors.code_of(exc)) or errors.unavailable(what, exc)
 
 
+def reidentify_steps(store: Store) -> Steps:
+    """A fresh genesis in place of the one this ledger opened (one majority-acknowledged
+    update): every instance, this one included, then fails closed (C6, after a restore)."""
+    store.guard.check()
+    if store.genesis is None:
+        raise LedgerUnavailable("reidentify: this ledger read no genesis (it never proves)")
+    old = store.genesis if store.encoding == cmd.BIN else None  # nx-27017: by _id alone
+    fresh = os.urandom(GENESIS_BYTES)
+    try:
+        reply = yield cmd.set_genesis(store.collection, store.genesis_key, old, fresh, store.uuid)
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise _driver_failure(store, "reidentify", exc) from exc
+    _raise_write_concern(reply, "reidentify")
+    if reply.get("n") != 1 or reply.get("writeErrors"):
+        raise _forgot(store, "the namespace's genesis document is gone or different")
+    _forgot(store, "reidentify replaced it")
+
+
 def recheck_steps(store: Store, now: float) -> Steps:
     """Refuse if failed for good; when due, re-read what decides durability (options,
     indexes, the server) and fail closed on any change. One operation re-checks while the

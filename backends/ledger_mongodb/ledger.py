@@ -146,6 +146,10 @@ class MongoLedger(ReentrantLedgerBase):
         """Every namespace of this collection (each has a genesis), each once, streamed."""
         return self._pages(decisions.namespace_steps)
 
+    def reidentify(self) -> None:
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
+        self._steps(decisions.reidentify_steps(self._store))
+
     def _pages(self, page: decisions.Page) -> Iterator[str]:
         return pages(lambda after: self._steps(page(self._store, after, time.monotonic())), None)
 

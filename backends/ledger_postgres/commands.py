@@ -403,6 +403,16 @@ class Statements:
         values = (*self._literals(request_id, token, digest), *self._literals(request_id))
         return (self._settle if digest is None else self._settle_as) % values
 
+    def reidentify(self, token: bytes) -> bytes:
+        """A fresh genesis ``token`` over the row the guard proves, durably committed;
+        its result (index ``FRAMED_RESULT``) has no row when the guard fails."""
+        assert self.guard is not None  # a guarded ledger's statements only
+        update = sql.SQL("UPDATE {table} AS g SET token = {tok} WHERE {guard} RETURNING true")
+        tok, guard = bytea_literal(token).decode(), self.guard.condition(spend=False)
+        return self._render(
+            self.framed(update.format(table=self.table, tok=sql.SQL(tok), guard=sql.SQL(guard)))
+        )
+
     def ddl(self) -> sql.Composed:
         """Under an advisory lock: two ``CREATE TABLE IF NOT EXISTS`` at once can fail."""
         lock = sql.SQL("SELECT pg_advisory_xact_lock({})").format(sql.Literal(self.ddl_lock_key))

@@ -269,6 +269,18 @@ def lineage(st: Statements, due: float, pw: Any) -> Steps:
     return [marker_subject(MarkerKind.LINEAGE, raw) for raw in raws]
 
 
+def reidentify(st: Statements, due: float, pw: Any) -> Steps:
+    """A fresh genesis over the one this ledger opened (C6, after a restore); no row
+    back: the store changed (the shell fails the ledger)."""
+    op = Op(st.reidentify(new_identity_token()), None, st.FRAMED_RESULT, guarded=True, due=due)
+    try:
+        yield op
+    except LedgerError:
+        raise
+    except Exception as exc:
+        raise errors.unavailable("reidentify", exc, pw) from exc
+
+
 def doctor_settings(due: float, password: str | None) -> Steps:
     try:
         row = yield Op(DOCTOR_SETTINGS, due=due)
@@ -429,6 +441,12 @@ class GuardedShell:
     def _spent_among_steps(self, request_ids: Sequence[str]) -> Steps:
         raws = [validate_request_id(r) for r in request_ids]
         return spent_among(self._st, raws, self._config.timeout, self._password)
+
+    def _reidentify(self) -> Any:
+        """Then this ledger, like every other opened before, fails closed."""
+        answer = self._drive(reidentify(self._st, self._due(), self._password))
+        self._standing.fail(errors.store_changed(self._config.qualified))
+        return answer
 
     def _lineage_steps(self) -> Steps:
         return lineage(self._st, self._due(), self._password)

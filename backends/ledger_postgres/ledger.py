@@ -194,6 +194,10 @@ class PostgresLedger(decisions.GuardedShell, ReentrantLedgerBase):
     def lineage(self) -> list[str]:
         return list(self._drive(self._lineage_steps()))
 
+    def reidentify(self) -> None:
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
+        self._reidentify()
+
     def close(self) -> None:
         if self._closing() and self._owns_pool:
             self._pool.close()

@@ -145,6 +145,8 @@ SPEND_AS_BODY = (
 # is_spent: declared WITHOUT the no-writes flag (Redis >= 7), so a read-only replica
 # refuses it (READONLY) in the same round trip: reads follow the spends' rule.
 READ_BODY = _PROVE_GENESIS + "return redis.call('EXISTS', KEYS[2])"
+# reidentify: a fresh genesis (ARGV[2]) over the one proven, in the same script.
+REIDENTIFY_BODY = _PROVE_GENESIS + "redis.call('SET', KEYS[1], ARGV[2]) return 1"
 # A listing page's proof, sent right AFTER its SCAN.
 PROVE_BODY = _PROVE_GENESIS + "return 1"
 SHEBANG = "#!lua\n"
@@ -210,6 +212,12 @@ class Plan:
     def proof_command(self) -> Command:
         body = (SHEBANG if self.shebang else "") + PROVE_BODY
         return ("EVAL", body, 1, self.keys.genesis, self.proof)
+
+    def reidentify_commands(self, genesis: bytes) -> list[Command]:
+        """The new ``genesis`` over the proven one, then the spend's ``WAIT``, if any."""
+        body = (SHEBANG if self.shebang else "") + REIDENTIFY_BODY
+        write: Command = ("EVAL", body, 1, self.keys.genesis, self.proof, genesis)
+        return [write] if self.wait is None else [write, self.wait]
 
     def read_commands(self, request_id: bytes) -> list[Command]:
         key = self.keys.record(request_id)

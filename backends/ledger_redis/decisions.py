@@ -472,6 +472,16 @@ class Session:
             (reply,) = yield from self.io.call(self.plan.read_commands(request_id), "is_spent")
             return exists_reply(reply)
 
+    def reidentify(self) -> Steps[None]:
+        """A fresh genesis over the one this ledger opened (one script, as durable as a
+        spend): every instance, this one included, then fails closed (C6)."""
+        with self._guard("reidentify", spend=False):
+            commands = self.plan.reidentify_commands(identity.new_genesis())
+            replies = yield from self.io.call(commands, "reidentify")
+            if self.plan.wait is not None:
+                check_ack(self.plan.wait, replies[-1])
+        self.guard.fail(IdentityLost("reidentify: this ledger's identity was replaced; reopen"))
+
     def page(self, scan: Scan) -> Steps[tuple[list[str], Scan | None]]:
         """A page and the scan to go on with, or ``([], None)``: ``ledger_core.listing``."""
         with self._guard(scan.what, spend=False):

@@ -270,6 +270,10 @@ class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
     def lineage(self) -> list[str]:
         return sorted(self._lineage())
 
+    def reidentify(self) -> None:
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
+        run_steps(self._session.reidentify(), self._driver)
+
     def _scan(self, scan: Scan) -> Iterator[str]:
         return pages(lambda at: run_steps(self._session.page(at), self._driver), scan)
 

@@ -58,6 +58,12 @@ CREATE_GENESIS = (
     "INSERT INTO decision_ledger (namespace, request_id, token, spent_at) "
     "VALUES (?, x'', ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
 )
+# A fresh genesis for the namespace (``reidentify``), written only over the one the
+# ledger opened. Parameters: the new genesis, namespace, the genesis opened, time.
+REIDENTIFY = (
+    "UPDATE decision_ledger SET token = ?1, spent_at = ?4 "
+    "WHERE namespace = ?2 AND request_id = x'' AND token = ?3"
+)
 # (the file's layout, or NULL: made by an older version; the namespace's genesis, or NULL)
 READ_IDENTITY = (
     "SELECT (SELECT value FROM decision_ledger_meta WHERE key = 'layout'), "

@@ -219,6 +219,24 @@ def is_spent_steps(store: Store, request_id: bytes) -> Steps[Request, bool]:
     return bool(row[0] == 1)
 
 
+def reidentify_steps(store: Store) -> Steps[Request, None]:
+    """A new random genesis over the one this ledger opened (one autocommitted UPDATE):
+    every instance, this one included, then fails closed (C6, after a restore)."""
+    if _due(store):
+        yield from _file_steps(store)
+    fresh = str(uuid.uuid4()).encode()
+    params = (fresh, store.namespace, store.genesis, time.time())
+    try:
+        count = yield Statement(sql.REIDENTIFY, params, "count")
+    except sqlite3.Error as exc:
+        if errors.no_table(exc):
+            raise store.forgot() from exc
+        raise LedgerUnavailable(f"reidentify failed: {exc}") from exc
+    if count != 1:
+        raise store.forgot()
+    store.forgot()  # this instance too: it names the old identity
+
+
 # -- batches (migration) -------------------------------------------------------------
 
 

@@ -287,6 +287,10 @@ class SQLiteLedger(ReentrantLedgerBase):
     def lineage(self) -> list[str]:
         return self._conns.run(decisions.lineage_steps(self._store))
 
+    def reidentify(self) -> None:
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
+        self._conns.run(decisions.reidentify_steps(self._store))
+
     def doctor_checks(self) -> list[Check]:
         mode, level = self._conns.run(decisions.pragmas_steps(self._store))
         versions = sqlite3.sqlite_version, platform.python_version()

@@ -66,6 +66,7 @@ def _hook(name: str, options: str) -> Need:
 RESTART = _hook("restart", "--ledger-restart, --ledger-restart-cmd, or check --restart")
 FORGET = _hook("forget", "--ledger-forget or --ledger-forget-cmd")
 FAILOVER = _hook("failover", "--ledger-failover or --ledger-failover-cmd")
+RESTORE = _hook("restore", "--ledger-restore, --ledger-restore-cmd, or check --restore")
 ROUTABLE = Need(
     "a network address",
     ROUTE,
@@ -149,6 +150,7 @@ __all__ = [
     "MARKERS",
     "NAMESPACES",
     "RESTART",
+    "RESTORE",
     "ROUTABLE",
     "SPEND_AS",
     "SPEND_MANY",

@@ -1,5 +1,6 @@
 """The optional hooks beside the factory: restart the store's server, make the store forget
-(all of it, or one namespace), fail it over to a replica.
+(all of it, or one namespace), fail it over to a replica, snapshot and restore it (and the
+step its procedure takes after a restore).
 
 A hook is a callable (``module:callable``, or a factory attribute) or a bounded shell
 command; one that fails or hangs fails the clause that called it, with its output, so a
@@ -19,6 +20,11 @@ from typing import Any
 Hook = Callable[[], object]
 # A forget of one namespace: a shell hook reads it here, a callable takes it as its argument.
 FORGET_NAMESPACE_ENV = "LEDGER_FORGET_NAMESPACE"
+# A restore hook is told the phase (snapshot, then restore) and the namespace; the
+# after-restore step the namespace: a shell hook reads them here, a callable as arguments.
+RESTORE_PHASE_ENV = "LEDGER_RESTORE_PHASE"
+RESTORE_NAMESPACE_ENV = "LEDGER_RESTORE_NAMESPACE"
+SNAPSHOT, RESTORE = "snapshot", "restore"
 
 HOOK_BOUND = 120.0  # seconds a shell hook may run (a server restart included)
 OUTPUT_TAIL = 20  # lines of a failed command's output shown in the failure
@@ -97,6 +103,21 @@ def forget_namespace(hook: Callable[..., object], namespace: str) -> object:
     return hook(namespace)
 
 
+def restore_phase(hook: Callable[..., object], phase: str, namespace: str) -> object:
+    """Run the restore hook's ``phase`` (:data:`SNAPSHOT` or :data:`RESTORE`) for the
+    store that holds ``namespace``."""
+    if isinstance(hook, ShellHook):
+        return hook({RESTORE_PHASE_ENV: phase, RESTORE_NAMESPACE_ENV: namespace})
+    return hook(phase, namespace)
+
+
+def after_restore(hook: Callable[..., object], namespace: str) -> object:
+    """Run the step a store's procedure takes after a restore (``reidentify``)."""
+    if isinstance(hook, ShellHook):
+        return hook({RESTORE_NAMESPACE_ENV: namespace})
+    return hook(namespace)
+
+
 def factory_hook(factory: Any, name: str) -> Hook | None:
     """A hook the factory carries as an attribute (``ledger_restart``/``ledger_forget``)."""
     hook = getattr(factory, name, None)
@@ -106,10 +127,16 @@ def factory_hook(factory: Any, name: str) -> Hook | None:
 __all__ = [
     "FORGET_NAMESPACE_ENV",
     "HOOK_BOUND",
+    "RESTORE",
+    "RESTORE_NAMESPACE_ENV",
+    "RESTORE_PHASE_ENV",
+    "SNAPSHOT",
     "Hook",
     "HookFailed",
     "ShellHook",
+    "after_restore",
     "factory_hook",
     "forget_namespace",
+    "restore_phase",
     "takes_namespace",
 ]

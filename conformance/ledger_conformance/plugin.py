@@ -35,6 +35,18 @@ HOOKS = {
         "--ledger-failover-cmd",
         "fails the store over to a replica, at once (C6 after failover; runs last)",
     ),
+    "restore": (
+        "--ledger-restore",
+        "--ledger-restore-cmd",
+        "snapshots the store, then restores that snapshot: told the phase and the namespace "
+        "(C6 after restore; runs last)",
+    ),
+    "after_restore": (
+        "--ledger-after-restore",
+        "--ledger-after-restore-cmd",
+        "takes the store's documented step after a restore (decision-ledger reidentify), "
+        "told the namespace; none for a store that detects restores",
+    ),
 }
 _COLLECTOR = pytest.StashKey[Collector]()
 _RUNTIME = pytest.StashKey["Runtime"]()
@@ -247,6 +259,8 @@ def _option_fixture(name: str) -> Any:
 ledger_option_restart = _option_fixture("restart")
 ledger_option_forget = _option_fixture("forget")
 ledger_option_failover = _option_fixture("failover")
+ledger_option_restore = _option_fixture("restore")
+ledger_option_after_restore = _option_fixture("after_restore")
 
 
 @pytest.fixture

@@ -141,6 +141,8 @@ def run_check(
     restart: str | None = None,
     forget: str | None = None,
     failover: str | None = None,
+    restore: str | None = None,
+    after_restore: str | None = None,
     select: str | None = None,
     keep_scratch: bool = False,
     verbose: bool = False,
@@ -150,9 +152,10 @@ def run_check(
 ) -> int:
     """Run the suite against one ledger; print the table; return the exit code.
 
-    ``restart``, ``forget`` and ``failover`` are shell commands; ``select`` is pytest's
-    ``-k``. With a URL, the run's namespaces are removed afterwards where the backend can,
-    unless ``keep_scratch``. pytest's own output goes to a log file unless ``verbose``.
+    ``restart``, ``forget``, ``failover``, ``restore`` and ``after_restore`` are shell
+    commands; ``select`` is pytest's ``-k``. With a URL, the run's namespaces are removed
+    afterwards where the backend can, unless ``keep_scratch``. pytest's own output goes to
+    a log file unless ``verbose``.
     """
     if profile not in PROFILES:
         _fail(f"unknown profile {profile!r} (expected one of: {', '.join(PROFILES)})")
@@ -163,7 +166,8 @@ def run_check(
         except ValueError as exc:
             _fail(f"--call-bound: {exc}")
             return USAGE
-    hooks = {"restart": restart, "forget": forget, "failover": failover}
+    hooks = {"restart": restart, "forget": forget, "failover": failover, "restore": restore}
+    hooks["after-restore"] = after_restore
     for name, command in hooks.items():
         if command is not None and not command.strip():
             _fail(f"--{name} needs a shell command")

@@ -7,7 +7,8 @@
         def ledger_factory(self):
             return my_factory          # LedgerContext -> ledger (see context.py)
 
-``ledger_restart``, ``ledger_forget`` and ``ledger_failover`` may be overridden too; by
+``ledger_restart``, ``ledger_forget``, ``ledger_failover``, ``ledger_restore`` and
+``ledger_after_restore`` may be overridden too; by
 default each comes from its option, else from the factory's attribute of that name.
 """
 
@@ -29,6 +30,7 @@ from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
+from .clauses.c6_restore import C6Restore
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
@@ -54,6 +56,7 @@ def _hook_fixture(name: str) -> Any:
 
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
+    C6Restore,
     C6Failover,
     C6Held,
     C6Forget,
@@ -86,3 +89,5 @@ class LedgerConformance(
     ledger_restart = _hook_fixture("restart")
     ledger_forget = _hook_fixture("forget")
     ledger_failover = _hook_fixture("failover")
+    ledger_restore = _hook_fixture("restore")
+    ledger_after_restore = _hook_fixture("after_restore")

@@ -15,6 +15,7 @@ import pytest
 from ledger_conformance import LedgerConformance
 from ledger_dynamodb import commands
 from tests.dynamodb import tools
+from tests.restoring import AfterRestore
 from tests.servers import dynamodb as servers
 
 # One emulator per pytest session: the suite keeps session state (acknowledged spends, the
@@ -37,6 +38,46 @@ def forget_namespace(url: str, namespace: str, admin: Any) -> None:
     keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
     for key in [commands.genesis_key(namespace), *keys]:
         admin.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
+
+
+def namespace_of(label: str) -> str:
+    return f"conf-{tools.RUN}-{label}"[:256]
+
+
+class Restore:
+    """The suite's restore hook, as a restore to the same table name does: the snapshot
+    is every item of the namespace (of the table when told none), read consistently;
+    the restore deletes the table, creates it again and writes the snapshot back."""
+
+    def __init__(self, url: str, namespace_of: Callable[[str], str] = namespace_of) -> None:
+        self.url, self.namespace_of = url, namespace_of
+        self.items: list[dict[str, Any]] = []
+
+    def __call__(self, phase: str, label: str | None = None) -> None:
+        table, _query = tools.url_parts(self.url)
+        admin = tools.admin_client(self.url)
+        try:
+            if phase == "snapshot":
+                scan: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+                if label is not None:
+                    scan["FilterExpression"] = f"{commands.KEY} IN (:g) OR begins_with(#k, :p)"
+                    scan["ExpressionAttributeNames"] = {"#k": commands.KEY}
+                    namespace = self.namespace_of(label)
+                    scan["ExpressionAttributeValues"] = {
+                        ":g": {"B": commands.genesis_key(namespace)},
+                        ":p": {"B": commands.record_prefix(namespace)},
+                    }
+                pages = admin.get_paginator("scan").paginate(**scan)
+                self.items = [item for page in pages for item in page.get("Items", [])]
+                return
+            tools.forget(self.url, admin)  # deleted and created again, empty
+            for start in range(0, len(self.items), 25):
+                writes = [{"PutRequest": {"Item": item}} for item in self.items[start : start + 25]]
+                pending: dict[str, Any] = {table: writes}
+                while pending:
+                    pending = admin.batch_write_item(RequestItems=pending)["UnprocessedItems"]
+        finally:
+            admin.close()
 
 
 class TestDynamoDB(LedgerConformance):
@@ -67,7 +108,15 @@ class TestDynamoDB(LedgerConformance):
             if label is None:
                 tools.delete_every_item(dynamodb_url, admin)
             else:
-                forget_namespace(dynamodb_url, f"conf-{tools.RUN}-{label}"[:256], admin)
+                forget_namespace(dynamodb_url, namespace_of(label), admin)
 
         yield forget
         admin.close()
+
+    @pytest.fixture
+    def ledger_restore(self, dynamodb_url: str) -> Restore:
+        return Restore(dynamodb_url)
+
+    @pytest.fixture
+    def ledger_after_restore(self, dynamodb_url: str) -> AfterRestore:
+        return AfterRestore(dynamodb_url, namespace_of, options=tools.ledger_options(dynamodb_url))

@@ -26,6 +26,7 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_mongodb.options import DEFAULT_DATABASE
+from tests.restoring import AfterRestore
 from tests.servers import mongodb as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the server may be shared
@@ -105,6 +106,30 @@ def forget(url: str, collection: str) -> Callable[..., None]:
     return delete_all
 
 
+class Restore:
+    """The suite's restore hook, as a restore of an export does: the snapshot is every
+    document of the namespace (of the collection when told none), the restore
+    ``delete_many`` of what is there and ``insert_many`` of the snapshot; the collection
+    and its UUID stay."""
+
+    def __init__(self, url: str, collection: str, namespace_of: Callable[[str], str]) -> None:
+        self.url, self.collection, self.namespace_of = url, collection, namespace_of
+        self.saved: list[dict[str, Any]] = []
+
+    def __call__(self, phase: str, label: str | None = None) -> None:
+        client: MongoClient[dict[str, Any]] = MongoClient(self.url, serverSelectionTimeoutMS=5000)
+        try:
+            documents = client.get_default_database(DEFAULT_DATABASE)[self.collection]
+            found = {} if label is None else {"ns": self.namespace_of(label)}
+            if phase == "snapshot":
+                self.saved = list(documents.find(found))
+                return
+            documents.delete_many(found)
+            documents.insert_many(self.saved)
+        finally:
+            client.close()
+
+
 class _MongoSuite(LedgerConformance):
     COLLECTION = "conformance"
 
@@ -115,6 +140,15 @@ class _MongoSuite(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, mongo_url: str) -> Callable[..., object] | None:
         return forget(mongo_url, self.COLLECTION)
+
+    @pytest.fixture
+    def ledger_restore(self, mongo_url: str) -> Restore:
+        return Restore(mongo_url, self.COLLECTION, namespace_of)
+
+    @pytest.fixture
+    def ledger_after_restore(self, mongo: servers.Found) -> AfterRestore:
+        options = {"collection": self.COLLECTION, **mongo.proof_options}
+        return AfterRestore(mongo.url, namespace_of, options=options)
 
     @pytest.fixture
     def ledger_call_bound(self) -> float:

@@ -22,6 +22,7 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_conformance.context import identity_route
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
+from tests.restoring import AfterRestore
 from tests.servers.postgres import PostgresServer
 
 TABLE = "conformance"
@@ -63,7 +64,49 @@ def forget(server: PostgresServer, table: str = TABLE) -> Callable[..., None]:
     return truncate
 
 
-class TestPostgresURL(LedgerConformance):
+class Restore:
+    """The suite's restore hook, as a restore of a ``pg_dump --data-only`` of the table
+    does: the snapshot is the namespace's rows (every row when told none); the restore,
+    in one transaction, deletes the namespace's rows (``TRUNCATE`` for the whole table)
+    and inserts the snapshot again (``COPY``)."""
+
+    def __init__(self, server: PostgresServer, table: str = TABLE) -> None:
+        self.server, self.table = server, sql.Identifier(table)
+        self.columns: list[str] = []
+        self.rows: list[tuple[Any, ...]] = []
+
+    def __call__(self, phase: str, namespace: str | None = None) -> None:
+        where = sql.SQL("" if namespace is None else " WHERE namespace = %s")
+        params = None if namespace is None else (namespace.encode(),)
+        with psycopg.connect(self.server.url) as conn:
+            conn.execute("SET lock_timeout = '10s'")
+            if phase == "snapshot":
+                cur = conn.execute(sql.SQL("SELECT * FROM {}{}").format(self.table, where), params)
+                self.columns = [column.name for column in cur.description or ()]
+                self.rows = cur.fetchall()
+                return
+            empty = sql.SQL("TRUNCATE {}" if namespace is None else "DELETE FROM {}{}")
+            conn.execute(empty.format(self.table, where), params)
+            names = sql.SQL(", ").join(map(sql.Identifier, self.columns))
+            copy = sql.SQL("COPY {} ({}) FROM STDIN").format(self.table, names)
+            with conn.cursor().copy(copy) as rows:
+                for row in self.rows:
+                    rows.write_row(row)
+
+
+class _Restores(LedgerConformance):
+    """A namespace's rows restored in one transaction, then reidentified."""
+
+    @pytest.fixture
+    def ledger_restore(self, pg_server: PostgresServer) -> Restore:
+        return Restore(pg_server)
+
+    @pytest.fixture
+    def ledger_after_restore(self, pg_server: PostgresServer) -> AfterRestore:
+        return AfterRestore(pg_server.url, options={"table": TABLE})
+
+
+class TestPostgresURL(_Restores):
     """``open_ledger("postgresql://...")``: the ledger owns its pool."""
 
     @pytest.fixture
@@ -95,7 +138,7 @@ async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.set_isolation_level(psycopg.IsolationLevel.SERIALIZABLE)
 
 
-class TestPostgresHostPool(LedgerConformance):
+class TestPostgresHostPool(_Restores):
     """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
 
     @pytest.fixture

@@ -37,6 +37,7 @@ from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_redis import AsyncRedisLedger, RedisLedger
 from ledger_redis.commands import Keys, glob_escape
+from tests.restoring import AfterRestore
 from tests.servers import redis as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: the servers may be shared
@@ -79,20 +80,48 @@ class Forget:
         self.url = url
         self.cluster = cluster
 
-    def __call__(self, label: str | None = None) -> object:
-        client: Any
+    def client(self) -> Any:
         if self.cluster:
-            client = redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
-        else:
-            client = redis.Redis.from_url(self.url)
+            return redis.cluster.RedisCluster.from_url("redis://" + self.url.split("://", 1)[1])
+        return redis.Redis.from_url(self.url)
+
+    def keys(self, client: Any, label: str) -> list[bytes]:
+        """The store's keys: its namespace's genesis and every record."""
+        keys = Keys(namespace_of(label), cluster=self.cluster)
+        return [keys.genesis, *client.scan_iter(glob_escape(keys.record_prefix) + b"*")]
+
+    def __call__(self, label: str | None = None) -> object:
+        client = self.client()
         try:
             if label is None and self.cluster:
                 return client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
             if label is None:
                 return client.flushall()
-            keys = Keys(namespace_of(label), cluster=self.cluster)
-            pattern = glob_escape(keys.record_prefix) + b"*"
-            return [client.delete(key) for key in [keys.genesis, *client.scan_iter(pattern)]]
+            return [client.delete(key) for key in self.keys(client, label)]
+        finally:
+            client.close()
+
+
+class Restore(Forget):
+    """The suite's restore hook: the namespace's keys (genesis and records) saved with
+    ``DUMP``, then put back with ``RESTORE ... REPLACE`` once what is there now is
+    deleted, as a restore of the namespace from a backup (or an RDB) brings it back."""
+
+    def __init__(self, url: str, *, cluster: bool = False) -> None:
+        super().__init__(url, cluster=cluster)
+        self.saved: dict[str, list[tuple[bytes, Any]]] = {}
+
+    def __call__(self, phase: str, label: str | None = None) -> object:  # type: ignore[override]
+        assert label is not None
+        client = self.client()
+        try:
+            keys = self.keys(client, label)
+            if phase == "snapshot":
+                self.saved[label] = [(key, client.dump(key)) for key in keys]
+                return None
+            for key in keys:
+                client.delete(key)
+            return [client.restore(key, 0, value, replace=True) for key, value in self.saved[label]]
         finally:
             client.close()
 
@@ -179,6 +208,14 @@ class TestPlainRedis(LedgerConformance):
     def ledger_forget(self, redis_url: str) -> Callable[[], object]:
         return forget_standalone(redis_url)
 
+    @pytest.fixture
+    def ledger_restore(self, redis_url: str) -> Restore:
+        return Restore(redis_url)
+
+    @pytest.fixture
+    def ledger_after_restore(self, redis_url: str) -> AfterRestore:
+        return AfterRestore(redis_url, namespace_of)
+
     def test_forget_hook_targets_the_server_under_test(
         self, ledger_forget: Forget, redis_url: str
     ) -> None:
@@ -201,6 +238,14 @@ class TestDurableRedis(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, page_cache_server: servers.RedisServer) -> Callable[[], object]:
         return forget_standalone(page_cache_server.url)
+
+    @pytest.fixture
+    def ledger_restore(self, page_cache_server: servers.RedisServer) -> Restore:
+        return Restore(page_cache_server.url)
+
+    @pytest.fixture
+    def ledger_after_restore(self, page_cache_server: servers.RedisServer) -> AfterRestore:
+        return AfterRestore(page_cache_server.url, namespace_of, options={"durability": "process"})
 
     def test_forget_hook_targets_the_server_under_test(
         self, ledger_forget: Forget, page_cache_server: servers.RedisServer
@@ -239,6 +284,14 @@ class TestRedisCluster(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, cluster_url: str) -> Callable[[], object]:
         return forget_cluster(cluster_url)
+
+    @pytest.fixture
+    def ledger_restore(self, cluster_url: str) -> Restore:
+        return Restore(cluster_url, cluster=True)
+
+    @pytest.fixture
+    def ledger_after_restore(self, cluster_url: str) -> AfterRestore:
+        return AfterRestore(cluster_url, namespace_of)
 
     def test_forget_hook_targets_the_server_under_test(
         self, ledger_forget: Forget, cluster_url: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from ledger_conformance import LedgerConformance, LedgerContext
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.testing import file_faults
+from tests.restoring import AfterRestore
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +40,30 @@ def forget_everything(path: Path, namespace: str | None = None) -> None:
         conn.close()
 
 
+class FileRestore:
+    """The suite's restore hook: the whole file backed up, then restored into the live
+    path, both with SQLite's own backup API (an operator's ``.backup`` / ``.restore``:
+    same inode, WAL-safe, every namespace in it restored). The namespace is not needed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.snapshot = path, path.with_name(path.name + ".snapshot")
+
+    def __call__(self, phase: str, namespace: str = "") -> None:
+        source, target = (self.path, self.snapshot)
+        if phase == "restore":
+            source, target = target, source
+        with (
+            contextlib.closing(sqlite3.connect(source)) as src,
+            contextlib.closing(sqlite3.connect(target, timeout=30.0)) as dst,
+        ):
+            src.backup(dst)
+
+
+def after_file_restore(path: Path) -> AfterRestore:
+    """The documented step after a whole-file restore: reidentify every namespace."""
+    return AfterRestore(f"sqlite:///{path}", every_namespace=True)
+
+
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
@@ -58,3 +84,11 @@ class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_forget(self, sqlite_dir: Path) -> Callable[[], object]:
         return functools.partial(forget_everything, sqlite_dir / "ledger.db")
+
+    @pytest.fixture
+    def ledger_restore(self, sqlite_dir: Path) -> FileRestore:
+        return FileRestore(sqlite_dir / "ledger.db")
+
+    @pytest.fixture
+    def ledger_after_restore(self, sqlite_dir: Path) -> AfterRestore:
+        return after_file_restore(sqlite_dir / "ledger.db")

@@ -122,11 +122,16 @@ def restart() -> None:
     _server.restart()
 
 
+def own_address() -> tuple[str, int]:
+    """This process's own server (opened by the first ledger)."""
+    if _server is None:
+        raise RuntimeError("no server yet: open a ledger first")
+    return ("127.0.0.1", _server.port)
+
+
 def forget(namespace: str | None = None) -> None:
     """FLUSHALL, or, told a store (its label), delete that store's keys alone."""
-    if _server is None:
-        raise RuntimeError("no server to flush: open a ledger first")
-    address = ("127.0.0.1", _server.port)
+    address = own_address()
     if namespace is None:
         flush(address)
     else:
