@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,9 @@ def _child(
     return code
 
 
-def _fork(run: Callable[[], int]) -> int:
-    """``run()`` in a forked child; its wait status."""
+def _fork(run: Callable[[], int], timeout: float | None = None) -> int | None:
+    """``run()`` in a forked child; its wait status, or None when it was still running
+    after ``timeout`` seconds (then it is killed)."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -157,7 +159,17 @@ def _fork(run: Callable[[], int]) -> int:
             code = run()
         finally:
             os._exit(code)
-    return os.waitpid(pid, 0)[1]
+    if timeout is None:
+        return os.waitpid(pid, 0)[1]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)  # polls the child's exit: waitpid has no timeout of its own
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
 
 
 def _read(events: Path) -> list[dict[str, Any]]:
@@ -186,6 +198,7 @@ def run_isolated(
         events = workdir / f"events-{attempt}.jsonl"
         child = functools.partial(_child, args, kept, events, done, log, after)
         status = _fork(functools.partial(inside, child))
+        assert status is not None  # no timeout: the child's own calls are bounded
         started: dict[str, Any] | None = None
         finished = False
         fixtures: list[dict[str, Any]] = []  # shared fixtures being set up, innermost last
@@ -247,6 +260,7 @@ class ChildCall:
     crash: str | None = None  # "killed by signal 6 (SIGABRT)"
     step: str = ""  # the last step the child started
     error: str | None = None  # an exception the call let out, or an exit without a value
+    hung: str | None = None  # the step that did not finish in time
 
     def crash_line(self, what: str) -> str:
         """One line: the step that crashed and the signal, with the usual causes."""
@@ -256,9 +270,12 @@ class ChildCall:
         )
 
 
-def call_in_child(work: Callable[[Callable[[str], None]], Any], events: Path) -> ChildCall:
+def call_in_child(
+    work: Callable[[Callable[[str], None]], Any], events: Path, timeout: float
+) -> ChildCall:
     """``work(step)`` in a forked child, its JSON value sent back through ``events``; it
-    calls ``step(text)`` before each call into the store, so a crash names the step."""
+    calls ``step(text)`` before each call into the store, so a crash (or a hang: killed
+    after ``timeout`` seconds) names the step."""
 
     def run() -> int:
         with open(events, "a", encoding="utf-8") as out:
@@ -274,7 +291,8 @@ def call_in_child(work: Callable[[Callable[[str], None]], Any], events: Path) ->
         return 0
 
     found = ChildCall()
-    crash = killed_by(_fork(run))
+    status = _fork(run, timeout)
+    crash = None if status is None else killed_by(status)
     got = False
     for event in _read(events):
         if "step" in event:
@@ -283,7 +301,9 @@ def call_in_child(work: Callable[[Callable[[str], None]], Any], events: Path) ->
             found.value, got = event["value"], True
         elif "error" in event:
             found.error = str(event["error"])
-    if crash is not None:
+    if status is None:
+        found.hung = f"no answer within {timeout:g} s (killed); the last step: {found.step}"
+    elif crash is not None:
         found.crash = crash
     elif not got and found.error is None:
         found.error = "the child process exited without an answer"

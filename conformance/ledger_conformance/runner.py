@@ -25,7 +25,7 @@ import pytest
 from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, MissingDriver
 from ledger_core.protocol import is_async_ledger
 from ledger_core.registry import backend_for
-from ledger_core.scratch import SCRATCH_PREFIX
+from ledger_core.scratch import SCRATCH_PREFIX, SCRATCH_TIMEOUT
 from ledger_core.urls import LedgerURL, redact_url
 
 from .context import LedgerContext, NotALedger, enter_factory
@@ -49,6 +49,10 @@ T = TypeVar("T")
 Step = Callable[[str], None]  # says what the child calls into next (a crash names it)
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
+# The child that opens the ledgers: the preflight's own bound is on its event loop, which
+# a sync factory that hangs blocks; this one kills the child.
+CHILD_BOUND = 2 * PREFLIGHT_TIMEOUT
+SCRATCH_BOUND = 2 * SCRATCH_TIMEOUT  # the removal's own timeout, with room to close
 # The plugins a check loads, and no others (entry-point autoload is off in its child).
 PLUGINS = ("-p", "ledger_conformance.plugin", "-p", "_hypothesis_pytestplugin")
 _UNREACHABLE = (LedgerUnavailable, ConnectionError, TimeoutError, OSError)
@@ -206,8 +210,13 @@ def run_check(
         # Every call into the store runs in a forked child, this one's first: a store that
         # crashes the interpreter opening or describing itself gets a line, not a dead check.
         reached = call_in_child(
-            functools.partial(_reach, url, factory, scratch_prefix), Path(home, "reach.jsonl")
+            functools.partial(_reach, url, factory, scratch_prefix),
+            Path(home, "reach.jsonl"),
+            CHILD_BOUND,
         )
+        if reached.hung is not None:
+            _fail(f"cannot reach the store of {target}: {reached.hung}")
+            return UNAVAILABLE
         if reached.error is not None:
             _fail(f"the check could not open the ledger: {reached.error}")
             return USAGE
@@ -247,11 +256,13 @@ def run_check(
             run, [], Path(home), log, after=scratch, inside=lambda child: _in_scratch(home, child)
         )
         if not done.tail and url:  # the last child crashed: remove the scratch in another
-            removed = call_in_child(lambda step: scratch(), Path(home, "scratch.jsonl"))
+            removed = call_in_child(
+                lambda step: scratch(), Path(home, "scratch.jsonl"), SCRATCH_BOUND
+            )
             if removed.crash is not None:
                 done.tail = [f"scratch: {removed.crash_line('removing the scratch')}"]
-            elif removed.error is not None:
-                done.tail = [f"scratch: removing it failed ({removed.error})"]
+            elif removed.error is not None or removed.hung is not None:
+                done.tail = [f"scratch: removing it failed ({removed.error or removed.hung})"]
             else:
                 done.tail = [str(line) for line in removed.value]
     return _finish(done, summaries, profile=profile, target=target, began=began, log=log,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger_conformance import runner
 from ledger_conformance.runner import run_check
 
 ZOO = "tests.zoo.crashing"
@@ -31,7 +32,8 @@ def _check(
         report=report,
         junit=junit,
     )
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 @pytest.mark.parametrize(
@@ -84,3 +86,17 @@ def test_a_crash_in_a_clause_test_fails_that_clause(capsys: pytest.CaptureFixtur
     assert "the interpreter crashed in this test: killed by signal 6 (SIGABRT)" in out
     assert re.search(r"^C7 .* passed$", out, re.MULTILINE), out
     assert re.search(r"^C9 .* passed$", out, re.MULTILINE), out  # ran after the crash
+
+
+def test_an_open_that_hangs_is_killed_and_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The preflight's own 30 s bound is on its event loop, which a sync factory that
+    hangs blocks: the child that opens the ledgers is killed instead."""
+    monkeypatch.setattr(runner, "CHILD_BOUND", 1.0)
+    code, out = _check("hangs_opening", "C7", capsys)
+    assert code == 3, out
+    assert (
+        "cannot reach the store of tests.zoo.crashing:hangs_opening: no answer within 1 s "
+        "(killed); the last step: opening the sync ledger (the factory call)"
+    ) in out, out

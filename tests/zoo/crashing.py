@@ -1,6 +1,7 @@
 """Stores that crash the interpreter (as a C extension with a bad pointer would, or an
 LMDB store with its lock off aborts) in one place each: opening, ``describe()``, a session
-fixture, a clause test. ``decision-ledger check`` must report each, never die with it.
+fixture, a clause test; and one whose open hangs. ``decision-ledger check`` must report
+each, never die or hang with it.
 
 Each is an in-process memory ledger (no server), crashed by ``os.abort()`` (SIGABRT) or a
 read of address 0 (SIGSEGV).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from typing import Any
 
 from ledger_conformance import LedgerContext
@@ -29,6 +31,11 @@ def _memory(ctx: LedgerContext, cls: type[Any] | None = None) -> Any:
 def crashes_opening(ctx: LedgerContext) -> Any:
     """The factory call itself aborts (an open that trips over its own lock file)."""
     os.abort()
+
+
+def hangs_opening(ctx: LedgerContext) -> Any:
+    """The factory call never returns (a lock that is never released)."""
+    time.sleep(3600)
 
 
 class _DescribeCrashes(MemoryLedger):
