@@ -18,7 +18,7 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import unquote
 
 from ledger_conformance import LedgerContext
@@ -194,6 +194,11 @@ class AsyncAcmeLedger(AsyncReentrantLedgerBase):
 
     async def _is_spent(self, request_id: bytes) -> bool:
         return await asyncio.to_thread(self._sync._is_spent, request_id)
+
+    async def spent_ids(self) -> AsyncIterator[str]:
+        """L1: the sync listing (one snapshot, the genesis proven), off the event loop."""
+        for request_id in await asyncio.to_thread(lambda: list(self._sync.spent_ids())):
+            yield request_id
 
     async def aclose(self) -> None:
         self._sync.close()
