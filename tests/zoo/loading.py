@@ -1,6 +1,7 @@
 """A store whose restart hook returns before it serves again, like a ``redis-server``
-restart that returns while the server still answers ``LOADING``: every open and call
-raises ``LedgerUnavailable`` for ``LEDGER_ZOO_LOADING_SECONDS`` (default 1) after the hook.
+restart that returns while the server still answers ``LOADING``: after the hook, the next
+``LEDGER_ZOO_LOADING_CALLS`` (default 25) opens and calls raise ``LedgerUnavailable``.
+Counted, not timed, so a loaded machine cannot make it serve before anyone asked.
 
 The ledger is correct (it fails closed while the store loads); the hook is what is wrong.
 Before the suite waited for the store to serve, C2 failed on it with the loading error.
@@ -9,7 +10,7 @@ Before the suite waited for the store to serve, C2 failed on it with the loading
 from __future__ import annotations
 
 import os
-import time
+import threading
 from typing import Any
 
 from ledger_conformance import LedgerContext
@@ -17,14 +18,18 @@ from ledger_core import MemoryStore
 from ledger_core.errors import LedgerUnavailable
 from ledger_core.memory import AsyncMemoryLedger, MemoryLedger
 
-ENV = "LEDGER_ZOO_LOADING_SECONDS"
+ENV = "LEDGER_ZOO_LOADING_CALLS"
 _STORES: dict[str, MemoryStore] = {}
-_loading_until = [0.0]  # monotonic time the store serves again
+_refusals = [0]  # opens and calls still refused since the last restart
+_lock = threading.Lock()
 
 
 def _serving() -> None:
-    if time.monotonic() < _loading_until[0]:
-        raise LedgerUnavailable("LOADING the store is loading its dataset in memory")
+    with _lock:
+        if _refusals[0] <= 0:
+            return
+        _refusals[0] -= 1
+    raise LedgerUnavailable("LOADING the store is loading its dataset in memory")
 
 
 class _Loading(MemoryLedger):
@@ -50,7 +55,8 @@ class _AsyncLoading(AsyncMemoryLedger):
 
 def restart_returns_early() -> None:
     """The restart hook: the store is back, but loads for a while before it serves."""
-    _loading_until[0] = time.monotonic() + float(os.environ.get(ENV, "1"))
+    with _lock:
+        _refusals[0] = int(os.environ.get(ENV, "25"))
 
 
 def loads_after_restart(ctx: LedgerContext) -> Any:
