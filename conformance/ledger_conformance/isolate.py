@@ -260,7 +260,7 @@ class ChildCall:
     crash: str | None = None  # "killed by signal 6 (SIGABRT)"
     step: str = ""  # the last step the child started
     error: str | None = None  # an exception the call let out, or an exit without a value
-    hung: str | None = None  # the step that did not finish in time
+    hung: str | None = None  # a child that did not answer in time: what it was doing
 
     def crash_line(self, what: str) -> str:
         """One line: the step that crashed and the signal, with the usual causes."""
