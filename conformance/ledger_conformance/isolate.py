@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -270,12 +271,17 @@ class ChildCall:
         )
 
 
-def call_in_child(
+def call_in_child(work: Callable[[Callable[[str], None]], Any], timeout: float) -> ChildCall:
+    """``work(step)`` in a forked child, its JSON value sent back through a file; it calls
+    ``step(text)`` before each call into the store, so a crash (or a hang: killed after
+    ``timeout`` seconds) names the step."""
+    with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
+        return _call_in_child(work, Path(home, "events.jsonl"), timeout)
+
+
+def _call_in_child(
     work: Callable[[Callable[[str], None]], Any], events: Path, timeout: float
 ) -> ChildCall:
-    """``work(step)`` in a forked child, its JSON value sent back through ``events``; it
-    calls ``step(text)`` before each call into the store, so a crash (or a hang: killed
-    after ``timeout`` seconds) names the step."""
 
     def run() -> int:
         with open(events, "a", encoding="utf-8") as out:

@@ -206,42 +206,27 @@ def run_check(
     scratch_prefix = f"{SCRATCH_PREFIX}-{secrets.token_hex(3)}"
     began = time.monotonic()
     target = redact_url(url) if url else str(factory)
+    reached = _reach_isolated(url, factory, scratch_prefix, target)
+    if isinstance(reached, int):
+        return reached
+    if isinstance(reached, IsolatedRun):  # it crashed before any clause: the line says where
+        return _finish(reached, [], profile=profile, target=target, began=began, log=None,
+                       report=report, junit=junit)  # fmt: skip
+    summaries = reached
+    args = ["--pyargs", "ledger_conformance", *PLUGINS, "--ledger-profile", profile]
+    args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
+    args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
+    for name, command in hooks.items():
+        if command:
+            args += [f"--ledger-{name}-cmd", command]
+    if call_bound is not None:
+        args += ["--ledger-call-bound", repr(float(call_bound))]  # exact, never rounded
+    if select:
+        args += ["-k", select]
+    args += ["-p", "no:cacheprovider", "-q", "--tb=short"]
+    args += ["-o", "addopts=", "-W", "ignore::DeprecationWarning"]
+    log = None if verbose else _log_file()
     with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
-        # Every call into the store runs in a forked child, this one's first: a store that
-        # crashes the interpreter opening or describing itself gets a line, not a dead check.
-        reached = call_in_child(
-            functools.partial(_reach, url, factory, scratch_prefix),
-            Path(home, "reach.jsonl"),
-            CHILD_BOUND,
-        )
-        if reached.hung is not None:
-            _fail(f"cannot reach the store of {target}: {reached.hung}")
-            return UNAVAILABLE
-        if reached.error is not None:
-            _fail(f"the check could not open the ledger: {reached.error}")
-            return USAGE
-        if reached.crash is not None:
-            done = IsolatedRun(code=FAILED, crashes=[reached.crash_line("opening the ledger")])
-            return _finish(done, [], profile=profile, target=target, began=began, log=None,
-                           report=report, junit=junit)  # fmt: skip
-        if "refused" in reached.value:
-            code, message = reached.value["refused"]
-            _fail(message)
-            return int(code)
-        summaries = [_summary(found) for found in reached.value["ledgers"]]
-        args = ["--pyargs", "ledger_conformance", *PLUGINS, "--ledger-profile", profile]
-        args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
-        args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
-        for name, command in hooks.items():
-            if command:
-                args += [f"--ledger-{name}-cmd", command]
-        if call_bound is not None:
-            args += ["--ledger-call-bound", repr(float(call_bound))]  # exact, never rounded
-        if select:
-            args += ["-k", select]
-        args += ["-p", "no:cacheprovider", "-q", "--tb=short"]
-        args += ["-o", "addopts=", "-W", "ignore::DeprecationWarning"]
-        log = None if verbose else _log_file()
         # An empty configuration of the check's own: no pytest.ini, tox.ini or pyproject.toml
         # near the installed suite (a source checkout's: its per-test timeout, addopts,
         # warning filters) changes what a check runs or how long a clause may take.
@@ -255,18 +240,42 @@ def run_check(
         done = run_isolated(
             run, [], Path(home), log, after=scratch, inside=lambda child: _in_scratch(home, child)
         )
-        if not done.tail and url:  # the last child crashed: remove the scratch in another
-            removed = call_in_child(
-                lambda step: scratch(), Path(home, "scratch.jsonl"), SCRATCH_BOUND
-            )
-            if removed.crash is not None:
-                done.tail = [f"scratch: {removed.crash_line('removing the scratch')}"]
-            elif removed.error is not None or removed.hung is not None:
-                done.tail = [f"scratch: removing it failed ({removed.error or removed.hung})"]
-            else:
-                done.tail = [str(line) for line in removed.value]
+    if not done.tail and url:  # the last child crashed: remove the scratch in another
+        done.tail = _scratch_isolated(scratch)
     return _finish(done, summaries, profile=profile, target=target, began=began, log=log,
                    report=report, junit=junit)  # fmt: skip
+
+
+def _reach_isolated(
+    url: str | None, factory: str | None, scratch: str, target: str
+) -> list[LedgerSummary] | IsolatedRun | int:
+    """Every call into the store runs in a forked child, this one's first: what each ledger
+    says of itself; or the crash (a store that crashes the interpreter opening or
+    describing itself gets a line, not a dead check); or the exit code, its line said."""
+    reached = call_in_child(functools.partial(_reach, url, factory, scratch), CHILD_BOUND)
+    if reached.hung is not None:
+        _fail(f"cannot reach the store of {target}: {reached.hung}")
+        return UNAVAILABLE
+    if reached.error is not None:
+        _fail(f"the check could not open the ledger: {reached.error}")
+        return USAGE
+    if reached.crash is not None:
+        return IsolatedRun(code=FAILED, crashes=[reached.crash_line("opening the ledger")])
+    if "refused" in reached.value:
+        code, message = reached.value["refused"]
+        _fail(message)
+        return int(code)
+    return [_summary(found) for found in reached.value["ledgers"]]
+
+
+def _scratch_isolated(scratch: Callable[[], list[str]]) -> list[str]:
+    """The scratch lines, removed in a child of their own (the run's last child crashed)."""
+    removed = call_in_child(lambda step: scratch(), SCRATCH_BOUND)
+    if removed.crash is not None:
+        return [f"scratch: {removed.crash_line('removing the scratch')}"]
+    if removed.error is not None or removed.hung is not None:
+        return [f"scratch: removing it failed ({removed.error or removed.hung})"]
+    return [str(line) for line in removed.value]
 
 
 def _finish(
