@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from ledger_conformance import LedgerContext
 from ledger_core import LedgerInfo, OpenRequest, forks, notices
@@ -33,6 +33,7 @@ from ledger_core.errors import (
 )
 from ledger_core.guard import Guard
 from ledger_core.ids import is_marker
+from ledger_core.opening import LocalFaults
 from ledger_core.protocol import Durability
 
 _TABLE = re.compile(r"acme_[0-9a-f]{32}")
@@ -60,7 +61,7 @@ class AcmeLedger(ReentrantLedgerBase):
         self._local = threading.local()  # one connection per thread (and per process)
         self._guard = Guard(0)  # failed for good once the store forgot
         try:
-            conn = self._conn()
+            conn = self._conn(create=True)
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id BLOB PRIMARY KEY, holder BLOB)")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {table}_genesis"
@@ -83,12 +84,22 @@ class AcmeLedger(ReentrantLedgerBase):
             durability=Durability.MACHINE,  # WAL with synchronous=FULL: fsync per commit
         )
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, create: bool = False) -> sqlite3.Connection:
         # A new thread, or a forked child (never the parent's connection): an int compare.
+        # Only the open may create the file: a later connection to a file that was
+        # removed or moved away raises, never starts an empty one.
         if getattr(self._local, "born", None) != forks.generation:
-            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None)
+            mode = "rwc" if create else "rw"
+            conn = sqlite3.connect(
+                f"file:{quote(self._path)}?mode={mode}",
+                uri=True,
+                timeout=30.0,
+                isolation_level=None,
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
+            if not _writable(self._path):  # SQLite opened it read-only, silently, for good:
+                return conn  # it serves this call alone, and is closed when dropped
             self._local.conn, self._local.born = conn, forks.generation
         current: sqlite3.Connection = self._local.conn
         return current
@@ -100,13 +111,16 @@ class AcmeLedger(ReentrantLedgerBase):
         """Record the id with its holder in ONE statement that also proves the genesis; a
         second insert (or a forgotten store) inserts nothing, and a read tells which."""
         self._guard.check()
-        conn = self._conn()
         try:
-            inserted = conn.execute(
-                f"INSERT OR IGNORE INTO {self._table} (id, holder) SELECT ?, ?"
-                f" WHERE (SELECT uuid FROM {self._table}_genesis) = ?",
-                (request_id, digest, self._genesis),
-            ).rowcount
+            inserted = (
+                self._conn()
+                .execute(
+                    f"INSERT OR IGNORE INTO {self._table} (id, holder) SELECT ?, ?"
+                    f" WHERE (SELECT uuid FROM {self._table}_genesis) = ?",
+                    (request_id, digest, self._genesis),
+                )
+                .rowcount
+            )
         except sqlite3.OperationalError as exc:  # locked, read-only, full: nothing written
             raise LedgerUnavailable(f"acme: spend not recorded: {exc}") from exc
         except sqlite3.Error as exc:  # anything else: it may have landed (C5)
@@ -154,8 +168,8 @@ class AcmeLedger(ReentrantLedgerBase):
         """L1: every request id of this store, read in one transaction with the genesis;
         markers are not ids."""
         self._guard.check()
-        conn = self._conn()
         try:
+            conn = self._conn()
             conn.execute("BEGIN")  # one snapshot for the genesis and the rows
             try:
                 (genesis,) = conn.execute(
@@ -176,6 +190,13 @@ class AcmeLedger(ReentrantLedgerBase):
         if conn is not None and self._local.born == forks.generation:
             conn.close()
             self._local.born = None
+
+
+def _writable(path: str) -> bool:
+    """Whether SQLite opens the file for writing now (not immutable, not a read-only mount,
+    its write-ahead log too): ``access`` sees what its ``open`` sees."""
+    wal = f"{path}-wal"
+    return os.access(path, os.W_OK) and (not os.path.exists(wal) or os.access(wal, os.W_OK))
 
 
 class AsyncAcmeLedger(AsyncReentrantLedgerBase):
@@ -278,5 +299,14 @@ def restart() -> None:
         conn.close()
 
 
+def local_faults() -> LocalFaults:
+    """C4 without a network: the file locked, read-only, full and moved away while the
+    suite calls (SQLite's own file faults: the example's store is a SQLite file)."""
+    from ledger_sqlite.testing import file_faults  # test support: imported only when asked
+
+    return file_faults(os.environ.get("ACME_DB", "acme-ledger.db"))
+
+
 factory.ledger_forget = forget  # type: ignore[attr-defined]
 factory.ledger_restart = restart  # type: ignore[attr-defined]
+factory.ledger_local_faults = local_faults  # type: ignore[attr-defined]

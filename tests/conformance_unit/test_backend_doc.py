@@ -38,6 +38,7 @@ def test_the_example_passes_the_suite(tmp_path: Path) -> None:
         assert re.search(rf"^{clause} .*(passed|partly exercised)$", output, re.MULTILINE), (
             f"{clause} did not run:\n{output[-4000:]}"
         )
+    assert "no local fault" not in output, output[-4000:]  # C4: the file's faults ran
     for clause in ("C2", "L1"):  # C2 restarted; L1 listed by both variants
         assert re.search(rf"^{clause} .* passed$", output, re.MULTILINE), output[-4000:]
     flat = " ".join(output.split())
