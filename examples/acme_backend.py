@@ -5,7 +5,8 @@ it through the conformance suite. The tests run this very file through the suite
 (``tests/conformance_unit/test_backend_doc.py``), so the guide cannot rot.
 
 Run it: ``ACME_DB=/var/tmp/acme.db pytest --pyargs ledger_conformance
---ledger-factory examples.acme_backend:factory``.
+--ledger-factory examples.acme_backend:factory``: the suite finds the restart and forget
+hooks on the factory (the forget hook empties every table of that file).
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
-from urllib.parse import unquote
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import quote, unquote
 
 from ledger_conformance import LedgerContext
 from ledger_core import LedgerInfo, OpenRequest, forks, notices
 from ledger_core.base import AsyncReentrantLedgerBase, ReentrantLedgerBase
-from ledger_core.errors import AmbiguousSpend, InvalidLedgerURL, LedgerUnavailable, missing_store
+from ledger_core.errors import (
+    AmbiguousSpend,
+    InvalidLedgerURL,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+    missing_store,
+)
+from ledger_core.guard import Guard
 from ledger_core.ids import is_marker
+from ledger_core.opening import LocalFaults
 from ledger_core.protocol import Durability
 
 _TABLE = re.compile(r"acme_[0-9a-f]{32}")
@@ -33,6 +42,12 @@ _TABLE = re.compile(r"acme_[0-9a-f]{32}")
 class AcmeLedger(ReentrantLedgerBase):
     """One table per store, ``(id BLOB PRIMARY KEY, holder BLOB)``, and its genesis (the
     uuid behind ``store_id``) in a table of its own: no id, however odd, can name it.
+
+    Every spend and read proves, in the same statement, that the genesis is still the one
+    this instance opened: a store that forgot (its rows deleted in place, its tables
+    dropped) is a new store, and an instance that read the genesis once would answer for
+    it under the old ``store_id`` (C6). Proven per operation and per store, never once at
+    open nor once per file. Once it finds the genesis gone, the instance fails for good.
 
     The base class validates ids and attempt keys before any I/O (C8, C10), maps any
     exception this code forgot to map to a ``LedgerError``, and adds markers
@@ -44,8 +59,9 @@ class AcmeLedger(ReentrantLedgerBase):
             raise InvalidLedgerURL("table must be acme_ + 32 hex digits")
         self._path, self._table = os.path.abspath(path), table
         self._local = threading.local()  # one connection per thread (and per process)
+        self._guard = Guard(0)  # failed for good once the store forgot
         try:
-            conn = self._conn()
+            conn = self._conn(create=True)
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id BLOB PRIMARY KEY, holder BLOB)")
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {table}_genesis"
@@ -57,21 +73,33 @@ class AcmeLedger(ReentrantLedgerBase):
             (genesis,) = conn.execute(f"SELECT uuid FROM {table}_genesis").fetchone()
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"acme: cannot open {table}: {exc}") from exc
+        self._genesis = bytes(genesis)
         self._info = LedgerInfo(
             backend="acme",
-            store_id=f"acme:{uuid.UUID(bytes=genesis)}",
+            store_id=f"acme:{uuid.UUID(bytes=self._genesis)}",
             location=f"acme:{self._path}",
             namespace=table if namespace is None else namespace,
-            identity="a uuid written by the first opener, in the store's genesis table",
+            identity="a uuid written by the first opener, in the store's genesis table, "
+            "proven by every spend and read",
             durability=Durability.MACHINE,  # WAL with synchronous=FULL: fsync per commit
         )
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, create: bool = False) -> sqlite3.Connection:
         # A new thread, or a forked child (never the parent's connection): an int compare.
+        # Only the open may create the file: a later connection to a file that was
+        # removed or moved away raises, never starts an empty one.
         if getattr(self._local, "born", None) != forks.generation:
-            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None)
+            mode = "rwc" if create else "rw"
+            conn = sqlite3.connect(
+                f"file:{quote(self._path)}?mode={mode}",
+                uri=True,
+                timeout=30.0,
+                isolation_level=None,
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
+            if not _writable(self._path):  # SQLite opened it read-only, silently, for good:
+                return conn  # it serves this call alone, and is closed when dropped
             self._local.conn, self._local.born = conn, forks.generation
         current: sqlite3.Connection = self._local.conn
         return current
@@ -80,40 +108,80 @@ class AcmeLedger(ReentrantLedgerBase):
         return self._spend_as(request_id, b"")  # a plain spend records no holder
 
     def _spend_as(self, request_id: bytes, digest: bytes) -> bool:
-        """Record the id with its holder in ONE statement; a second insert tells who holds it."""
-        conn = self._conn()
+        """Record the id with its holder in ONE statement that also proves the genesis; a
+        second insert (or a forgotten store) inserts nothing, and a read tells which."""
+        self._guard.check()
         try:
-            inserted = conn.execute(
-                f"INSERT OR IGNORE INTO {self._table} VALUES (?, ?)", (request_id, digest)
-            ).rowcount
+            inserted = (
+                self._conn()
+                .execute(
+                    f"INSERT OR IGNORE INTO {self._table} (id, holder) SELECT ?, ?"
+                    f" WHERE (SELECT uuid FROM {self._table}_genesis) = ?",
+                    (request_id, digest, self._genesis),
+                )
+                .rowcount
+            )
         except sqlite3.OperationalError as exc:  # locked, read-only, full: nothing written
             raise LedgerUnavailable(f"acme: spend not recorded: {exc}") from exc
         except sqlite3.Error as exc:  # anything else: it may have landed (C5)
             raise AmbiguousSpend(f"acme: spend outcome unknown: {exc}") from exc
         if inserted == 1:
             return True
-        if not digest:
-            return False
-        holder = self._read(request_id)
-        return holder is not None and holder == digest
+        holder = self._read(request_id)  # proves the genesis again: raises if it is gone
+        if holder is None:  # not inserted, yet not there: the records went, the genesis stayed
+            raise self._guard.fail(UnsafeStoreConfig(f"acme: {self._table} lost a record"))
+        return bool(digest) and holder == digest
 
     def _read(self, request_id: bytes) -> bytes | None:
+        """The id's holder (``b""`` for a plain spend) or None, read in one statement with
+        the genesis: one snapshot, so a forget cannot fall between the two."""
+        self._guard.check()
         try:
-            row = (
+            genesis, holder = (
                 self._conn()
-                .execute(f"SELECT holder FROM {self._table} WHERE id = ?", (request_id,))
+                .execute(
+                    f"SELECT (SELECT uuid FROM {self._table}_genesis),"
+                    f" (SELECT holder FROM {self._table} WHERE id = ?)",
+                    (request_id,),
+                )
                 .fetchone()
             )
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # a dropped table included: fail closed
             raise LedgerUnavailable(f"acme: read failed: {exc}") from exc
-        return None if row is None else bytes(row[0])
+        self._proven(genesis)
+        return None if holder is None else bytes(holder)
+
+    def _proven(self, genesis: object) -> None:
+        """The genesis read with a call is the one this instance opened, or it fails for good."""
+        if not isinstance(genesis, bytes) or genesis != self._genesis:
+            raise self._guard.fail(
+                UnsafeStoreConfig(
+                    f"acme: {self._table} forgot: its genesis is gone or another; this "
+                    "instance no longer answers for it (open a new one: a new store_id)"
+                )
+            )
 
     def _is_spent(self, request_id: bytes) -> bool:
         return self._read(request_id) is not None
 
     def spent_ids(self) -> Iterator[str]:
-        """L1: every request id of this store; markers are not ids."""
-        for (raw,) in self._conn().execute(f"SELECT id FROM {self._table}"):
+        """L1: every request id of this store, read in one transaction with the genesis;
+        markers are not ids."""
+        self._guard.check()
+        try:
+            conn = self._conn()
+            conn.execute("BEGIN")  # one snapshot for the genesis and the rows
+            try:
+                (genesis,) = conn.execute(
+                    f"SELECT (SELECT uuid FROM {self._table}_genesis)"
+                ).fetchone()
+                rows = conn.execute(f"SELECT id FROM {self._table}").fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"acme: listing failed: {exc}") from exc
+        self._proven(genesis)
+        for (raw,) in rows:
             if not is_marker(bytes(raw)):
                 yield bytes(raw).decode("utf-8")
 
@@ -122,6 +190,13 @@ class AcmeLedger(ReentrantLedgerBase):
         if conn is not None and self._local.born == forks.generation:
             conn.close()
             self._local.born = None
+
+
+def _writable(path: str) -> bool:
+    """Whether SQLite opens the file for writing now (not immutable, not a read-only mount,
+    its write-ahead log too): ``access`` sees what its ``open`` sees."""
+    wal = f"{path}-wal"
+    return os.access(path, os.W_OK) and (not os.path.exists(wal) or os.access(wal, os.W_OK))
 
 
 class AsyncAcmeLedger(AsyncReentrantLedgerBase):
@@ -140,6 +215,11 @@ class AsyncAcmeLedger(AsyncReentrantLedgerBase):
 
     async def _is_spent(self, request_id: bytes) -> bool:
         return await asyncio.to_thread(self._sync._is_spent, request_id)
+
+    async def spent_ids(self) -> AsyncIterator[str]:
+        """L1: the sync listing (one snapshot, the genesis proven), off the event loop."""
+        for request_id in await asyncio.to_thread(lambda: list(self._sync.spent_ids())):
+            yield request_id
 
     async def aclose(self) -> None:
         self._sync.close()
@@ -185,3 +265,48 @@ def factory(ctx: LedgerContext) -> AcmeLedger | AsyncAcmeLedger:
     table = "acme_" + hashlib.sha256(ctx.store.encode("utf-8")).hexdigest()[:32]
     ledger = AcmeLedger(os.environ.get("ACME_DB", "acme-ledger.db"), table)
     return AsyncAcmeLedger(ledger) if ctx.flavor == "async" else ledger
+
+
+# -- the hooks the suite finds on the factory (docs/conformance.md, "The hooks") -----
+def forget(namespace: str | None = None) -> None:
+    """The store forgets, in place, as a user emptying its tables would: every row of every
+    store in the file, or of the one store ``namespace`` names (the suite's label), its
+    genesis with its records, in one transaction. Deletes everything in ``ACME_DB``."""
+    conn = sqlite3.connect(os.environ.get("ACME_DB", "acme-ledger.db"), timeout=30.0)
+    try:
+        with conn:  # one transaction: the identity goes with the records
+            tables = [
+                name
+                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if _TABLE.match(name)
+            ]
+            if namespace is not None:
+                tables = [name for name in tables if name.startswith(_table(namespace))]
+            for name in tables:
+                conn.execute(f"DELETE FROM {name}")  # a name _TABLE matched: never raw input
+    finally:
+        conn.close()
+
+
+def restart() -> None:
+    """What a file store keeps across a restart is what its files hold: fold the
+    write-ahead log into the database file and truncate it, as the last connection's
+    close does when every process holding it ends."""
+    conn = sqlite3.connect(os.environ.get("ACME_DB", "acme-ledger.db"), timeout=30.0)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def local_faults() -> LocalFaults:
+    """C4 without a network: the file locked, read-only, full and moved away while the
+    suite calls (SQLite's own file faults: the example's store is a SQLite file)."""
+    from ledger_sqlite.testing import file_faults  # test support: imported only when asked
+
+    return file_faults(os.environ.get("ACME_DB", "acme-ledger.db"))
+
+
+factory.ledger_forget = forget  # type: ignore[attr-defined]
+factory.ledger_restart = restart  # type: ignore[attr-defined]
+factory.ledger_local_faults = local_faults  # type: ignore[attr-defined]

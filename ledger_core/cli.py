@@ -473,7 +473,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of exit 4")
     debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    debug.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of exit 4 (an unexpected error) instead of one line",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_url(
@@ -577,8 +582,21 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--report", metavar="FILE", help="write the result as JSON to FILE")
     check.add_argument("--junit", metavar="FILE", help="write the result as JUnit XML to FILE")
     profile = check.add_mutually_exclusive_group()
-    profile.add_argument("--quick", dest="profile", action="store_const", const="quick")
-    profile.add_argument("--thorough", dest="profile", action="store_const", const="thorough")
+    profile.add_argument(
+        "--quick",
+        dest="profile",
+        action="store_const",
+        const="quick",
+        help="the quick profile (the default): seconds on SQLite, minutes on an emulator",
+    )
+    profile.add_argument(
+        "--thorough",
+        dest="profile",
+        action="store_const",
+        const="thorough",
+        help="the thorough profile: more callers, ids and examples, and C2's re-read 180 s "
+        "after its first spends (so at least 3 minutes)",
+    )
     check.set_defaults(handler=_check, profile="quick", namespace=None)
 
     torture = sub.add_parser(

@@ -6,6 +6,7 @@ it, so at import it needs only pytest and the suite's small pure modules.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ HOOKS = {
 }
 _COLLECTOR = pytest.StashKey[Collector]()
 _RUNTIME = pytest.StashKey["Runtime"]()
+_STARTED = pytest.StashKey[float]()  # monotonic time at configure: the table's elapsed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -116,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{FORGET_MARK}: calls the forget hook; runs after the final checks"
     )
     config.stash[_COLLECTOR] = Collector()
+    config.stash[_STARTED] = time.monotonic()
     url = config.getoption("--ledger-url", None)
     factory = config.getoption("--ledger-factory", None)
     if url and factory:
@@ -195,10 +198,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     from .report import render, summarize
 
     runtime = config.stash.get(_RUNTIME, None)
+    profile = config.getoption("--ledger-profile", "quick")
+    elapsed = time.monotonic() - config.stash.get(_STARTED, time.monotonic())
     for suite, outcomes in collector.by_suite().items():
         summaries = runtime.summaries.get(suite, {}) if runtime is not None else {}
         terminalreporter.write_sep("=", f"decision-ledger conformance: {suite}")
-        table = render(summarize(outcomes), ledgers=list(summaries.values()))
+        table = render(
+            summarize(outcomes),
+            ledgers=list(summaries.values()),
+            profile=profile,
+            elapsed=elapsed,
+        )
         for line in table.splitlines():
             terminalreporter.write_line(line)
 

@@ -65,8 +65,9 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
         failed = [t for t in tests if t.outcome == "failed"]
         passed = [t for t in tests if t.outcome == "passed"]
         skipped = [t for t in tests if t.outcome == "skipped"]
-        left_out = [f"{t.name}: {p}" for t in passed for p in t.partly]
-        left_out += sorted({f"{t.name}: {t.detail}" for t in skipped})
+        left_out = grouped_left_out(
+            [(t.name, p) for t in passed for p in t.partly] + [(t.name, t.detail) for t in skipped]
+        )
         notes = list(dict.fromkeys(n for t in passed for n in t.notes))
         if failed:
             first = failed[0]
@@ -83,9 +84,40 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
         else:
             reasons = sorted({t.detail for t in skipped})
             status = skip_status(reasons[0]) if reasons else NOT_EXERCISED
-            details = "; ".join(r.split(": ", 1)[-1] for r in reasons)
+            groups = _groups([(t.name, t.detail) for t in skipped])
+            details = "; ".join(
+                reason.split(": ", 1)[-1] + (f" ({_tests(names)})" if len(groups) > 1 else "")
+                for reason, names in groups.items()
+            )
             rows.append(ClauseResult(clause, status, details, title))
     return _referred(rows, [(t, r) for ts in by_clause.values() for t in ts for r in t.referred])
+
+
+def _groups(parts: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """reason -> the tests it covers, each reason once, in the order first seen."""
+    groups: dict[str, list[str]] = {}
+    for name, reason in parts:
+        names = groups.setdefault(reason, [])
+        if name not in names:
+            names.append(name)
+    return groups
+
+
+def _tests(names: Sequence[str]) -> str:
+    """Test names, a parametrized test's ids folded: ``test_x[sync, async], test_y``."""
+    folded: dict[str, list[str]] = {}
+    for name in names:
+        base, bracket, param = name.partition("[")
+        ids = folded.setdefault(base, [])
+        if bracket:
+            ids.append(param.removesuffix("]"))
+    return ", ".join(f"{b}[{', '.join(ids)}]" if ids else b for b, ids in folded.items())
+
+
+def grouped_left_out(parts: Iterable[tuple[str, str]]) -> list[str]:
+    """Each reason a part was left out, once, with the tests it covers: a reason shared
+    by a parametrized test's every case is read once, not once per case."""
+    return [f"{reason} ({_tests(names)})" for reason, names in _groups(parts).items()]
 
 
 def _referred(
@@ -142,9 +174,15 @@ def render_ledger(summary: LedgerSummary) -> str:
 
 
 def render(
-    rows: list[ClauseResult], *, width: int = 110, ledgers: Sequence[LedgerSummary] = ()
+    rows: list[ClauseResult],
+    *,
+    width: int = 110,
+    ledgers: Sequence[LedgerSummary] = (),
+    profile: str | None = None,
+    elapsed: float | None = None,
 ) -> str:
-    """A plain-text table: clause, what it checks, result, and why (under the ledgers)."""
+    """A plain-text table: clause, what it checks, result, and why (under the ledgers);
+    the profile and the run's time under the verdict line, when given."""
     described = [
         wrapped
         for summary in ledgers
@@ -171,6 +209,10 @@ def render(
         " or not applicable"
     )
     lines.append(summary + (f" ({part} of the passed only partly exercised)" if part else ""))
+    ran = [f"profile {profile}"] if profile else []
+    ran += [f"{elapsed:.1f} s"] if elapsed is not None else []
+    if ran:
+        lines.append(", ".join(ran))
     return "\n".join(lines)
 
 
@@ -195,9 +237,12 @@ def report_document(
     profile: str,
     target: str,
     exit_code: int,
+    elapsed: float | None = None,
+    crashes: Sequence[str] = (),
 ) -> dict[str, object]:
     """The machine-readable report (``check --report FILE``): what the table says, with
-    each clause's tests (exercised), the parts left out and every reason."""
+    each clause's tests (exercised), the parts left out and every reason, the run's time,
+    and the crashes outside any clause test."""
     by_clause = _by_clause(outcomes)
     clauses = []
     for row in rows:
@@ -220,6 +265,13 @@ def report_document(
                         if t.outcome == "skipped"
                     ),
                 ],
+                "left_out_grouped": [
+                    {"reason": reason, "tests": names}
+                    for reason, names in _groups(
+                        [(t.name, p) for t in tests for p in t.partly]
+                        + [(t.name, t.detail) for t in tests if t.outcome == "skipped"]
+                    ).items()
+                ],
                 "notes": list(dict.fromkeys(n for t in tests for n in t.notes)),
             }
         )
@@ -228,12 +280,14 @@ def report_document(
         "format": "decision-ledger-check/1",
         "target": target,
         "profile": profile,
+        "elapsed_seconds": None if elapsed is None else round(elapsed, 1),
         "versions": _versions(),
         "exit_code": exit_code,
         "verdict": "failed" if exit_code else "passed",
         "counts": counts,
         "ledgers": [asdict(s) for s in ledgers],  # JSON: a tuple is a list
         "clauses": clauses,
+        "crashes": list(crashes),
     }
 
 
@@ -246,17 +300,21 @@ def junit_xml(document: dict[str, Any]) -> str:
     from xml.etree import ElementTree as ET
 
     clauses: list[dict[str, Any]] = document["clauses"]
+    crashes: list[str] = document.get("crashes", [])
+    elapsed = document.get("elapsed_seconds")
     suite = ET.Element(
         "testsuite",
         name=f"decision-ledger check ({document['profile']})",
-        tests=str(len(clauses)),
+        tests=str(len(clauses) + len(crashes)),
         failures=str(sum(c["verdict"] == FAILED for c in clauses)),
         skipped=str(sum(c["verdict"] in (NOT_EXERCISED, NOT_APPLICABLE) for c in clauses)),
-        errors="0",
+        errors=str(len(crashes)),
     )
+    if elapsed is not None:
+        suite.set("time", f"{elapsed:.1f}")
     properties = ET.SubElement(suite, "properties")
-    for key in ("target", "profile"):
-        ET.SubElement(properties, "property", name=key, value=str(document[key]))
+    for key in ("target", "profile", "elapsed_seconds"):
+        ET.SubElement(properties, "property", name=key, value=str(document.get(key)))
     for name, version in document["versions"].items():
         ET.SubElement(properties, "property", name=f"version.{name}", value=version)
     for clause in clauses:
@@ -270,8 +328,16 @@ def junit_xml(document: dict[str, Any]) -> str:
             ET.SubElement(case, "skipped", message=f"{clause['verdict']}: {reason}"[:500])
         lines = [f"{clause['clause']}: {clause['title']}: {clause['verdict']}"]
         lines += [f"exercised: {name}" for name in clause["exercised"]]
-        lines += [f"left out: {p['test']}: {p['reason']}" for p in clause["left_out"]]
+        lines += [
+            f"left out: {group['reason']} ({_tests(group['tests'])})"
+            for group in clause["left_out_grouped"]
+        ]
         ET.SubElement(case, "system-out").text = "\n".join(lines)
+    for number, crash in enumerate(crashes, 1):  # outside any clause test: an error
+        case = ET.SubElement(
+            suite, "testcase", classname="decision-ledger.conformance", name=f"crash {number}"
+        )
+        ET.SubElement(case, "error", message=crash[:500], type="InterpreterCrashed").text = crash
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -8,12 +8,15 @@ factory that raised); 3 the store cannot be reached. Bad input is one line on st
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import secrets
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,12 +25,12 @@ import pytest
 from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, MissingDriver
 from ledger_core.protocol import is_async_ledger
 from ledger_core.registry import backend_for
-from ledger_core.scratch import SCRATCH_PREFIX
+from ledger_core.scratch import SCRATCH_PREFIX, SCRATCH_TIMEOUT
 from ledger_core.urls import LedgerURL, redact_url
 
 from .context import LedgerContext, NotALedger, enter_factory
 from .harness import error_text
-from .isolate import run_isolated
+from .isolate import IsolatedRun, call_in_child, run_isolated
 from .loading import FactoryPathError, load_factory
 from .plugin import positive_seconds
 from .profile import PROFILES
@@ -43,8 +46,13 @@ from .report import (
 from .scratch import scratch_lines
 
 T = TypeVar("T")
+Step = Callable[[str], None]  # says what the child calls into next (a crash names it)
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 PREFLIGHT_TIMEOUT = 30.0
+# The child that opens the ledgers: the preflight's own bound is on its event loop, which
+# a sync factory that hangs blocks; this one kills the child.
+CHILD_BOUND = 2 * PREFLIGHT_TIMEOUT
+SCRATCH_BOUND = 2 * SCRATCH_TIMEOUT  # the removal's own timeout, with room to close
 # The plugins a check loads, and no others (entry-point autoload is off in its child).
 PLUGINS = ("-p", "ledger_conformance.plugin", "-p", "_hypothesis_pytestplugin")
 _UNREACHABLE = (LedgerUnavailable, ConnectionError, TimeoutError, OSError)
@@ -94,35 +102,39 @@ def _factory_from(url: str | None, factory: str | None, scratch: str) -> Any:
     return URLFactory(url, scratch)
 
 
-async def _preflight(factory: Any) -> list[LedgerSummary]:
+async def _preflight(factory: Any, step: Step) -> list[LedgerSummary]:
     """Open each variant once: a dead store fails here, and the report shows what each
     ledger claims (store_id, durability, reason)."""
     summaries: list[LedgerSummary] = []
     seen: set[type] = set()
     for flavor in ("sync", "async"):
         ctx = LedgerContext(store="preflight", flavor=flavor)
+        step(f"opening the {flavor} ledger (the factory call), before any clause ran")
         ledger, cleanup = await enter_factory(factory, ctx)
         try:
             if type(ledger) in seen:
                 continue  # the factory has one variant only
             seen.add(type(ledger))
+            step(f"in describe() of the {flavor} ledger, before any clause ran")
             summaries.append(
                 summarize_ledger(ledger, "async" if is_async_ledger(ledger) else "sync")
             )
             probe = getattr(ledger, "is_spent", None)
             if callable(probe):
+                step(f"in the {flavor} ledger's first is_spent, before any clause ran")
                 result = probe("decision-ledger-check-preflight")
                 if asyncio.iscoroutine(result):
                     await result
         finally:
+            step(f"closing the {flavor} ledger, before any clause ran")
             await cleanup()
     return summaries
 
 
-def _check_reachable(factory: Any, what: str) -> list[LedgerSummary]:
+def _check_reachable(factory: Any, what: str, step: Step) -> list[LedgerSummary]:
     """Open the ledgers before the run, so a bad factory or a dead store is one clear line."""
     try:
-        return asyncio.run(asyncio.wait_for(_preflight(factory), PREFLIGHT_TIMEOUT))
+        return asyncio.run(asyncio.wait_for(_preflight(factory, step), PREFLIGHT_TIMEOUT))
     except _UNREACHABLE as exc:
         raise _Refused(
             UNAVAILABLE, f"cannot reach the store of {what}: {error_text(exc)}"
@@ -131,6 +143,27 @@ def _check_reachable(factory: Any, what: str) -> list[LedgerSummary]:
         raise _Refused(USAGE, f"{what}: {error_text(exc)}") from None
     except Exception as exc:
         raise _Refused(USAGE, f"the factory {what} raised {error_text(exc)}") from None
+
+
+def _reach(url: str | None, factory: str | None, scratch: str, step: Step) -> dict[str, Any]:
+    """In a child (see :func:`call_in_child`): load the factory, open each variant, say
+    what each ledger claims; or the refusal's exit code and line."""
+    what = redact_url(url) if url else str(factory)
+    try:
+        step(f"loading the factory {what}, before any clause ran")
+        made = _factory_from(url, factory, scratch)
+        return {"ledgers": [asdict(s) for s in _check_reachable(made, what, step)]}
+    except _Refused as refused:
+        return {"refused": [refused.code, str(refused)]}
+
+
+def _summary(found: dict[str, Any]) -> LedgerSummary:
+    capabilities = found.get("capabilities")
+    return LedgerSummary(**{**found, "capabilities": _tuple(capabilities)})
+
+
+def _tuple(found: list[str] | None) -> tuple[str, ...] | None:
+    return None if found is None else tuple(found)
 
 
 def run_check(
@@ -175,12 +208,15 @@ def run_check(
     # One clearly named scratch prefix per check: every namespace the run writes starts
     # with it, so what is left in the user's store can be counted, named and removed.
     scratch_prefix = f"{SCRATCH_PREFIX}-{secrets.token_hex(3)}"
-    try:
-        made = _factory_from(url, factory, scratch_prefix)
-        summaries = _check_reachable(made, redact_url(url) if url else str(factory))
-    except _Refused as refused:
-        _fail(str(refused))
-        return refused.code
+    began = time.monotonic()
+    target = redact_url(url) if url else str(factory)
+    reached = _reach_isolated(url, factory, scratch_prefix, target)
+    if isinstance(reached, int):
+        return reached
+    if isinstance(reached, IsolatedRun):  # it crashed before any clause: the line says where
+        return _finish(reached, [], profile=profile, target=target, began=began, log=None,
+                       report=report, junit=junit)  # fmt: skip
+    summaries = reached
     args = ["--pyargs", "ledger_conformance", *PLUGINS, "--ledger-profile", profile]
     args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
     args += ["--ledger-url", url] if url else ["--ledger-factory", str(factory)]
@@ -208,23 +244,77 @@ def run_check(
         done = run_isolated(
             run, [], Path(home), log, after=scratch, inside=lambda child: _in_scratch(home, child)
         )
+    if not done.tail and url:  # the last child crashed: remove the scratch in another
+        done.tail = _scratch_isolated(scratch)
+    return _finish(done, summaries, profile=profile, target=target, began=began, log=log,
+                   report=report, junit=junit)  # fmt: skip
+
+
+def _reach_isolated(
+    url: str | None, factory: str | None, scratch: str, target: str
+) -> list[LedgerSummary] | IsolatedRun | int:
+    """Every call into the store runs in a forked child, this one's first: what each ledger
+    says of itself; or the crash (a store that crashes the interpreter opening or
+    describing itself gets a line, not a dead check); or the exit code, its line said."""
+    reached = call_in_child(functools.partial(_reach, url, factory, scratch), CHILD_BOUND)
+    if reached.hung is not None:
+        _fail(f"cannot reach the store of {target}: {reached.hung}")
+        return UNAVAILABLE
+    if reached.error is not None:
+        _fail(f"the check could not open the ledger: {reached.error}")
+        return USAGE
+    if reached.crash is not None:
+        return IsolatedRun(code=FAILED, crashes=[reached.crash_line("opening the ledger")])
+    if "refused" in reached.value:
+        code, message = reached.value["refused"]
+        _fail(message)
+        return int(code)
+    return [_summary(found) for found in reached.value["ledgers"]]
+
+
+def _scratch_isolated(scratch: Callable[[], list[str]]) -> list[str]:
+    """The scratch lines, removed in a child of their own (the run's last child crashed)."""
+    removed = call_in_child(lambda step: scratch(), SCRATCH_BOUND)
+    if removed.crash is not None:
+        return [f"scratch: {removed.crash_line('removing the scratch')}"]
+    if removed.error is not None or removed.hung is not None:
+        return [f"scratch: removing it failed ({removed.error or removed.hung})"]
+    return [str(line) for line in removed.value]
+
+
+def _finish(
+    done: IsolatedRun,
+    summaries: list[LedgerSummary],
+    *,
+    profile: str,
+    target: str,
+    began: float,
+    log: Path | None,
+    report: str | None,
+    junit: str | None,
+) -> int:
+    """Print the table, the crashes and the scratch lines; write the report files; the
+    exit code."""
     rows = summarize(done.outcomes.values())
-    code = done.code
-    if not done.tail and url:  # the last child crashed: remove the scratch from here
-        done.tail = scratch()
+    elapsed = time.monotonic() - began
     print()
-    print(render(rows, ledgers=summaries))
+    if rows or not done.crashes:
+        print(render(rows, ledgers=summaries, profile=profile, elapsed=elapsed))
+    else:  # crashed before any clause ran: the crash is the whole answer
+        print(f"no clause ran (profile {profile}, {elapsed:.1f} s)")
     for line in [*done.crashes, *done.tail]:
         print(line)
-    verdict = _verdict(code, rows, done.crashes)
+    verdict = _verdict(done.code, rows, done.crashes)
     if report or junit:
         document = report_document(
             rows,
             done.outcomes.values(),
             summaries,
             profile=profile,
-            target=redact_url(url) if url else str(factory),
+            target=target,
             exit_code=verdict,
+            elapsed=elapsed,
+            crashes=done.crashes,
         )
         if report:
             Path(report).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

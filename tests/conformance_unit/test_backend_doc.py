@@ -1,6 +1,8 @@
 """``docs/backends.md``'s example factory works with the suite's real store labels (they
 hold ``/``, ``|``, ``.`` and spaces): the doc's code is the example file's, and the example
-passes the whole suite on a SQLite file (issue 9)."""
+passes the whole suite on a SQLite file (issue 9), sync and async, with the restart and
+forget hooks it carries (one-namespace and whole-store forgets, in place): it failed C6
+when it proved its identity once at open (issue 39)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,16 @@ def test_the_example_passes_the_suite(tmp_path: Path) -> None:
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    for clause in ("C1", "C7", "C8", "C9", "C10", "H3", "L1"):  # labels with / | . and spaces
+    for clause in ("C1", "C6", "C7", "C8", "C9", "C10", "H3", "L1"):  # labels: / | . spaces
         assert re.search(rf"^{clause} .*(passed|partly exercised)$", output, re.MULTILINE), (
             f"{clause} did not run:\n{output[-4000:]}"
         )
+    assert "no local fault" not in output, output[-4000:]  # C4: the file's faults ran
+    for clause in ("C2", "L1"):  # C2 restarted; L1 listed by both variants
+        assert re.search(rf"^{clause} .* passed$", output, re.MULTILINE), output[-4000:]
+    flat = " ".join(output.split())
+    assert "no ledger_forget hook" not in flat, output[-4000:]
+    assert "the forget hook takes no namespace" not in flat, output[-4000:]
+    for flavor in ("sync", "async"):
+        for scope in ("store", "namespace"):
+            assert f"immediate forget ({flavor}, {scope})" in flat, output[-4000:]

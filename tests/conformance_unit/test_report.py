@@ -58,11 +58,38 @@ def test_a_clause_partly_exercised_says_what_was_left_out() -> None:
         ]
     )
     assert _status(rows) == {"C2": "partly exercised"}
-    assert "test_C2_volume: no ledger_restart hook" in rows[0].detail
-    assert "test_C2_server_restart: not exercised: no hook" in rows[0].detail
+    assert "no ledger_restart hook (test_C2_volume)" in rows[0].detail
+    assert "not exercised: no hook (test_C2_server_restart)" in rows[0].detail
     table = render(rows)
     assert "1 clause(s) passed, 0 failed, 0 not exercised" in table
     assert "(1 of the passed only partly exercised)" in table
+
+
+def test_a_reason_left_out_is_said_once_with_the_tests_it_covers() -> None:
+    """A parametrized test's six cases skipped for one reason read as one reason, its cases
+    folded after the test's name; C4's row repeated the reason six times."""
+    why = "not exercised: no fault proxy in the path"
+    cases = [f"test_C4_fault[{f}-{fault}]" for f in ("sync", "async") for fault in "abc"]
+    rows = summarize(
+        [
+            CaseOutcome("C4", "test_C4_bounded", "passed"),
+            *(CaseOutcome("C4", name, "skipped", why) for name in cases),
+            CaseOutcome("C4", "test_C4_other", "skipped", why),
+        ]
+    )
+    detail = rows[0].detail
+    assert detail.count("no fault proxy") == 1, detail
+    assert (
+        "(test_C4_fault[sync-a, sync-b, sync-c, async-a, async-b, async-c], test_C4_other)"
+        in detail
+    ), detail
+
+
+def test_the_table_ends_with_the_profile_and_the_time() -> None:
+    rows = summarize([CaseOutcome("C1", "test_C1_a", "passed")])
+    assert render(rows, profile="thorough", elapsed=12.34).splitlines()[-1] == (
+        "profile thorough, 12.3 s"
+    )
 
 
 def test_a_failure_reason_is_whole_not_cut_at_its_first_line() -> None:
@@ -187,6 +214,8 @@ def test_check_writes_a_json_report_and_junit_xml(
     assert code == 0, capsys.readouterr().out
     document = json.loads(report.read_text(encoding="utf-8"))
     assert document["profile"] == "quick"
+    assert isinstance(document["elapsed_seconds"], float)
+    assert document["crashes"] == []
     assert document["exit_code"] == 0
     assert set(document["versions"]) >= {"python", "decision-ledger", "pytest"}
     clauses = {c["clause"]: c for c in document["clauses"]}
@@ -194,8 +223,41 @@ def test_check_writes_a_json_report_and_junit_xml(
     assert clauses["C7"]["exercised"], clauses["C7"]
     assert clauses["C3"]["verdict"] == "not applicable"  # memory: store_id is None
     assert all("store_id is None" in p["reason"] for p in clauses["C3"]["left_out"])
+    grouped = clauses["C3"]["left_out_grouped"]
+    assert len({g["reason"] for g in grouped}) == len(grouped)  # each reason once
+    assert sorted(t for g in grouped for t in g["tests"]) == sorted(
+        p["test"] for p in clauses["C3"]["left_out"]
+    )
     suite = ElementTree.parse(junit).getroot().find("testsuite")
     assert suite is not None
+    assert suite.get("time") is not None
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert cases["C7"].find("failure") is None
     assert cases["C3"].find("skipped") is not None
+
+
+def test_every_option_of_check_and_of_the_plugin_says_what_it_does() -> None:
+    """``--quick``, ``--thorough`` and ``--debug`` showed no help at all."""
+    import argparse
+
+    from ledger_conformance import plugin
+    from ledger_core.cli import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    check = sub.choices["check"]
+    silent = [a.dest for a in check._actions if a.option_strings and not a.help]
+    assert silent == [], silent
+
+    seen: dict[str, str | None] = {}
+
+    class Group:
+        def addoption(self, *names: str, **options: Any) -> None:
+            seen[names[0]] = options.get("help")
+
+    class Parser:
+        def getgroup(self, *args: object) -> Group:
+            return Group()
+
+    plugin.pytest_addoption(Parser())  # type: ignore[arg-type]
+    assert seen
+    assert all(seen.values()), seen

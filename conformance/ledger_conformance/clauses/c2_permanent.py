@@ -13,6 +13,7 @@ from ..harness import Acked, Handle, Ledgers
 from ..history import FINAL, History
 from ..profile import PROFILES
 from .common import assert_linearizable, expect_bool, not_exercised, note, wait_out
+from .restart import run_restart, wait_until_serving
 
 C2 = declare("C2", "permanent: spent ids survive reopen, new instances, time, restarts")
 
@@ -101,18 +102,23 @@ class C2Permanent:
 
     @C2(RESTART)
     def test_C2_server_restart(
-        self, ledgers: Ledgers, ledger_restart: Callable[[], object] | None
+        self,
+        request: pytest.FixtureRequest,
+        ledgers: Ledgers,
+        ledger_restart: Callable[[], object] | None,
     ) -> None:
         assert ledger_restart is not None  # the RESTART need skipped the test otherwise
         label, first, ids = _spent_store(ledgers, count=10)
-        ledger_restart()
-        # The old instance may fail while it reconnects, but it must never read False.
+        returned = run_restart(ledgers, ledger_restart)
+        # The old instance may fail while it reconnects (or while the store is not yet
+        # serving), but it must never read False.
         for request_id in ids:
             try:
                 value = first.is_spent(request_id, "old") if first.has_is_spent else True
             except Exception:
                 continue
             assert value is True, f"{request_id!r} read {value!r} after a server restart"
+        wait_until_serving(ledgers, label, ids[0], returned, request)
         lost = _still_spent(ledgers.open(label), ids, "restarted")
         assert not lost, f"{len(lost)} id(s) lost in a server restart: {lost[:3]!r}"
         assert_linearizable(ledgers, "C2")

@@ -16,6 +16,7 @@ import pytest
 from ..harness import Handle, Ledgers, error_text
 from .c2_permanent import C2
 from .common import not_exercised, note, partly, wait_out
+from .restart import run_restart, wait_until_serving
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
 
@@ -116,7 +117,9 @@ class C2Volume:
         if ledger_restart is None:
             partly(request, "not re-read after a restart: no ledger_restart hook")
         else:
-            ledger_restart()
+            wait_until_serving(
+                ledgers, label, ids[0], run_restart(ledgers, ledger_restart), request
+            )
             restarted = ledgers.open(label)
             seen += [("after the restart (an old instance)", handles[0].store_id)]
             seen += [("after the restart (a new instance)", restarted.store_id)]

@@ -165,9 +165,11 @@ class C4LocalFaults:
     def ledger_local_faults(self, ledger_factory: Any) -> OfferedFaults | None:
         """Fault name (``locked``, ``read-only``, ``full``, ``removed``) -> a callable that
         returns a context manager inside which the whole store under test suffers that
-        fault. Default: the factory's ``ledger_local_faults`` attribute (a URL run: the
-        backend's ``local_faults`` hook), else none."""
-        return cast("OfferedFaults | None", getattr(ledger_factory, "ledger_local_faults", None))
+        fault. Default: the factory's ``ledger_local_faults`` attribute, or what it returns
+        when it is a callable (probed when the clause runs, not when the factory's module
+        is imported; a URL run: the backend's ``local_faults`` hook), else none."""
+        found = getattr(ledger_factory, "ledger_local_faults", None)
+        return cast("OfferedFaults | None", found() if callable(found) else found)
 
     @pytest.mark.clause("C4")
     def test_C4_local_faults(
