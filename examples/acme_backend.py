@@ -5,8 +5,8 @@ it through the conformance suite. The tests run this very file through the suite
 (``tests/conformance_unit/test_backend_doc.py``), so the guide cannot rot.
 
 Run it: ``ACME_DB=/var/tmp/acme.db pytest --pyargs ledger_conformance
---ledger-factory examples.acme_backend:factory``: the suite finds the restart and forget
-hooks on the factory (the forget hook empties every table of that file).
+--ledger-factory examples.acme_backend:factory``: the suite finds the restart, forget and
+restore hooks on the factory (the forget hook empties every table of that file).
 """
 
 from __future__ import annotations
@@ -185,6 +185,25 @@ class AcmeLedger(ReentrantLedgerBase):
             if not is_marker(bytes(raw)):
                 yield bytes(raw).decode("utf-8")
 
+    def reidentify(self) -> None:
+        """After a restore (``decision-ledger reidentify``): a fresh genesis, written only
+        if it is still the one this instance proves, so every instance opened before fails
+        closed on its next call and a new one reports another ``store_id``."""
+        self._guard.check()
+        try:
+            changed = (
+                self._conn()
+                .execute(
+                    f"UPDATE {self._table}_genesis SET uuid = ? WHERE uuid = ?",
+                    (uuid.uuid4().bytes, self._genesis),
+                )
+                .rowcount
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"acme: reidentify failed: {exc}") from exc
+        if changed != 1:
+            self._proven(None)  # another genesis already: this instance fails for good
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.born == forks.generation:
@@ -288,6 +307,37 @@ def forget(namespace: str | None = None) -> None:
         conn.close()
 
 
+def restore(phase: str, namespace: str) -> None:
+    """A backup of one store and its restore in place, as an operator would: ``snapshot``
+    copies its records and genesis into a file beside ``ACME_DB``; ``restore`` puts them
+    back, in one transaction. The genesis comes back too: nothing tells the store."""
+    path = os.environ.get("ACME_DB", "acme-ledger.db")
+    table = _table(namespace)
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        conn.execute("ATTACH DATABASE ? AS backup", (f"{path}.{table}.backup",))
+        conn.execute("BEGIN IMMEDIATE")
+        for name in (table, f"{table}_genesis"):  # names _table derived: never raw input
+            if phase == "snapshot":
+                conn.execute(f"DROP TABLE IF EXISTS backup.{name}")
+                conn.execute(f"CREATE TABLE backup.{name} AS SELECT * FROM main.{name}")
+            else:
+                conn.execute(f"DELETE FROM main.{name}")
+                conn.execute(f"INSERT INTO main.{name} SELECT * FROM backup.{name}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def after_restore(namespace: str) -> None:
+    """The documented step after a restore: ``reidentify`` the restored store."""
+    ledger = AcmeLedger(os.environ.get("ACME_DB", "acme-ledger.db"), _table(namespace))
+    try:
+        ledger.reidentify()
+    finally:
+        ledger.close()
+
+
 def restart() -> None:
     """What a file store keeps across a restart is what its files hold: fold the
     write-ahead log into the database file and truncate it, as the last connection's
@@ -309,4 +359,6 @@ def local_faults() -> LocalFaults:
 
 factory.ledger_forget = forget  # type: ignore[attr-defined]
 factory.ledger_restart = restart  # type: ignore[attr-defined]
+factory.ledger_restore = restore  # type: ignore[attr-defined]
+factory.ledger_after_restore = after_restore  # type: ignore[attr-defined]
 factory.ledger_local_faults = local_faults  # type: ignore[attr-defined]

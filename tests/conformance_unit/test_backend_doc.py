@@ -1,8 +1,9 @@
 """``docs/backends.md``'s example factory works with the suite's real store labels (they
 hold ``/``, ``|``, ``.`` and spaces): the doc's code is the example file's, and the example
-passes the whole suite on a SQLite file (issue 9), sync and async, with the restart and
-forget hooks it carries (one-namespace and whole-store forgets, in place): it failed C6
-when it proved its identity once at open (issue 39)."""
+passes the whole suite on a SQLite file (issue 9), sync and async, with the restart,
+forget and restore hooks it carries (one-namespace and whole-store forgets, in place; a
+restore followed by ``reidentify``): it failed C6 when it proved its identity once at open
+(issue 39)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def test_the_example_passes_the_suite(tmp_path: Path) -> None:
     flat = " ".join(output.split())
     assert "no ledger_forget hook" not in flat, output[-4000:]
     assert "the forget hook takes no namespace" not in flat, output[-4000:]
+    assert "no ledger_restore hook" not in flat, output[-4000:]  # C6 restore ran, and
+    assert "restored nothing" not in flat, output[-4000:]  # the hook really restored
+    assert "no after-restore step" not in flat, output[-4000:]  # and reidentify ran
     for flavor in ("sync", "async"):
         for scope in ("store", "namespace"):
             assert f"immediate forget ({flavor}, {scope})" in flat, output[-4000:]
