@@ -39,8 +39,8 @@ def make(flavor: str, **kwargs: Any) -> Scripted:
 
 def do_resolve(flavor: str, ledger: object, pending: PendingRequest) -> Resolution:
     if flavor == "sync":
-        return resolve(ledger, pending)
-    return asyncio.run(resolve_async(ledger, pending))
+        return resolve(ledger, pending, approved=True)
+    return asyncio.run(resolve_async(ledger, pending, approved=True))
 
 
 def do_close(flavor: str, ledger: object, pending: PendingRequest) -> Closure:
@@ -257,7 +257,7 @@ def test_H5_request_minted_under_another_store_is_asked_again(flavor: str) -> No
 def test_rules_validate_ids_before_any_call() -> None:
     ledger = Scripted()
     with pytest.raises(InvalidRequestId):
-        resolve(ledger, PendingRequest("", "store-A"))
+        resolve(ledger, PendingRequest("", "store-A"), approved=True)
     with pytest.raises(InvalidRequestId):
         close_pause(ledger, PendingRequest("\ud800", "store-A"))
     assert ledger.calls == []
@@ -266,9 +266,9 @@ def test_rules_validate_ids_before_any_call() -> None:
 def test_sync_rule_refuses_an_async_ledger() -> None:
     ledger = AsyncScripted()
     with pytest.raises(TypeError, match="_async"):
-        resolve(ledger, mint(ledger, "req"))
+        resolve(ledger, mint(ledger, "req"), approved=True)
 
 
 def test_async_rule_accepts_a_sync_ledger() -> None:
     ledger = Scripted()
-    assert asyncio.run(resolve_async(ledger, mint(ledger, "req"))).may_run
+    assert asyncio.run(resolve_async(ledger, mint(ledger, "req"), approved=True)).may_run

@@ -19,7 +19,7 @@ from openai.types.responses import (
 )
 
 from ledger_core import open_async_ledger
-from ledger_openai_agents import aapply_answers, mint_interruptions
+from ledger_openai_agents import aapply_answers, amint_interruptions
 from tests.hosts.common import ledger_url, tool
 
 CONVERSATION = "conv-1"
@@ -66,7 +66,9 @@ async def pause(root: Path, ledger: object) -> None:
     assert [i.tool_name for i in result.interruptions] == ["transfer"]
     saved = {
         "state": result.to_state().to_string(),
-        "ledger": mint_interruptions(ledger, result.interruptions, conversation_id=CONVERSATION),
+        "ledger": await amint_interruptions(
+            ledger, result.interruptions, conversation_id=CONVERSATION
+        ),
     }
     (root / "run.json").write_text(json.dumps(saved))
 
