@@ -337,9 +337,10 @@ def _check_steps(records: Mapping[str, object]) -> _Steps[dict[str, dict[str, ob
     return out
 
 
-def _sync_only(ledger: object, name: str) -> None:
+def sync_only(ledger: object, async_form: str) -> None:
+    """Refuse an async ledger in a sync call that does I/O, naming the form to await."""
     if is_async_ledger(ledger):
-        raise TypeError(f"{type(ledger).__name__} is async: use a{name} (awaited)")
+        raise TypeError(f"{type(ledger).__name__} is async: use {async_form} (awaited)")
 
 
 def check_all(ledger: object, records: Mapping[str, object]) -> dict[str, dict[str, object]]:
@@ -347,7 +348,7 @@ def check_all(ledger: object, records: Mapping[str, object]) -> dict[str, dict[s
     was already spent (a reused conversation and tool call id, or a close), so the host
     asks only the others; a batch answers a marked call with a refusal that says so,
     without spending or needing an answer. One ``is_spent`` per call."""
-    _sync_only(ledger, "check_all")
+    sync_only(ledger, "acheck_all")
     return run_steps(_check_steps(records), _performer(ledger, ledger))
 
 

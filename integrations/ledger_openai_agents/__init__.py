@@ -32,6 +32,7 @@ from ledger_agents import (
     close_all,
     decide_all,
     mint_all,
+    sync_only,
 )
 
 __all__ = [
@@ -71,6 +72,7 @@ def mint_interruptions(
     """A pending record per interruption, keyed by call id; one already decided (a reused
     conversation and call id) is marked ``"decided"``: do not ask the person about it
     (one ``is_spent`` per call; an async ledger: ``amint_interruptions``)."""
+    sync_only(ledger, "amint_interruptions")
     return check_all(ledger, _minted(ledger, interruptions, conversation_id))
 
 

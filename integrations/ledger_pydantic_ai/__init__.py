@@ -35,6 +35,7 @@ from ledger_agents import (
     decide_all,
     mint_all,
     require_bool,
+    sync_only,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ def mint_requests(
     """A pending record per approval the run asks for, keyed by tool call id; one already
     decided (a reused conversation and tool call id) is marked ``"decided"``: do not ask
     the person about it (one ``is_spent`` per call; an async ledger: ``amint_requests``)."""
+    sync_only(ledger, "amint_requests")
     return check_all(ledger, _minted(ledger, requests, conversation_id))
 
 

@@ -103,6 +103,19 @@ def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
         ledger.close()
 
 
+def resume_through_gate_in_process(workdir: str, secret: str, crash: bool) -> str:
+    """The same resumer through ``gate.resume``: pinned to the pause, a loser raises."""
+    root = Path(workdir)
+    ledger: Any = open_ledger(ledger_url(root))
+    try:
+        with SqliteSaver.from_conn_string(str(root / "checkpoints.db")) as saver:
+            graph = build(ledger, saver, root / "tool.log", crash=crash)
+            gate = LedgerGate(ledger, request_key=lambda state: "call-1")
+            return outcome(gate.resume(graph, True, config(secret or None)))
+    finally:
+        ledger.close()
+
+
 def _both_resumed(marks: Path, parties: int = 2, within: float = 60.0) -> None:
     """A rendezvous: wait (bounded) until both racing processes have resumed the pause,
     so the control race is a real one even when one process would otherwise finish
