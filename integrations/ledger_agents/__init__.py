@@ -415,25 +415,25 @@ def _not_recorded(
 
 
 def _spend_steps(
-    ledger: object,
     pending: dict[str, PendingRequest],
     answers: Mapping[str, bool],
     secret: bytes | str | None,
-    reenters: bool,
+    current: str | None,
 ) -> _Steps[dict[str, Decision]]:
     """Spend one run's answers in request-id order, stopping at the first that is not
     this attempt's: racing resumes meet on the same first call, so a loser spends nothing
-    more; a failure part way raises a retry that takes this attempt's records back."""
+    more; a failure part way raises a retry that takes this attempt's records back
+    (``secret`` is set exactly when the ledger re-enters)."""
     decisions: dict[str, Decision] = {}
     recorded: list[str] = []
     for call_id in sorted(pending, key=lambda c: pending[c].request_id):
         one = pending[call_id]
         resolution: Resolution = yield _Spend(one, answers[call_id], _key(one, secret))
         verdict = resolution.verdict
-        retryable = verdict is ResolveVerdict.FAILED_COUNTS_AS_SPENT and reenters
+        retryable = verdict is ResolveVerdict.FAILED_COUNTS_AS_SPENT and secret is not None
         if verdict is ResolveVerdict.FAILED_NOT_LANDED or retryable:
-            raise _not_recorded(call_id, resolution, secret if reenters else None, recorded)
-        reason = changed_reason(one.store_id, store_id_of(ledger))
+            raise _not_recorded(call_id, resolution, secret, recorded)
+        reason = changed_reason(one.store_id, current)
         decisions[call_id] = checked(_decision(resolution, reason))
         if decisions[call_id].decided_here:
             recorded.append(call_id)
@@ -466,7 +466,7 @@ def _batch_steps(
         secret = None
     elif secret is None and pending:
         secret = new_attempt_secret()  # this attempt's own: a racing resume makes another
-    decisions = yield from _spend_steps(ledger, pending, answers, secret, reenters)
+    decisions = yield from _spend_steps(pending, answers, secret, current)
     ordered = {call_id: decisions[call_id] for call_id in answers if call_id in decisions}
     return Batch(decisions={**ordered, **before})
 

@@ -200,8 +200,8 @@ def test_two_processes_resuming_through_the_gate_one_runs_one_is_told(tmp_path: 
         SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.db")) as saver,
     ):
         lg_app.build(ledger, saver, tmp_path / "tool.log").invoke({"amount": 1}, lg_app.config())
-    args = [(str(tmp_path), new_attempt_secret(), False) for _ in range(2)]
-    results, codes = in_processes(lg_app.resume_through_gate_in_process, args)
+    args = [(str(tmp_path), new_attempt_secret(), False, True) for _ in range(2)]
+    results, codes = in_processes(lg_app.resume_in_process, args)
     assert codes == [0, 0]
     told = f"error ThreadNotPaused: {PAST_THE_PAUSE}"
     assert results[1] == "sent"
