@@ -45,6 +45,7 @@ from ledger_core.ids import MAX_ID_BYTES
 from ledger_core.steps import run_steps, run_steps_async
 
 __all__ = [
+    "DECIDED_BEFORE",
     "Action",
     "ApprovalNotRecorded",
     "Batch",
@@ -60,10 +61,12 @@ __all__ = [
     "close_all",
     "decide",
     "decide_all",
+    "decided_before",
     "derive_request_id",
     "mint_all",
     "reentrant",
     "require_bool",
+    "sync_only",
 ]
 
 
