@@ -62,6 +62,7 @@ __all__ = [
     "decide",
     "decide_all",
     "decided_before",
+    "decided_in",
     "derive_request_id",
     "mint_all",
     "reentrant",
@@ -378,21 +379,22 @@ def _read(
     if unknown:
         raise KeyError(f"answers for calls that were never minted: {sorted(unknown)}")
     pending = {call_id: PendingRequest.from_dict(record) for call_id, record in records.items()}
-    before = {
-        call_id: decided_before(Resolution(_found(record)))
-        for call_id, record in records.items()
-        if isinstance(record, Mapping) and record.get(DECIDED_KEY) is not None
-    }
+    marked = {call_id: decided_in(record) for call_id, record in records.items()}
+    before = {call_id: d for call_id, d in marked.items() if d is not None}
     waiting = [call_id for call_id in records if call_id not in before]
     if not answers and (waiting or not records):
         raise InvalidAnswer("no answers given: {call id: True or False}; nothing was spent")
     return {c: pending[c] for c in answers if c not in before}, before
 
 
-def _found(record: Mapping[str, object]) -> ResolveVerdict:
-    """The verdict a check found before the question; anything unknown reads as spent."""
+def decided_in(record: object) -> Decision | None:
+    """The refusal a record marked by :func:`check_all` carries (no question, no answer,
+    no spend), or ``None``; a mark this version does not know reads as already spent."""
+    if not isinstance(record, Mapping) or record.get(DECIDED_KEY) is None:
+        return None
     closed = record.get(DECIDED_KEY) == ResolveVerdict.CLOSED_BY_HOST.value
-    return ResolveVerdict.CLOSED_BY_HOST if closed else ResolveVerdict.ALREADY_SPENT
+    verdict = ResolveVerdict.CLOSED_BY_HOST if closed else ResolveVerdict.ALREADY_SPENT
+    return decided_before(Resolution(verdict))
 
 
 def _not_recorded(

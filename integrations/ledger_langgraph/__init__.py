@@ -25,7 +25,6 @@ from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
 from ledger_agents import (
-    DECIDED_KEY,
     Action,
     ApprovalNotRecorded,
     Decision,
@@ -38,6 +37,7 @@ from ledger_agents import (
     checked,
     decide,
     decided_before,
+    decided_in,
     derive_request_id,
     require_bool,
 )
@@ -236,15 +236,6 @@ class LedgerGate:
             except InvalidAnswer as exc:
                 payload = {**payload, "invalid_answer": str(exc)}
 
-    def _decided(self, state: Any) -> Decision | None:
-        """The refusal, without a question, of a request the mint node found spent."""
-        record = self._record(state)
-        found = record.get(DECIDED_KEY) if isinstance(record, Mapping) else None
-        if found is None:
-            return None
-        closed = found == "closed-by-host"
-        return decided_before(Resolution(_CLOSED if closed else _SPENT))
-
     def decide(self, state: Any, config: RunnableConfig, *, question: object = None) -> Decision:
         """Interrupt with ``question``; on resume, spend the answer (sync ledger): ``RUN``,
         ``ASK_AGAIN`` or ``REFUSE`` (end the thread with :meth:`end`); raises
@@ -252,7 +243,7 @@ class LedgerGate:
         ``ApprovalNotRecorded`` when the ledger failed before recording (resume again).
         A request the mint node found decided is refused without a question."""
         secret = _secret(config)  # every check before the interrupt and the spend
-        before = self._decided(state)
+        before = decided_in(self._record(state))
         if before is not None:
             return before
         pending, approved = self._ask(state, question)
@@ -263,7 +254,7 @@ class LedgerGate:
     ) -> Decision:
         """The same in an async graph (async or sync ledger)."""
         secret = _secret(config)
-        before = self._decided(state)
+        before = decided_in(self._record(state))
         if before is not None:
             return before
         pending, approved = self._ask(state, question)
@@ -318,10 +309,6 @@ class LedgerGate:
         return Command(goto=goto, update={OUTCOME_KEY: outcome})
 
 
-_SPENT = ResolveVerdict.ALREADY_SPENT
-_CLOSED = ResolveVerdict.CLOSED_BY_HOST
-
-
 def _not_paused(found: Resolution | None) -> None:
     """The thread is past its pause: who decided it, or a lookup error if nobody did."""
     if found is None:
@@ -330,7 +317,7 @@ def _not_paused(found: Resolution | None) -> None:
             " nothing to resume"
         )
     message = PAST_THE_PAUSE
-    if found.verdict is _CLOSED:
+    if found.verdict is ResolveVerdict.CLOSED_BY_HOST:
         message = decided_before(found).message
     raise ThreadNotPaused(Decision(Action.REFUSE, message, found))
 
