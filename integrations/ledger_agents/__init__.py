@@ -14,7 +14,7 @@ import enum
 import hashlib
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 from ledger_core import (
@@ -333,9 +333,9 @@ def _check_steps(records: Mapping[str, object]) -> _Steps[dict[str, dict[str, ob
     """Each record as given, with ``"decided"`` (the verdict) when it was spent already."""
     out: dict[str, dict[str, object]] = {}
     for call_id, record in records.items():
-        pending = PendingRequest.from_dict(record)
+        pending = PendingRequest.from_dict(record)  # a dict, or UnreadableRecord
         found: Resolution | None = yield pending
-        out[call_id] = dict(record)  # type: ignore[call-overload]
+        out[call_id] = {**cast(Mapping[str, object], record)}
         if found is not None:
             out[call_id][DECIDED_KEY] = found.verdict.value
     return out
