@@ -43,10 +43,10 @@ def main() -> None:
 
             def keyed(request_id: str, ledger: object = ledger, store: object = store) -> object:
                 pending = PendingRequest(request_id, store)  # type: ignore[arg-type]
-                return resolve(ledger, pending, attempt_key=KEY)
+                return resolve(ledger, pending, approved=True, attempt_key=KEY)
 
             def plain(request_id: str, ledger: object = ledger, store: object = store) -> object:
-                return resolve(ledger, PendingRequest(request_id, store))  # type: ignore[arg-type]
+                return resolve(ledger, PendingRequest(request_id, store), approved=True)  # type: ignore[arg-type]
 
             results.append(compare(f"{name} resolve, new id", keyed, plain, fresh, args.rounds))
             results.append(

@@ -13,7 +13,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from ledger_core import new_attempt_secret, open_ledger
@@ -50,19 +49,17 @@ def main(directory: str) -> None:
     thread: RunnableConfig = {"configurable": {"thread_id": "thread-1"}}
     paused = graph.invoke({"amount": 100}, thread)
     print("asked:", paused["__interrupt__"][0].value["question"])
-    pause = graph.get_state(thread).config["configurable"]["checkpoint_id"]
 
     # Two resumes of the same pause (a double click, two workers racing): one runs.
     for name in ("first", "second"):
         attempt: RunnableConfig = {
             "configurable": {
                 "thread_id": "thread-1",
-                "checkpoint_id": pause,  # both resume the paused checkpoint
                 SECRET_KEY: AttemptSecret(new_attempt_secret()),  # this attempt's only
             }
         }
-        try:
-            out = graph.invoke(Command(resume={"approved": True}), attempt)
+        try:  # gate.resume pins the pause: a resume that lost raises, never "succeeds"
+            out = gate.resume(graph, {"approved": True}, attempt)
             print(name, "resume:", out["result"])
         except NotThisResume as refused:
             print(name, "resume refused:", refused)

@@ -24,7 +24,7 @@ from openai.types.responses import (
 )
 
 from ledger_core import new_attempt_secret, open_async_ledger
-from ledger_openai_agents import NotThisResume, aapply_answers, mint_interruptions
+from ledger_openai_agents import NotThisResume, aapply_answers, amint_interruptions
 
 
 class Scripted(Model):
@@ -61,11 +61,9 @@ async def main(directory: str) -> None:
     set_tracing_disabled(True)
     ledger = await open_async_ledger(f"sqlite:///{directory}/decisions.db")
     first = await Runner.run(agent, "send 100")
+    records = await amint_interruptions(ledger, first.interruptions, conversation_id="conv-1")
     saved = json.dumps(  # what the host stores: the run state and the pending records
-        {
-            "state": first.to_state().to_string(),
-            "ledger": mint_interruptions(ledger, first.interruptions, conversation_id="conv-1"),
-        }
+        {"state": first.to_state().to_string(), "ledger": records}
     )
     print("asked:", [item.tool_name for item in first.interruptions])
 

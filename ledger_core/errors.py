@@ -47,6 +47,12 @@ class UnsafeStoreConfig(LedgerError):
     ledger that merely *cannot prove* reports ``store_id = None`` with the reason instead."""
 
 
+class InvalidAnswer(LedgerError, TypeError):
+    """A person's answer that is not one of the accepted forms (``True``/``False``):
+    refused before anything is spent, so the person can still answer (a ``"yes"`` must
+    not be spent as a denial, nor a denial read as a run)."""
+
+
 class LedgerClosed(LedgerError):
     """The ledger was closed; open a new one."""
 

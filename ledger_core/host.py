@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from .errors import LedgerError
+from .errors import InvalidAnswer, LedgerError
 from .ids import closed_proven_marker, validate_attempt_key, validate_request_id
 from .protocol import store_id_of
 from .steps import run_steps, run_steps_async
@@ -117,7 +117,8 @@ class LandedVerdict(enum.Enum):
 class ResolveVerdict(enum.Enum):
     """What a host does with a person's answer to a paused request."""
 
-    RUN = "run"  # this answer spent the request: run the tool, once
+    RUN = "run"  # this approval spent the request here: run the tool, once
+    DENIED = "denied"  # this denial spent the request here: it never runs, no later answer can
     ALREADY_SPENT = "already-spent"  # another answer spent it first
     CLOSED_BY_HOST = "closed-by-host"  # H4: the host closed the pause with a proof
     REFUSED_INVALID = "refused-invalid"  # the ledger answered something other than a bool
@@ -162,8 +163,14 @@ class Resolution:
 
     @property
     def may_run(self) -> bool:
-        """True only for :attr:`ResolveVerdict.RUN` (H1)."""
+        """True only for :attr:`ResolveVerdict.RUN`: approved, and spent by this call (H1)."""
         return self.verdict is ResolveVerdict.RUN
+
+    @property
+    def decided_here(self) -> bool:
+        """This call's answer is the one recorded (``RUN`` or ``DENIED``): no other
+        resume's answer counts; every other verdict says this answer did not decide."""
+        return self.verdict in (ResolveVerdict.RUN, ResolveVerdict.DENIED)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; an error keeps only its type name and message."""
@@ -244,9 +251,33 @@ def _landed_steps(request_id: str) -> _Steps[LandedVerdict]:
     return LandedVerdict.COUNTS_AS_SPENT
 
 
+def require_answer(approved: object, accepted: str = "True (approve) or False (deny)") -> bool:
+    """``approved`` when it is exactly ``True`` or ``False``; else :class:`InvalidAnswer`
+    (nothing is spent: a ``"no"`` must not be spent as an approval, nor ``1`` as one)."""
+    if type(approved) is bool:
+        return approved
+    shown = repr(approved)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise InvalidAnswer(
+        f"an answer must be {accepted}, not {type(approved).__name__} {shown}; nothing was spent"
+    )
+
+
+def _spent_verdict(request_id: str) -> _Steps[Resolution]:
+    """Who spent an id this call could not: the host's close (H4), or another answer."""
+    closed = yield _Call("is_marker_spent", closed_proven_marker(request_id))
+    if closed.error is None and closed.value is True:
+        return Resolution(ResolveVerdict.CLOSED_BY_HOST)
+    return Resolution(ResolveVerdict.ALREADY_SPENT)
+
+
 def _resolve_steps(
-    pending: PendingRequest, current_store_id: str | None, attempt_key: str | None
+    pending: PendingRequest,
+    current_store_id: str | None,
+    attempt_key: str | None,
+    approved: object,
 ) -> _Steps[Resolution]:
+    answer = require_answer(approved)  # before any I/O: a non-bool is never spent
     validate_request_id(pending.request_id)  # a bad id is the caller's bug, not a verdict
     if attempt_key is not None:
         validate_attempt_key(attempt_key)
@@ -266,13 +297,25 @@ def _resolve_steps(
         )
         return Resolution(verdict, out.error)
     if out.value is True:
-        return Resolution(ResolveVerdict.RUN)
+        return Resolution(ResolveVerdict.RUN if answer else ResolveVerdict.DENIED)
     if out.value is not False:
         return Resolution(ResolveVerdict.REFUSED_INVALID)
-    closed = yield _Call("is_marker_spent", closed_proven_marker(pending.request_id))
-    if closed.error is None and closed.value is True:
-        return Resolution(ResolveVerdict.CLOSED_BY_HOST)
-    return Resolution(ResolveVerdict.ALREADY_SPENT)
+    return (yield from _spent_verdict(pending.request_id))
+
+
+def _asked_steps(pending: PendingRequest) -> _Steps[Resolution | None]:
+    """Before a question: ``None`` while an answer can still count, else why it cannot
+    (the request was already spent: a reused thread and tool call id, or a close). A
+    raise or a non-bool from ``is_spent`` is raised: no question is asked on a guess."""
+    validate_request_id(pending.request_id)
+    out = yield _Call("is_spent", pending.request_id)
+    if out.error is not None:
+        raise out.error
+    if out.missing or type(out.value) is not bool:
+        raise LedgerError(f"is_spent answered {out.value!r}, not a bool: cannot ask on that")
+    if out.value is False:
+        return None
+    return (yield from _spent_verdict(pending.request_id))
 
 
 def _close_steps(pending: PendingRequest, current_store_id: str | None) -> _Steps[Closure]:
@@ -363,23 +406,38 @@ async def spend_landed_async(ledger: object, request_id: str) -> LandedVerdict:
 
 
 def resolve(
-    ledger: object, pending: PendingRequest, *, attempt_key: str | None = None
+    ledger: object, pending: PendingRequest, *, approved: bool, attempt_key: str | None = None
 ) -> Resolution:
     """A person answered ``pending``: spend it and say what the host may do (H1, H2, H4, H5).
 
-    With ``attempt_key`` and a ledger with ``spend_as`` (C10), the same attempt resolving
-    again (a retry, a restart) gets ``RUN`` again, every other one ``ALREADY_SPENT``; a
-    ledger without ``spend_as`` is asked a plain ``spend``, as without a key.
+    ``approved`` is the person's answer, required so a denial can never read as a run: a
+    denial is spent too (``DENIED``: no later approval can run the call); only an
+    approval this call spent is ``RUN``. A non-bool raises :class:`InvalidAnswer` before
+    any I/O. With ``attempt_key`` and a ledger with ``spend_as`` (C10), the same attempt
+    resolving again (a retry, a restart) gets its verdict again, every other one
+    ``ALREADY_SPENT``; a ledger without ``spend_as`` is asked a plain ``spend``.
     """
-    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key)
+    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key, approved)
     return run_steps(steps, _perform(ledger))
 
 
 async def resolve_async(
-    ledger: object, pending: PendingRequest, *, attempt_key: str | None = None
+    ledger: object, pending: PendingRequest, *, approved: bool, attempt_key: str | None = None
 ) -> Resolution:
-    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key)
+    steps = _resolve_steps(pending, store_id_of(ledger), attempt_key, approved)
     return await run_steps_async(steps, _perform_async(ledger))
+
+
+def already_decided(ledger: object, pending: PendingRequest) -> Resolution | None:
+    """Before asking the person: ``None`` when an answer can still count, else the
+    verdict any answer would get (``ALREADY_SPENT``, ``CLOSED_BY_HOST``), so the host
+    says so instead of asking a question that cannot count. One ``is_spent`` (and a
+    marker read when spent); a raise is raised."""
+    return run_steps(_asked_steps(pending), _perform(ledger))
+
+
+async def already_decided_async(ledger: object, pending: PendingRequest) -> Resolution | None:
+    return await run_steps_async(_asked_steps(pending), _perform_async(ledger))
 
 
 def close_pause(ledger: object, pending: PendingRequest) -> Closure:

@@ -301,23 +301,25 @@ def test_store_ids_and_h5_across_the_switch(tmp_path: Path) -> None:
     phase1 = Bridge(old, new, answer_as="old")
     assert phase1.store_id == old.store_id
     # Minted on an old-only host, answered on a phase-1 bridge: it resolves (H5).
-    assert resolve(phase1, minted_old).verdict is ResolveVerdict.RUN
+    assert resolve(phase1, minted_old, approved=True).verdict is ResolveVerdict.RUN
     assert old.is_spent("asked-on-old")
     assert new.is_spent("asked-on-old")
     minted_bridge = mint(phase1, "asked-on-bridge")
     # ... and an old-only host can resolve what the bridge minted (same store_id).
-    assert resolve(old, minted_bridge).verdict is ResolveVerdict.RUN
-    assert resolve(phase1, minted_bridge).verdict is ResolveVerdict.ALREADY_SPENT
+    assert resolve(old, minted_bridge, approved=True).verdict is ResolveVerdict.RUN
+    assert resolve(phase1, minted_bridge, approved=True).verdict is ResolveVerdict.ALREADY_SPENT
 
     migrate(old, new)
     phase2 = Bridge(old, new, answer_as="new")
     assert phase2.store_id == new.store_id
     pending = mint(phase1, "straddles-the-flip")
     # Minted under the old id, answered under the new one: asked again.
-    assert resolve(phase2, pending).verdict is ResolveVerdict.LEDGER_CHANGED
+    assert resolve(phase2, pending, approved=True).verdict is ResolveVerdict.LEDGER_CHANGED
     again = mint(phase2, "straddles-the-flip")
-    assert resolve(new, again).verdict is ResolveVerdict.RUN  # new-only hosts resolve it
-    assert resolve(phase2, again).verdict is ResolveVerdict.ALREADY_SPENT
+    assert (
+        resolve(new, again, approved=True).verdict is ResolveVerdict.RUN
+    )  # new-only hosts resolve it
+    assert resolve(phase2, again, approved=True).verdict is ResolveVerdict.ALREADY_SPENT
 
 
 def test_a_bridge_proves_a_close_for_both_stores(tmp_path: Path) -> None:
@@ -328,7 +330,7 @@ def test_a_bridge_proves_a_close_for_both_stores(tmp_path: Path) -> None:
     assert closure.verdict is CloseVerdict.CLOSED_PROVEN
     assert closure.recorded
     # A late answer on an old-only host is told the host closed it; never RUN.
-    assert resolve(old, pending).verdict is ResolveVerdict.CLOSED_BY_HOST
+    assert resolve(old, pending, approved=True).verdict is ResolveVerdict.CLOSED_BY_HOST
     assert new.is_spent("timed-out")  # and the new store will never run it
 
 

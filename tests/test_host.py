@@ -10,13 +10,17 @@ import pytest
 from ledger_core import (
     CloseVerdict,
     Closure,
+    InvalidAnswer,
     InvalidRequestId,
     LandedVerdict,
+    LedgerError,
     LedgerUnavailable,
     PendingRequest,
     Resolution,
     ResolveVerdict,
     RunVerdict,
+    already_decided,
+    already_decided_async,
     authorize,
     close_pause,
     close_pause_async,
@@ -37,10 +41,18 @@ def make(flavor: str, **kwargs: Any) -> Scripted:
     return Scripted(**kwargs) if flavor == "sync" else AsyncScripted(**kwargs)
 
 
-def do_resolve(flavor: str, ledger: object, pending: PendingRequest) -> Resolution:
+def do_resolve(
+    flavor: str, ledger: object, pending: PendingRequest, approved: Any = True
+) -> Resolution:
     if flavor == "sync":
-        return resolve(ledger, pending)
-    return asyncio.run(resolve_async(ledger, pending))
+        return resolve(ledger, pending, approved=approved)
+    return asyncio.run(resolve_async(ledger, pending, approved=approved))
+
+
+def do_decided(flavor: str, ledger: object, pending: PendingRequest) -> Resolution | None:
+    if flavor == "sync":
+        return already_decided(ledger, pending)
+    return asyncio.run(already_decided_async(ledger, pending))
 
 
 def do_close(flavor: str, ledger: object, pending: PendingRequest) -> Closure:
@@ -257,7 +269,7 @@ def test_H5_request_minted_under_another_store_is_asked_again(flavor: str) -> No
 def test_rules_validate_ids_before_any_call() -> None:
     ledger = Scripted()
     with pytest.raises(InvalidRequestId):
-        resolve(ledger, PendingRequest("", "store-A"))
+        resolve(ledger, PendingRequest("", "store-A"), approved=True)
     with pytest.raises(InvalidRequestId):
         close_pause(ledger, PendingRequest("\ud800", "store-A"))
     assert ledger.calls == []
@@ -266,9 +278,65 @@ def test_rules_validate_ids_before_any_call() -> None:
 def test_sync_rule_refuses_an_async_ledger() -> None:
     ledger = AsyncScripted()
     with pytest.raises(TypeError, match="_async"):
-        resolve(ledger, mint(ledger, "req"))
+        resolve(ledger, mint(ledger, "req"), approved=True)
 
 
 def test_async_rule_accepts_a_sync_ledger() -> None:
     ledger = Scripted()
-    assert asyncio.run(resolve_async(ledger, mint(ledger, "req"))).may_run
+    assert asyncio.run(resolve_async(ledger, mint(ledger, "req"), approved=True)).may_run
+
+
+# The person's answer ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_denial_is_spent_and_never_reads_as_a_run(flavor: str) -> None:
+    ledger = make(flavor)
+    pending = mint(ledger, "req")
+    denied = do_resolve(flavor, ledger, pending, approved=False)
+    assert denied.verdict is ResolveVerdict.DENIED
+    assert not denied.may_run
+    assert denied.decided_here
+    late = do_resolve(flavor, ledger, pending, approved=True)  # no later approval runs it
+    assert (late.verdict, late.may_run, late.decided_here) == (
+        ResolveVerdict.ALREADY_SPENT,
+        False,
+        False,
+    )
+    assert Resolution.from_dict(denied.to_dict()) == denied
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("answer", [None, "yes", 1, 0, "false"])
+def test_an_answer_that_is_not_a_bool_is_refused_before_any_call(flavor: str, answer: Any) -> None:
+    ledger = make(flavor)
+    with pytest.raises(InvalidAnswer, match="nothing was spent"):
+        do_resolve(flavor, ledger, mint(ledger, "req"), approved=answer)
+    assert ledger.calls == []
+
+
+def test_the_answer_is_a_required_keyword() -> None:
+    ledger = Scripted()
+    with pytest.raises(TypeError, match="approved"):
+        resolve(ledger, mint(ledger, "req"))  # type: ignore[call-arg]
+    assert ledger.calls == []
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_already_decided_tells_a_question_that_cannot_count(flavor: str) -> None:
+    ledger = make(flavor)
+    fresh, answered, closed = (mint(ledger, name) for name in ("fresh", "answered", "closed"))
+    do_resolve(flavor, ledger, answered, approved=False)
+    do_close(flavor, ledger, closed)
+    assert do_decided(flavor, ledger, fresh) is None
+    assert do_decided(flavor, ledger, answered) == Resolution(ResolveVerdict.ALREADY_SPENT)
+    assert do_decided(flavor, ledger, closed) == Resolution(ResolveVerdict.CLOSED_BY_HOST)
+    assert do_resolve(flavor, ledger, fresh).may_run  # the check spent nothing
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("answer", [raises(LedgerUnavailable("down")), constant(1)])
+def test_already_decided_raises_rather_than_guess(flavor: str, answer: Any) -> None:
+    ledger = make(flavor, is_spent=answer)
+    with pytest.raises(LedgerError):
+        do_decided(flavor, ledger, mint(ledger, "req"))

@@ -60,8 +60,8 @@ def test_pending_requests_are_asked_again(tmp_path: Path) -> None:
     old, new = SQLiteLedger(tmp_path / "old.db"), SQLiteLedger(tmp_path / "new.db")
     pending = mint(old, "req")
     migrate(old, new)
-    assert resolve(new, pending).verdict is ResolveVerdict.LEDGER_CHANGED
-    assert resolve(new, PendingRequest("req", new.store_id)).may_run
+    assert resolve(new, pending, approved=True).verdict is ResolveVerdict.LEDGER_CHANGED
+    assert resolve(new, PendingRequest("req", new.store_id), approved=True).may_run
 
 
 def test_refuses_same_store_and_unscannable_source(tmp_path: Path) -> None:

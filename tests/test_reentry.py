@@ -103,14 +103,16 @@ def test_host_winner_reenters_after_a_crash_others_refused() -> None:
     ledger = Proving()
     pending = mint(ledger, "req-1")
     winner, other = new_attempt_secret(), new_attempt_secret()
-    first = resolve(ledger, pending, attempt_key=attempt_key(pending, winner))
+    first = resolve(ledger, pending, approved=True, attempt_key=attempt_key(pending, winner))
     assert first.verdict is ResolveVerdict.RUN
     # ... crash; the winner's attempt restarts with the same secret:
-    again = resolve(ledger, pending, attempt_key=attempt_key(pending, winner))
+    again = resolve(ledger, pending, approved=True, attempt_key=attempt_key(pending, winner))
     assert again.verdict is ResolveVerdict.RUN
-    refused = resolve(ledger, pending, attempt_key=attempt_key(pending, other))
+    refused = resolve(ledger, pending, approved=True, attempt_key=attempt_key(pending, other))
     assert refused.verdict is ResolveVerdict.ALREADY_SPENT
-    assert resolve(ledger, pending).verdict is ResolveVerdict.ALREADY_SPENT  # no key: as today
+    assert (
+        resolve(ledger, pending, approved=True).verdict is ResolveVerdict.ALREADY_SPENT
+    )  # no key: as today
     assert close_pause(ledger, pending).verdict is CloseVerdict.POSSIBLY_RUN
 
 
@@ -119,7 +121,9 @@ def test_host_close_proves_never_ran_and_no_key_reenters() -> None:
     pending = mint(ledger, "req-2")
     closure = close_pause(ledger, pending)
     assert closure.verdict is CloseVerdict.CLOSED_PROVEN
-    late = resolve(ledger, pending, attempt_key=attempt_key(pending, new_attempt_secret()))
+    late = resolve(
+        ledger, pending, approved=True, attempt_key=attempt_key(pending, new_attempt_secret())
+    )
     assert late.verdict is ResolveVerdict.CLOSED_BY_HOST
 
 
@@ -129,7 +133,10 @@ def test_host_async_reenters() -> None:
     key = attempt_key(pending, new_attempt_secret())
 
     async def go() -> list[ResolveVerdict]:
-        return [(await resolve_async(ledger, pending, attempt_key=key)).verdict for _ in "ab"]
+        return [
+            (await resolve_async(ledger, pending, approved=True, attempt_key=key)).verdict
+            for _ in "ab"
+        ]
 
     assert asyncio.run(go()) == [ResolveVerdict.RUN, ResolveVerdict.RUN]
 
@@ -139,8 +146,11 @@ def test_host_without_spend_as_behaves_as_today() -> None:
     assert not can_reenter(ledger)
     pending = mint(ledger, "req-4")
     key = attempt_key(pending, new_attempt_secret())
-    assert resolve(ledger, pending, attempt_key=key).verdict is ResolveVerdict.RUN
-    assert resolve(ledger, pending, attempt_key=key).verdict is ResolveVerdict.ALREADY_SPENT
+    assert resolve(ledger, pending, approved=True, attempt_key=key).verdict is ResolveVerdict.RUN
+    assert (
+        resolve(ledger, pending, approved=True, attempt_key=key).verdict
+        is ResolveVerdict.ALREADY_SPENT
+    )
     assert [c[0] for c in ledger.calls] == ["spend", "spend", "is_marker_spent"]
 
 
@@ -151,7 +161,7 @@ def test_host_spend_as_raising_is_h2_not_a_fallback_spend() -> None:
 
     ledger = Broken()
     pending = mint(ledger, "req-5")
-    out = resolve(ledger, pending, attempt_key=KEY_A)
+    out = resolve(ledger, pending, approved=True, attempt_key=KEY_A)
     assert out.verdict is ResolveVerdict.FAILED_NOT_LANDED
     assert ledger.is_spent("req-5") is False
 
@@ -161,7 +171,7 @@ def test_host_spend_as_answering_non_bool_is_refused() -> None:
         def spend_as(self, request_id: str, attempt_key: str) -> bool:
             return 1  # type: ignore[return-value]
 
-    out = resolve(Odd(), PendingRequest("r", None), attempt_key=KEY_A)
+    out = resolve(Odd(), PendingRequest("r", None), approved=True, attempt_key=KEY_A)
     assert out.verdict is ResolveVerdict.REFUSED_INVALID
 
 

@@ -3,8 +3,12 @@
 ``gate.mint`` is its own node, *before* the one that interrupts: LangGraph re-runs an
 interrupted node from the top on resume, so a mint beside ``interrupt()`` would re-read
 the current store and defeat H5. It writes the pending record (plain JSON) into the
-state; the tool node calls ``gate.decide(state, config)`` (``await gate.adecide``),
-which interrupts with the question and, on resume, spends the answer. Request id:
+state, or marks it ``"decided"`` when its request was already spent (a reused thread
+and tool call id): the tool node's ``gate.decide(state, config)`` (``await
+gate.adecide``) then refuses it without asking; else it interrupts with the question
+and, on resume, spends the answer. ``gate.resume(graph, answer, config)`` resumes pinned
+to the pause, so a resume that lost raises ``NotThisResume`` rather than returning the
+winner's final state. Request id:
 ``langgraph/<thread_id>/<request_key(state)>``. With an :class:`AttemptSecret` in
 ``config["configurable"][SECRET_KEY]`` the same attempt, retried, re-enters; every other
 resume is refused. ``close_thread`` closes a timed-out pause with a proof. See
@@ -14,7 +18,7 @@ resume is refused. ``close_thread`` closes a timed-out pause with a proof. See
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
@@ -26,17 +30,27 @@ from ledger_agents import (
     Decision,
     InvalidAnswer,
     NotThisResume,
+    acheck_all,
     adecide,
+    changed_reason,
+    check_all,
     checked,
     decide,
+    decided_before,
+    decided_in,
     derive_request_id,
     require_bool,
 )
 from ledger_core import (
     Closure,
     PendingRequest,
+    Resolution,
+    ResolveVerdict,
+    already_decided,
+    already_decided_async,
     close_pause,
     close_pause_async,
+    is_async_ledger,
     mint,
 )
 
@@ -51,6 +65,7 @@ __all__ = [
     "InvalidAnswer",
     "LedgerGate",
     "NotThisResume",
+    "ThreadNotPaused",
     "aclose_thread",
     "close_thread",
 ]
@@ -108,6 +123,39 @@ def _configurable(config: RunnableConfig) -> Mapping[str, Any]:
     return config.get("configurable") or {}
 
 
+class MintNode(Protocol):
+    """A node's shape as LangGraph types it: ``(state, config)``."""
+
+    def __call__(self, state: Any, config: RunnableConfig) -> Any: ...
+
+
+ASK_AGAIN = "ask-again"  # the outcome gate.ask_again() leaves for the mint node
+PAST_THE_PAUSE = (
+    "Not run by this resume: another resume already answered this approval (approved or"
+    " denied), and the thread has moved past the pause."
+)
+
+
+class ThreadNotPaused(NotThisResume):
+    """``gate.resume`` found the thread no longer paused on this approval, and its
+    request spent: another resume (or the host's close) decided it; nothing ran here."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision, "")
+
+
+def _pinned(snapshot: Any, config: RunnableConfig, request_id: str) -> RunnableConfig | None:
+    """``config`` pinned to the checkpoint paused on ``request_id``, or ``None``."""
+    for pause in snapshot.interrupts:
+        value = pause.value
+        asked = value.get("ledger_request") if isinstance(value, Mapping) else None
+        if isinstance(asked, Mapping) and asked.get("request_id") == request_id:
+            pinned = dict(_configurable(config))
+            pinned["checkpoint_id"] = snapshot.config["configurable"]["checkpoint_id"]
+            return {**config, "configurable": pinned}
+    return None
+
+
 class LedgerGate:
     """One approval point in a graph: its mint node, and the decision in the tool node."""
 
@@ -132,13 +180,31 @@ class LedgerGate:
             raise ValueError("an approval needs config['configurable']['thread_id']")
         return derive_request_id("langgraph", thread_id, self.request_key(state))
 
-    def mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        """The mint node: remember the store this request is asked under (no I/O)."""
+    @property
+    def mint(self) -> MintNode:
+        """The mint node (async for an async ledger): remember the store this request is
+        asked under, and whether it was decided already (one ``is_spent``)."""
+        return self._amint if is_async_ledger(self.ledger) else self._mint
+
+    def _minted(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         pending = mint(self.ledger, self.request_id(state, config))
         # The outcome is written too (None), and the record says so: its absence from the
         # state then proves the key is undeclared (a record minted before this check
         # carries no "outcome_key", and its thread is not refused for it).
-        record = {**pending.to_dict(), "outcome_key": OUTCOME_KEY}
+        record: dict[str, Any] = {**pending.to_dict(), "outcome_key": OUTCOME_KEY}
+        prior = state.get(self.state_key) if isinstance(state, Mapping) else None
+        outcome = state.get(OUTCOME_KEY) if isinstance(state, Mapping) else None
+        if isinstance(outcome, Mapping) and outcome.get("action") == ASK_AGAIN:
+            asked = prior.get("store_id") if isinstance(prior, Mapping) else None
+            record["reason"] = changed_reason(asked, pending.store_id)  # H5, as elsewhere
+        return record
+
+    def _mint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        record = check_all(self.ledger, {"": self._minted(state, config)})[""]
+        return {self.state_key: record, OUTCOME_KEY: None}
+
+    async def _amint(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        record = (await acheck_all(self.ledger, {"": self._minted(state, config)}))[""]
         return {self.state_key: record, OUTCOME_KEY: None}
 
     def _record(self, state: Any) -> object:
@@ -161,6 +227,8 @@ class LedgerGate:
         record = self._record(state)
         pending = PendingRequest.from_dict(record)
         payload: dict[str, object] = {"question": question, "ledger_request": record}
+        if isinstance(record, Mapping) and "reason" in record:
+            payload["reason"] = record["reason"]  # H5: why the person is asked again
         while True:
             answer = interrupt(payload)
             try:
@@ -172,8 +240,12 @@ class LedgerGate:
         """Interrupt with ``question``; on resume, spend the answer (sync ledger): ``RUN``,
         ``ASK_AGAIN`` or ``REFUSE`` (end the thread with :meth:`end`); raises
         :class:`NotThisResume` when another resume holds the approval, and
-        ``ApprovalNotRecorded`` when the ledger failed before recording (resume again)."""
+        ``ApprovalNotRecorded`` when the ledger failed before recording (resume again).
+        A request the mint node found decided is refused without a question."""
         secret = _secret(config)  # every check before the interrupt and the spend
+        before = decided_in(self._record(state))
+        if before is not None:
+            return before
         pending, approved = self._ask(state, question)
         return checked(decide(self.ledger, pending, approved, attempt_secret=secret))
 
@@ -182,14 +254,50 @@ class LedgerGate:
     ) -> Decision:
         """The same in an async graph (async or sync ledger)."""
         secret = _secret(config)
+        before = decided_in(self._record(state))
+        if before is not None:
+            return before
         pending, approved = self._ask(state, question)
         return checked(await adecide(self.ledger, pending, approved, attempt_secret=secret))
 
     def ask_again(self) -> Command[str]:
         """H5 (``ledger-changed``): back to the mint node, which mints under the current
-        store; the tool node then interrupts and asks the person again. (A switch back
-        to the first store later asks again there too: once per store.)"""
-        return Command(goto=self.mint_node)
+        store; the tool node then interrupts and asks the person again, with a
+        ``reason`` naming both stores. (A switch back to the first store later asks
+        again there too: once per store.)"""
+        return Command(goto=self.mint_node, update={OUTCOME_KEY: {"action": ASK_AGAIN}})
+
+    def _resume_config(
+        self, snapshot: Any, answer: object, config: RunnableConfig
+    ) -> tuple[RunnableConfig | None, PendingRequest]:
+        require_bool(self.approved(answer), ACCEPTED)  # InvalidAnswer: nothing is resumed
+        record = snapshot.values.get(self.state_key) if snapshot.values else None
+        if record is None:
+            raise LookupError("the thread has no pending approval: nothing to resume")
+        pending = PendingRequest.from_dict(record)
+        return _pinned(snapshot, config, pending.request_id), pending
+
+    def resume(self, graph: Any, answer: object, config: RunnableConfig) -> Any:
+        """Resume this gate's pause with the person's answer and return the graph's output.
+
+        The answer is read first (``InvalidAnswer``, nothing resumed: ``None`` included,
+        which LangGraph itself cannot carry); the resume is pinned to the paused
+        checkpoint, so a resume that lost re-runs the gate and raises
+        :class:`NotThisResume` instead of returning the winner's final state, and one
+        that finds the thread past the pause raises :class:`ThreadNotPaused`."""
+        snapshot = graph.get_state(config)
+        pinned, pending = self._resume_config(snapshot, answer, config)
+        if pinned is None:
+            _not_paused(already_decided(self.ledger, pending))
+        return graph.invoke(Command(resume=answer), pinned)
+
+    async def aresume(self, graph: Any, answer: object, config: RunnableConfig) -> Any:
+        """:meth:`resume` for an async graph (async or sync ledger)."""
+        snapshot = await graph.aget_state(config)
+        pinned, pending = self._resume_config(snapshot, answer, config)
+        if pinned is None:
+            _not_paused(await already_decided_async(self.ledger, pending))
+        return await graph.ainvoke(Command(resume=answer), pinned)
 
     def end(self, decision: Decision, *, goto: str = END) -> Command[str]:
         """A refusal: record the verdict and message in the state, then go to ``goto``."""
@@ -199,6 +307,19 @@ class LedgerGate:
             "resolution": decision.resolution.to_dict(),
         }
         return Command(goto=goto, update={OUTCOME_KEY: outcome})
+
+
+def _not_paused(found: Resolution | None) -> None:
+    """The thread is past its pause: who decided it, or a lookup error if nobody did."""
+    if found is None:
+        raise LookupError(
+            "the thread is not paused on this approval and its request is not spent:"
+            " nothing to resume"
+        )
+    message = PAST_THE_PAUSE
+    if found.verdict is ResolveVerdict.CLOSED_BY_HOST:
+        message = decided_before(found).message
+    raise ThreadNotPaused(Decision(Action.REFUSE, message, found))
 
 
 def _pending_of(values: Mapping[str, Any], state_key: str) -> PendingRequest:

@@ -1,7 +1,9 @@
 """OpenAI Agents SDK tool approvals (``needs_approval``), decided at most once.
 
 ``mint_interruptions`` turns a run's ``result.interruptions`` into pending records
-(plain JSON, saved beside the serialized ``RunState``); ``apply_answers`` spends every
+(plain JSON, saved beside the serialized ``RunState``; one whose request was spent
+before the question, by a reused conversation and call id, is marked ``"decided"``: do
+not ask it, ``apply_answers`` rejects it); ``apply_answers`` spends every
 answer first, then calls ``state.approve`` only for the calls the ledger lets run and
 ``state.reject`` for the others, or asks again (H5). A resume another one beat raises
 ``NotThisResume``. Request id: ``openai-agents/<conversation id>/<call_id>``.
@@ -23,11 +25,14 @@ from ledger_agents import (
     Decision,
     InvalidAnswer,
     NotThisResume,
+    acheck_all,
     aclose_all,
     adecide_all,
+    check_all,
     close_all,
     decide_all,
     mint_all,
+    sync_only,
 )
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "Outcome",
     "aapply_answers",
     "aclose_interruptions",
+    "amint_interruptions",
     "apply_answers",
     "call_id_of",
     "close_interruptions",
@@ -54,11 +60,27 @@ def call_id_of(item: ToolApprovalItem) -> str:
     return call_id
 
 
+def _minted(
+    ledger: object, interruptions: Iterable[ToolApprovalItem], conversation_id: str
+) -> dict[str, dict[str, object]]:
+    return mint_all(ledger, "openai-agents", conversation_id, map(call_id_of, interruptions))
+
+
 def mint_interruptions(
     ledger: object, interruptions: Iterable[ToolApprovalItem], *, conversation_id: str
 ) -> dict[str, dict[str, object]]:
-    """A pending record per interruption, keyed by call id (no I/O)."""
-    return mint_all(ledger, "openai-agents", conversation_id, map(call_id_of, interruptions))
+    """A pending record per interruption, keyed by call id; one already decided (a reused
+    conversation and call id) is marked ``"decided"``: do not ask the person about it
+    (one ``is_spent`` per call; an async ledger: ``amint_interruptions``)."""
+    sync_only(ledger, "amint_interruptions")
+    return check_all(ledger, _minted(ledger, interruptions, conversation_id))
+
+
+async def amint_interruptions(
+    ledger: object, interruptions: Iterable[ToolApprovalItem], *, conversation_id: str
+) -> dict[str, dict[str, object]]:
+    """:func:`mint_interruptions` for an async ledger (or a sync one)."""
+    return await acheck_all(ledger, _minted(ledger, interruptions, conversation_id))
 
 
 @dataclass(frozen=True)
@@ -115,9 +137,10 @@ async def aapply_answers(
 
 
 def _check_calls(state: RunState[Any, Any], answers: Mapping[str, bool]) -> None:
-    """Refuse, before spending anything, answers for calls this state is not waiting on."""
-    if not answers:
-        raise InvalidAnswer("no answers given: {call id: True or False}, nothing was spent")
+    """Refuse, before spending anything, answers for calls this state is not waiting on
+    (an empty mapping is refused with the others' rule: ``InvalidAnswer``)."""
+    if not isinstance(answers, Mapping):
+        return  # refused by the batch, with the others' InvalidAnswer
     waiting = {call_id_of(item) for item in state.get_interruptions()}
     unknown = set(answers) - waiting
     if unknown:

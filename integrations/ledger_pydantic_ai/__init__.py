@@ -1,7 +1,9 @@
 """PydanticAI deferred tool approvals, decided at most once by a decision ledger.
 
 ``mint_requests`` turns a run's ``DeferredToolRequests`` into pending records (plain
-JSON, persisted with the message history); ``results_for`` spends the person's answers
+JSON, persisted with the message history; a call whose request was spent before the
+question, by a reused conversation and tool call id, is marked ``"decided"``: do not ask
+it, the results refuse it); ``results_for`` spends the person's answers
 (``True``/``False``, ``ToolApproved``, ``ToolDenied`` or a ``DeferredToolResults``;
 anything else is refused before anything is spent) and returns an :class:`Outcome`,
 which *is* the next run's ``DeferredToolResults``, or asks again (H5). A resume another
@@ -25,12 +27,15 @@ from ledger_agents import (
     Decision,
     InvalidAnswer,
     NotThisResume,
+    acheck_all,
     aclose_all,
     adecide_all,
+    check_all,
     close_all,
     decide_all,
     mint_all,
     require_bool,
+    sync_only,
 )
 
 __all__ = [
@@ -40,6 +45,7 @@ __all__ = [
     "NotThisResume",
     "Outcome",
     "aclose_requests",
+    "amint_requests",
     "aresults_for",
     "close_requests",
     "mint_requests",
@@ -47,12 +53,28 @@ __all__ = [
 ]
 
 
+def _minted(
+    ledger: object, requests: DeferredToolRequests, conversation_id: str
+) -> dict[str, dict[str, object]]:
+    call_ids = (call.tool_call_id for call in requests.approvals)
+    return mint_all(ledger, "pydantic-ai", conversation_id, call_ids)
+
+
 def mint_requests(
     ledger: object, requests: DeferredToolRequests, *, conversation_id: str
 ) -> dict[str, dict[str, object]]:
-    """A pending record per approval the run asks for, keyed by tool call id (no I/O)."""
-    call_ids = (call.tool_call_id for call in requests.approvals)
-    return mint_all(ledger, "pydantic-ai", conversation_id, call_ids)
+    """A pending record per approval the run asks for, keyed by tool call id; one already
+    decided (a reused conversation and tool call id) is marked ``"decided"``: do not ask
+    the person about it (one ``is_spent`` per call; an async ledger: ``amint_requests``)."""
+    sync_only(ledger, "amint_requests")
+    return check_all(ledger, _minted(ledger, requests, conversation_id))
+
+
+async def amint_requests(
+    ledger: object, requests: DeferredToolRequests, *, conversation_id: str
+) -> dict[str, dict[str, object]]:
+    """:func:`mint_requests` for an async ledger (or a sync one)."""
+    return await acheck_all(ledger, _minted(ledger, requests, conversation_id))
 
 
 Answer = bool | ToolApproved | ToolDenied

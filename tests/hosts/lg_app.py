@@ -91,13 +91,17 @@ def outcome(out: dict[str, Any]) -> str:
     return str(out["ledger_outcome"]["message"])
 
 
-def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
-    """One resumer process: its own ledger and checkpointer over the shared files."""
+def resume_in_process(workdir: str, secret: str, crash: bool, through_gate: bool = False) -> str:
+    """One resumer process: its own ledger and checkpointer over the shared files; with
+    ``through_gate``, by ``gate.resume`` (pinned to the pause: a loser raises)."""
     root = Path(workdir)
     ledger: Any = open_ledger(ledger_url(root))
     try:
         with SqliteSaver.from_conn_string(str(root / "checkpoints.db")) as saver:
             graph = build(ledger, saver, root / "tool.log", crash=crash)
+            if through_gate:
+                gate = LedgerGate(ledger, request_key=lambda state: "call-1")
+                return outcome(gate.resume(graph, True, config(secret or None)))
             return outcome(graph.invoke(Command(resume=True), config(secret or None)))
     finally:
         ledger.close()

@@ -19,7 +19,7 @@ from openai.types.responses import (
 )
 
 from ledger_core import open_async_ledger
-from ledger_openai_agents import aapply_answers, mint_interruptions
+from ledger_openai_agents import aapply_answers, amint_interruptions
 from tests.hosts.common import ledger_url, tool
 
 CONVERSATION = "conv-1"
@@ -28,7 +28,10 @@ set_tracing_disabled(True)  # no exporter, no network
 
 
 class ScriptedModel(Model):
-    """Calls ``transfer`` once, then reports what the tool returned."""
+    """Calls ``transfer`` (``calls`` times in one turn), then reports what it returned."""
+
+    def __init__(self, calls: int = 1) -> None:
+        self.calls = calls
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         given = kwargs["input"] if "input" in kwargs else args[1]
@@ -42,23 +45,26 @@ class ScriptedModel(Model):
                 id="msg-1", type="message", role="assistant", status="completed", content=[text]
             )
             return ModelResponse(output=[message], usage=Usage(), response_id=None)
-        call = ResponseFunctionToolCall(
-            id="fc-1", type="function_call", call_id="call-1", name="transfer",
-            arguments=json.dumps({"amount": 100}),
-        )  # fmt: skip
-        return ModelResponse(output=[call], usage=Usage(), response_id=None)
+        calls = [
+            ResponseFunctionToolCall(
+                id=f"fc-{n}", type="function_call", call_id=f"call-{n}", name="transfer",
+                arguments=json.dumps({"amount": 100}),
+            )
+            for n in range(1, self.calls + 1)
+        ]  # fmt: skip
+        return ModelResponse(output=list(calls), usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError
 
 
-def make_agent(log: Path, *, crash: bool = False) -> Agent[Any]:
+def make_agent(log: Path, *, crash: bool = False, calls: int = 1) -> Agent[Any]:
     @function_tool(needs_approval=True)
     def transfer(amount: int) -> str:
         """Send money."""
         return tool(log, crash)
 
-    return Agent(name="payer", model=ScriptedModel(), tools=[transfer])
+    return Agent(name="payer", model=ScriptedModel(calls), tools=[transfer])
 
 
 async def pause(root: Path, ledger: object) -> None:
@@ -66,7 +72,9 @@ async def pause(root: Path, ledger: object) -> None:
     assert [i.tool_name for i in result.interruptions] == ["transfer"]
     saved = {
         "state": result.to_state().to_string(),
-        "ledger": mint_interruptions(ledger, result.interruptions, conversation_id=CONVERSATION),
+        "ledger": await amint_interruptions(
+            ledger, result.interruptions, conversation_id=CONVERSATION
+        ),
     }
     (root / "run.json").write_text(json.dumps(saved))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_agents import (
+    DECIDED_BEFORE,
     Action,
     ApprovalNotRecorded,
     NotThisResume,
@@ -72,10 +73,25 @@ def test_a_batch_asks_again_before_spending_anything() -> None:
     new = Scripted(store_id="B")
     batch = decide_all(new, records, {"c1": True, "c2": True})
     assert set(batch.ask_again) == {"c1", "c2"}
-    assert new.calls == []
+    assert [call for call in new.calls if call[0] != "is_spent"] == []  # read, not spent
     ok = decide_all(new, batch.ask_again, {"c1": True, "c2": False})
     assert [d.action for d in ok.decisions.values()] == [Action.RUN, Action.REFUSE]
     with pytest.raises(NotThisResume):
         decide_all(new, batch.ask_again, {"c1": True}, attempt_secret=new_attempt_secret())
     with pytest.raises(KeyError, match="never minted"):
         decide_all(new, records, {"c3": True})
+
+
+def test_an_ask_again_record_already_spent_in_the_new_store_is_marked() -> None:
+    """A -> B where B already decided the request (A -> B -> A, or a reused id): the
+    re-ask is not a question that could count, so its record says so."""
+    old, new = Scripted(store_id="A"), Scripted(store_id="B")
+    records = {"c1": mint(old, "r1").to_dict(), "c2": mint(old, "r2").to_dict()}
+    new.inner.spend("r2")
+    batch = decide_all(new, records, {"c1": True, "c2": True})
+    assert "decided" not in batch.ask_again["c1"]
+    assert batch.ask_again["c2"]["decided"] == "already-spent"
+    again = decide_all(new, batch.ask_again, {"c1": True})  # c2 needs no answer
+    assert again.decisions["c1"].run
+    assert again.decisions["c2"].message == DECIDED_BEFORE
+    assert [call for call in new.calls if call[0] == "spend"] == [("spend", "r1")]

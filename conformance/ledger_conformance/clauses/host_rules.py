@@ -20,15 +20,17 @@ H4 = declare("H4", "host: a retried close keeps its verdict; late answers are to
 H5 = declare("H5", "host: a decision is spent only in the store it was minted under")
 
 
-def _host(ledgers: Ledgers, handle: Handle, rule: str, argument: object) -> Any:
+def _host(ledgers: Ledgers, handle: Handle, rule: str, argument: object, **options: object) -> Any:
     """``host.<rule>`` on the handle's ledger, or ``host.<rule>_async`` for an async one."""
     if handle.is_async:
-        return ledgers.runtime.loop.run(getattr(host, f"{rule}_async")(handle.ledger, argument))
-    return getattr(host, rule)(handle.ledger, argument)
+        call = getattr(host, f"{rule}_async")(handle.ledger, argument, **options)
+        return ledgers.runtime.loop.run(call)
+    return getattr(host, rule)(handle.ledger, argument, **options)
 
 
 def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:
-    return cast(host.Resolution, _host(ledgers, handle, "resolve", pending))
+    """A person's approval of ``pending`` (the rules spend a denial the same way)."""
+    return cast(host.Resolution, _host(ledgers, handle, "resolve", pending, approved=True))
 
 
 def _close(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Closure:
