@@ -20,6 +20,8 @@ REFUSED = f"second resume refused: {common.REFUSED}"
         ("langgraph_approval.py", "first resume: sent 100"),
         ("pydantic_ai_approval.py", "first resume: done: sent 100"),
         ("openai_agents_approval.py", "first resume: sent 100"),
+        ("google_adk_approval.py", "first resume: sent 100"),
+        ("agent_framework_approval.py", "first resume: sent 100"),
     ],
 )
 def test_example_runs_the_tool_once(script: str, ran: str, tmp_path: Path) -> None:
