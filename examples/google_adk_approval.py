@@ -23,7 +23,13 @@ from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
 from ledger_core import new_attempt_secret, open_async_ledger
-from ledger_google_adk import NotThisResume, aconfirmations_for, mint_confirmations, unanswered
+from ledger_google_adk import (
+    NotThisResume,
+    aconfirmations_for,
+    ledger_guard,
+    mint_confirmations,
+    unanswered,
+)
 
 USAGE = types.GenerateContentResponseUsageMetadata(
     prompt_token_count=0, candidates_token_count=0, total_token_count=0
@@ -54,7 +60,10 @@ def transfer(amount: int) -> str:
 
 
 agent = LlmAgent(
-    name="payer", model=Scripted(), tools=[FunctionTool(transfer, require_confirmation=True)]
+    name="payer",
+    model=Scripted(),
+    tools=[FunctionTool(transfer, require_confirmation=True)],
+    before_tool_callback=ledger_guard,  # a confirmed call runs only on the ledger's go-ahead
 )
 
 

@@ -10,17 +10,22 @@ function call. ``mint_confirmations`` turns the paused run's events into pending
 (``confirmed`` only for the calls the ledger lets run), or asks again (H5). A resume
 another one beat raises ``NotThisResume`` and must send nothing. Request id:
 ``google-adk/<conversation id>/<confirmation call id>`` (ADK makes one per question).
-``close_confirmations`` closes a timed-out pause. See ``docs/hosts.md``.
+``close_confirmations`` closes a timed-out pause. ``ledger_guard``, the agent's
+``before_tool_callback``, runs a confirmed call only where ``confirmations_for`` let it run:
+ADK would otherwise act again on a confirmation saved in the session. See ``docs/hosts.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.adk.events import Event
 from google.adk.flows.llm_flows.functions import REQUEST_CONFIRMATION_FUNCTION_CALL_NAME
+from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from ledger_agents import (
@@ -44,12 +49,14 @@ __all__ = [
     "ApprovalNotRecorded",
     "Decision",
     "InvalidAnswer",
+    "NoGoAhead",
     "NotThisResume",
     "Outcome",
     "aclose_confirmations",
     "aconfirmations_for",
     "close_confirmations",
     "confirmations_for",
+    "ledger_guard",
     "mint_confirmations",
     "unanswered",
 ]
@@ -133,9 +140,16 @@ def _confirmation(decision: Decision, own: object) -> ToolConfirmation:
     return ToolConfirmation(confirmed=False)
 
 
+# Confirmation call ids this process's confirmations_for let run and ledger_guard has not
+# yet let through: a confirmed call runs once per RUN given here (one atomic set.remove
+# takes a go-ahead, so threads and tasks cannot both take it).
+_granted: set[str] = set()
+
+
 def _outcome(batch: Batch, own: dict[str, object]) -> Outcome:
     if batch.ask_again:
         return Outcome(None, batch.ask_again, reason=batch.reason)
+    _granted.update(call_id for call_id, decision in batch.decisions.items() if decision.run)
     parts = [
         types.Part(
             function_response=types.FunctionResponse(
@@ -174,6 +188,50 @@ async def aconfirmations_for(
     read, own = _answers(answers)
     batch = await adecide_all(ledger, pending, read, attempt_secret=attempt_secret)
     return _outcome(batch, own)
+
+
+class NoGoAhead(RuntimeError):
+    """A confirmed call reached the tool in a run that did not answer it through
+    :func:`confirmations_for` in this process (a run of the session with no new message
+    after a crash, say). Nothing ran, and nothing is recorded for the call, so the
+    resume that holds the approval can still complete it (its attempt secret)."""
+
+
+def _asked_by(tool_context: ToolContext) -> str:
+    """The id of the latest confirmation call that asks about this tool call ("" if none)."""
+    wanted = tool_context.function_call_id
+    for event in reversed(tool_context.session.events):
+        for call in event.get_function_calls():
+            original = (call.args or {}).get("originalFunctionCall")
+            about = original.get("id") if isinstance(original, Mapping) else None
+            if call.name == CONFIRMATION and about == wanted and call.id:
+                return call.id
+    return ""
+
+
+def ledger_guard(
+    tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
+) -> dict[str, Any] | None:
+    """A ``before_tool_callback`` (``LlmAgent(..., before_tool_callback=ledger_guard)``): a
+    confirmed call runs only in the process whose :func:`confirmations_for` said RUN for it,
+    once. ADK keeps a confirmation in the session and runs a confirmed call whose result is
+    missing on any run that brings no new message; without the guard such a run (after a
+    crash between the runner saving the answer and the tool's result) bypasses the ledger;
+    with it, the run raises :class:`NoGoAhead`. Any other call passes (the first call of a
+    tool goes on to ask for confirmation)."""
+    confirmation = tool_context.tool_confirmation
+    if confirmation is None or not confirmation.confirmed:
+        return None
+    asked = _asked_by(tool_context)
+    try:
+        _granted.remove(asked)
+    except KeyError:  # raised, not answered: a result would close the question for good
+        raise NoGoAhead(
+            f"Not run: the confirmed call {tool_context.function_call_id!r} (confirmation"
+            f" {asked!r}) has no decision ledger go-ahead in this process; resume through"
+            " confirmations_for"
+        ) from None
+    return None
 
 
 close_confirmations = close_all  # a timed-out pause: {call id: Closure}, proven where possible

@@ -23,6 +23,7 @@ from ledger_google_adk import (
     aclose_confirmations,
     aconfirmations_for,
     confirmations_for,
+    ledger_guard,
     mint_confirmations,
 )
 from tests.hosts.common import tool
@@ -58,7 +59,7 @@ class ScriptedModel(BaseLlm):
         yield LlmResponse(content=asked)
 
 
-def make_runner(root: Path, *, crash: bool = False) -> Runner:
+def make_runner(root: Path, *, crash: bool = False, guard: bool = True) -> Runner:
     def transfer(amount: int) -> str:
         """Send money."""
         return tool(root / "tool.log", crash)
@@ -67,13 +68,15 @@ def make_runner(root: Path, *, crash: bool = False) -> Runner:
         name="payer",
         model=ScriptedModel(),
         tools=[FunctionTool(transfer, require_confirmation=True)],
+        before_tool_callback=ledger_guard if guard else None,
     )
     sessions = SqliteSessionService(str(root / "sessions.db"))
     return Runner(app_name=APP, agent=agent, session_service=sessions)
 
 
-async def run(runner: Runner, message: types.Content) -> tuple[list[Event], str]:
-    """One turn: its events, and the last text the model said."""
+async def run(runner: Runner, message: types.Content | None) -> tuple[list[Event], str]:
+    """One turn (``None``: a run that brings no new message): its events, and the last
+    text the model said."""
     events, text = [], ""
     async for event in runner.run_async(user_id=USER, session_id=CONVERSATION, new_message=message):
         events.append(event)
@@ -102,5 +105,14 @@ async def proceed(root: Path, message: types.Content, *, crash: bool = False) ->
     runner = make_runner(root, crash=crash)
     try:
         return (await run(runner, message))[1]
+    finally:
+        await runner.close()
+
+
+async def bare_run(root: Path, *, guard: bool) -> str:
+    """A run of the session that brings no new message (not through the ledger)."""
+    runner = make_runner(root, guard=guard)
+    try:
+        return (await run(runner, None))[1]
     finally:
         await runner.close()

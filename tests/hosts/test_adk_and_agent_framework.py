@@ -20,7 +20,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from ledger_agent_framework import responses_for
 from ledger_agents import InvalidAnswer, NotThisResume
 from ledger_core import CloseVerdict, new_attempt_secret, store_id_of
-from ledger_google_adk import confirmations_for, mint_confirmations
+from ledger_google_adk import NoGoAhead, confirmations_for, mint_confirmations
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts import adk_app, af_app, resumer
 from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, in_rounds, lines
@@ -256,3 +256,26 @@ def test_google_adk_mints_only_open_questions_and_keeps_the_persons_payload(
     assert asyncio.run(adk_app.proceed(tmp_path, outcome.message)) == SENT
     with SQLiteLedger(tmp_path / "ledger.db") as ledger:
         assert mint_confirmations(ledger, asyncio.run(session_events()), conversation_id="c") == {}
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["guarded", "unguarded"])
+def test_google_adk_a_bare_run_after_a_crash_needs_the_ledgers_go_ahead(
+    tmp_path: Path, guard: bool
+) -> None:
+    """The winner crashes after the runner saved its confirmation: ADK runs the confirmed
+    call again on a run that brings no new message. ``ledger_guard`` refuses it (nothing
+    recorded, so the winner's retry still completes); the control without it runs it."""
+    paused(adk_app, tmp_path)
+    winner = new_attempt_secret()
+    _, codes = in_processes(_racer(adk_app), [(str(tmp_path), winner, True)])
+    assert codes == [CRASH_EXIT]
+    if not guard:
+        assert asyncio.run(adk_app.bare_run(tmp_path, guard=False)) == SENT
+        assert lines(tmp_path / "tool.log") == ["start", "start", "done"]
+        return
+    with pytest.raises(NoGoAhead, match="no decision ledger go-ahead in this process"):
+        asyncio.run(adk_app.bare_run(tmp_path, guard=True))
+    assert lines(tmp_path / "tool.log") == ["start"]
+    results, _ = in_processes(_racer(adk_app), [(str(tmp_path), winner, False)])
+    assert results == [SENT]
+    assert lines(tmp_path / "tool.log") == ["start", "start", "done"]
