@@ -18,13 +18,14 @@ from agent_framework import Content, Message
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
 from ledger_agent_framework import responses_for
-from ledger_agents import InvalidAnswer, NotThisResume
+from ledger_agents import ApprovalNotRecorded, InvalidAnswer, NotThisResume
 from ledger_core import CloseVerdict, new_attempt_secret, store_id_of
 from ledger_google_adk import NoGoAhead, confirmations_for, mint_confirmations
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from tests.hosts import adk_app, af_app, resumer
 from tests.hosts.common import ALREADY, CRASH_EXIT, in_processes, in_rounds, lines
 from tests.hosts.resumer import resume
+from tests.scripted import AsyncScripted, Scripted, raises
 
 APPS = [pytest.param(adk_app, id="google-adk"), pytest.param(af_app, id="agent-framework")]
 SENT = "tool said: sent"
@@ -279,3 +280,20 @@ def test_google_adk_a_bare_run_after_a_crash_needs_the_ledgers_go_ahead(
     results, _ = in_processes(_racer(adk_app), [(str(tmp_path), winner, False)])
     assert results == [SENT]
     assert lines(tmp_path / "tool.log") == ["start", "start", "done"]
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_a_spend_that_did_not_land_sends_nothing_and_the_pause_stays_answerable(
+    app: ModuleType, tmp_path: Path
+) -> None:
+    good = Scripted()
+    saved = asyncio.run(app.pause(tmp_path, good))
+    answers = dict.fromkeys(saved["ledger"], True)
+    with pytest.raises(ApprovalNotRecorded):
+        app.answer_sync(Scripted(spend=raises(TimeoutError("lost"))), saved["ledger"], answers)
+    lost = AsyncScripted(spend=raises(TimeoutError("lost")))
+    with pytest.raises(ApprovalNotRecorded):
+        asyncio.run(app.answer(lost, saved["ledger"], answers))
+    outcome = app.answer_sync(good, saved["ledger"], answers)
+    assert asyncio.run(app.proceed(tmp_path, outcome.message)) == SENT
+    assert lines(tmp_path / "tool.log") == ["start", "done"]
