@@ -41,9 +41,10 @@ def own(record: object, approved: bool) -> ToolConfirmation:
 
 
 class ScriptedModel(BaseLlm):
-    """Calls ``transfer`` once, then reports what the tool returned."""
+    """Calls ``transfer`` (``calls`` times at once), then reports what the tool returned."""
 
     model: str = "scripted"
+    calls: int = 1
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -54,19 +55,22 @@ class ScriptedModel(BaseLlm):
             text = f"tool said: {said[-1].get('result', said[-1].get('error'))}"
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
             return
-        call = types.FunctionCall(id="call-1", name="transfer", args={"amount": 100})
-        asked = types.Content(role="model", parts=[types.Part(function_call=call)])
+        calls = [
+            types.FunctionCall(id=f"call-{n}", name="transfer", args={"amount": 100 * n})
+            for n in range(1, self.calls + 1)
+        ]
+        asked = types.Content(role="model", parts=[types.Part(function_call=c) for c in calls])
         yield LlmResponse(content=asked)
 
 
-def make_runner(root: Path, *, crash: bool = False, guard: bool = True) -> Runner:
+def make_runner(root: Path, *, crash: bool = False, guard: bool = True, calls: int = 1) -> Runner:
     def transfer(amount: int) -> str:
         """Send money."""
         return tool(root / "tool.log", crash)
 
     agent = LlmAgent(
         name="payer",
-        model=ScriptedModel(),
+        model=ScriptedModel(calls=calls),
         tools=[FunctionTool(transfer, require_confirmation=True)],
         before_tool_callback=ledger_guard if guard else None,
     )
@@ -85,9 +89,9 @@ async def run(runner: Runner, message: types.Content | None) -> tuple[list[Event
     return events, text
 
 
-async def pause(root: Path, ledger: object) -> dict[str, Any]:
+async def pause(root: Path, ledger: object, *, calls: int = 1) -> dict[str, Any]:
     """The first run: the tool asks for confirmation; the pending records are saved."""
-    runner = make_runner(root)
+    runner = make_runner(root, calls=calls)
     try:
         await runner.session_service.create_session(
             app_name=APP, user_id=USER, session_id=CONVERSATION

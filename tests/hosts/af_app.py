@@ -35,15 +35,22 @@ def own(record: Any, approved: bool) -> Content:
 
 
 class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
-    """Calls ``transfer`` once, then reports what the tool returned."""
+    """Calls ``transfer`` (``calls`` times at once), then reports what the tool returned."""
+
+    def __init__(self, calls: int = 1) -> None:
+        super().__init__()
+        self.calls = calls
 
     async def _reply(self, messages: Sequence[Message]) -> ChatResponse[Any]:
         results = [c for m in messages for c in m.contents if c.type == "function_result"]
         if results:
             said = Message(role="assistant", contents=[f"tool said: {results[-1].result}"])
             return ChatResponse(messages=[said])
-        call = Content.from_function_call("call-1", "transfer", arguments={"amount": 100})
-        return ChatResponse(messages=[Message(role="assistant", contents=[call])])
+        calls = [
+            Content.from_function_call(f"call-{n}", "transfer", arguments={"amount": 100 * n})
+            for n in range(1, self.calls + 1)
+        ]
+        return ChatResponse(messages=[Message(role="assistant", contents=calls)])
 
     def _inner_get_response(
         self, *, messages: Sequence[Message], stream: bool, options: Mapping[str, Any], **kw: Any
@@ -51,18 +58,18 @@ class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
         return self._reply(messages)
 
 
-def make_agent(log: Path, *, crash: bool = False) -> Agent[Any]:
+def make_agent(log: Path, *, crash: bool = False, calls: int = 1) -> Agent[Any]:
     @tool(approval_mode="always_require")
     def transfer(amount: int) -> str:
         """Send money."""
         return common.tool(log, crash)
 
-    return Agent(client=ScriptedClient(), tools=[transfer])
+    return Agent(client=ScriptedClient(calls), tools=[transfer])
 
 
-async def pause(root: Path, ledger: object) -> dict[str, Any]:
+async def pause(root: Path, ledger: object, *, calls: int = 1) -> dict[str, Any]:
     """The first run: it asks for approval; the session and pending records are saved."""
-    agent = make_agent(root / "tool.log")
+    agent = make_agent(root / "tool.log", calls=calls)
     session = agent.create_session(session_id=CONVERSATION)
     result = await agent.run("send 100", session=session)
     saved = {

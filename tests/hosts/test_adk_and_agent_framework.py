@@ -291,3 +291,20 @@ def test_a_spend_that_did_not_land_sends_nothing_and_the_pause_stays_answerable(
     outcome = app.answer_sync(good, saved["ledger"], answers)
     assert asyncio.run(app.proceed(tmp_path, outcome.message)) == SENT
     assert lines(tmp_path / "tool.log") == ["start", "done"]
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_a_batch_runs_only_the_approved_call(app: ModuleType, tmp_path: Path) -> None:
+    async def go(ledger: AsyncSQLiteLedger) -> None:
+        saved = await app.pause(tmp_path, ledger, calls=2)
+        yes, no = saved["ledger"]
+        answers = {yes: True, no: False}
+        outcome = await app.answer(ledger, saved["ledger"], answers, attempt_secret=None)
+        assert outcome.decisions[yes].run
+        assert outcome.decisions[no].message == "The person denied this call."
+        await app.proceed(tmp_path, outcome.message)
+        with pytest.raises(NotThisResume):  # the whole batch is spent: a second resume
+            await app.answer(ledger, saved["ledger"], answers, attempt_secret=None)
+
+    _with_ledger(tmp_path, go)
+    assert lines(tmp_path / "tool.log") == ["start", "done"]
