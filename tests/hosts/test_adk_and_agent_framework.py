@@ -218,9 +218,16 @@ def test_agent_framework_takes_a_list_of_its_own_responses_and_checks_their_ids(
     (request_id,) = saved["ledger"]
     record = saved["ledger"][request_id]
     request = Content.from_dict(record["approval_request"])
-    stranger = Content.from_function_approval_response(True, "af-other", request.function_call)  # type: ignore[arg-type]
+    call: Any = request.function_call
+    stranger = Content.from_function_approval_response(True, "af-other", call)
+    yes: Any = "yes"  # what a UI might post
+    said_yes = Content("function_approval_response", id=request_id, approved=yes)
+    said_yes.function_call = call
+    # The framework's own readers turn "yes" into a denial before the integration sees it
+    # (docs/hosts.md); only a response built otherwise can be refused.
+    assert Content.from_dict(said_yes.to_dict()).approved is False
     with SQLiteLedger(tmp_path / "ledger.db") as ledger:
-        for answer in ({request_id: stranger}, {request_id: request}, [request]):
+        for answer in ({request_id: stranger}, {request_id: request}, [request], [said_yes]):
             with pytest.raises(InvalidAnswer, match="nothing was spent"):
                 responses_for(ledger, saved["ledger"], answer)
         assert ledger.is_spent(af_app.PREFIX + request_id) is False
