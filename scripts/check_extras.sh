@@ -5,7 +5,7 @@
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 status=0
-for fw in langgraph pydantic-ai openai-agents; do
+for fw in langgraph pydantic-ai openai-agents google-adk agent-framework; do
   d="$(mktemp -d)"
   python3 -m venv "$d/venv"
   if ! "$d/venv/bin/pip" install -q "$root[$fw]" >"$d/pip.log" 2>&1; then

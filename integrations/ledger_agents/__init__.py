@@ -116,7 +116,8 @@ _MESSAGES = {
 # What a host can do when no live resume holds the approval (the holder crashed).
 RECOVERY = (
     " If that resume crashed: retry it with its attempt secret (it re-enters and completes);"
-    " without one, close the pause (close_thread / close_requests / close_interruptions: it"
+    " without one, close the pause (close_thread / close_requests / close_interruptions /"
+    " close_confirmations / close_approvals: it"
     " says possibly-run, since the tool may have started) and ask the person again as a new"
     " request (a new tool call id)."
 )

@@ -75,3 +75,34 @@ def in_processes(
     while not queue.empty():
         results.append(queue.get())
     return sorted(results), codes
+
+
+def _run_rounds(
+    target: Callable[..., object], barrier: Any, queue: Any, arg_sets: list[tuple[Any, ...]]
+) -> None:
+    for args in arg_sets:
+        _run(target, barrier, queue, args)
+
+
+def in_rounds(
+    target: Callable[..., object], rounds: list[list[tuple[Any, ...]]]
+) -> tuple[list[str], list[int | None]]:
+    """Race one spawned process per arg set of a round, round after round: worker ``k``
+    runs ``rounds[r][k]`` for every ``r``, and one barrier releases all workers at the
+    start of each round (so many races pay each worker's imports once).
+
+    Returns every result (strings, sorted) and the exit codes."""
+    workers = len(rounds[0])
+    barrier = CTX.Barrier(workers, timeout=120)
+    queue = CTX.Queue()
+    procs = [
+        CTX.Process(target=_run_rounds, args=(target, barrier, queue, [r[k] for r in rounds]))
+        for k in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    # Drained before the joins: a worker cannot exit while its queue's pipe is full.
+    results = [str(queue.get(timeout=120)) for _ in range(workers * len(rounds))]
+    for p in procs:
+        p.join(120)
+    return sorted(results), [p.exitcode for p in procs]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,9 +17,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from ledger_core import open_async_ledger
 from ledger_openai_agents import aapply_answers, amint_interruptions
-from tests.hosts.common import ledger_url, tool
+from tests.hosts import resumer
+from tests.hosts.common import tool
 
 CONVERSATION = "conv-1"
 CALL_OUTPUT = "function_call_output"
@@ -95,11 +94,4 @@ async def resume(root: Path, ledger: object, secret: str | None, *, crash: bool 
 
 
 def resume_in_process(workdir: str, secret: str, crash: bool) -> str:
-    async def go() -> str:
-        ledger: Any = await open_async_ledger(ledger_url(Path(workdir)))
-        try:
-            return await resume(Path(workdir), ledger, secret or None, crash=crash)
-        finally:
-            await ledger.aclose()
-
-    return asyncio.run(go())
+    return resumer.in_process(resume, workdir, secret, crash)

@@ -26,6 +26,8 @@ REFUSED = f"second resume refused: {common.REFUSED}"
         ),
         ("pydantic_ai_approval.py", "first resume: done: sent 100", REFUSED),
         ("openai_agents_approval.py", "first resume: sent 100", REFUSED),
+        ("google_adk_approval.py", "first resume: sent 100", REFUSED),
+        ("agent_framework_approval.py", "first resume: sent 100", REFUSED),
     ],
 )
 def test_example_runs_the_tool_once(script: str, ran: str, refused: str, tmp_path: Path) -> None:
