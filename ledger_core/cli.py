@@ -315,8 +315,9 @@ def _migrate_one(
             meter.end()
             marked = "every target namespace is" if args.all_namespaces else "the target is"
             text = str(stopped).replace("the target is", marked)
-            line = _resume_line(args, stopped.resume)
-            _say(args, f"{text}; {line}", [args.url, args.target])
+            _say(args, f"{text}, as printed on the next line:", [args.url, args.target])
+            for line in _resume_lines(args, stopped.resume):  # each whole, to paste
+                print(scrub(line, secret_fragments(args.url, args.target)), file=sys.stderr)
             return INTERRUPTED
     meter.end()
     print(
@@ -400,23 +401,23 @@ def _doctor(args: argparse.Namespace) -> int:
 PASSWORD_VARS = ("DECISION_LEDGER_SOURCE_PASSWORD", "DECISION_LEDGER_TARGET_PASSWORD")
 
 
-def _resume_line(args: argparse.Namespace, nonce: str | None) -> str:
-    """The pasteable command that resumes this migration, each password a
-    ``${DECISION_LEDGER_..._PASSWORD}`` the line says to set."""
+def _resume_lines(args: argparse.Namespace, nonce: str | None) -> list[str]:
+    """The command that resumes this migration, alone on its line (pasteable as printed),
+    each password a ``${DECISION_LEDGER_..._PASSWORD}``; then, on a line of its own, the
+    variables to export first."""
     words, hidden = ["decision-ledger", "migrate"], []
     for url, var in zip((args.url, args.target), PASSWORD_VARS, strict=True):
         word, names = _shell_url(url, var)
         words.append(word)
         hidden += names
     rest = _resume_options(args, nonce)
-    line = "resume with: " + " ".join(words + [shlex.quote(a) for a in rest])
+    lines = [" ".join(words + [shlex.quote(a) for a in rest])]
     if hidden:
-        line += (
-            " (the passwords are hidden: first export "
+        lines.append(
+            "the passwords are hidden: first export "
             + " and ".join(f"{v}=<that password, as written in the URL>" for v in hidden)
-            + ")"
         )
-    return line
+    return lines
 
 
 def _shell_url(url: str, var: str) -> tuple[str, list[str]]:
