@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import json
 import secrets
 import shlex
 import sys
@@ -34,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 
+from . import bulk
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
 from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
 from .ids import validate_request_id
@@ -94,6 +96,49 @@ def _ask(args: argparse.Namespace, method: str, no: str) -> int:
         spent = _answer(call(args.request_id), method)
     print("spent" if spent else no)
     return OK if spent else REFUSED
+
+
+def _many(args: argparse.Namespace, method: bulk.Method) -> int:
+    """``spend-many`` / ``is-spent-many``: every id read and validated before the store
+    is opened (a bad line is exit 2, nothing sent); one line per id on stdout, as
+    ``RESULT<TAB>ID`` (the id as it was read: plain, or a JSON string with ``--json``),
+    a summary on stderr. Exit 0: every id spent (by this call, for ``spend-many``); 1:
+    every id answered, some already spent / not spent; else the failure's own code."""
+    try:
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as f:
+                data = f.read()
+    except OSError as exc:
+        print(f"decision-ledger {args.command}: cannot read {args.file}: {exc}", file=sys.stderr)
+        return USAGE
+    listed = bulk.parse_ids(bulk.decode(data), json_lines=args.json)
+    ids = list(dict.fromkeys(listed))  # a repeated id is answered once
+    word = "spent here" if method == "spend" else "spent"
+    meter = _Meter(total=len(ids), word=word) if len(ids) > bulk.BATCH else None
+
+    def show(results: list[tuple[str, str]], tally: bulk.Tally) -> None:
+        for request_id, result in results:
+            shown = json.dumps(request_id, ensure_ascii=False) if args.json else request_id
+            print(f"{result}\t{shown}")
+        sys.stdout.flush()
+        if meter is not None:
+            spent = tally.counts[bulk.SPENT]
+            elapsed = time.monotonic() - tally.started
+            meter(Progress(len(tally.results), spent, elapsed, None, len(ids)))
+
+    with _opened(args) as ledger:
+        try:
+            tally = bulk.answer_all(ledger, method, ids, show)
+        finally:
+            if meter is not None:
+                meter.end()
+    said = tally.summary(len(listed) - len(ids))
+    print(f"decision-ledger {args.command}: {said}", file=sys.stderr)
+    if tally.error is not None:
+        raise tally.error  # said, and its exit code chosen, as for any command
+    return OK if all(r == bulk.SPENT for r in tally.results.values()) else REFUSED
 
 
 def _store_id(args: argparse.Namespace) -> int:
@@ -201,8 +246,9 @@ class _Meter:
 
     EVERY = 2.0  # seconds between plain lines
 
-    def __init__(self, namespaces: int = 1, total: int | None = None) -> None:
+    def __init__(self, namespaces: int = 1, total: int | None = None, word: str = "copied") -> None:
         self.tty = sys.stderr.isatty()
+        self.word = word  # what ``Progress.copied`` counts
         self.namespaces, self.grand = namespaces, total
         self.finished = self.before = 0  # namespaces done, and their ids
         self.start = self.said = time.monotonic()
@@ -238,7 +284,7 @@ class _Meter:
         else:
             of = "" if p.total is None else f" of {p.total:,}"
             eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
-            text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
+            text = f"{p.done:,}{of} ids ({p.copied:,} {self.word}), {p.rate:,.0f} ids/s{eta}"
         if self.namespaces > 1:
             text += "; " + self._overall(p)
         if self.tty:
@@ -488,6 +534,14 @@ def _parser() -> argparse.ArgumentParser:
         "exit 0 if the id is spent, 1 if not (never records)",
         functools.partial(_ask, method="is_spent", no="not spent"),
     ).add_argument("request_id")
+    batches: tuple[tuple[str, bulk.Method, str], ...] = (
+        ("spend-many", "spend", "spend many ids (0 all spent by this call, 1 some already spent)"),
+        ("is-spent-many", "is_spent", "read many ids (0 all spent, 1 some not spent)"),
+    )
+    for name, method, text in batches:
+        many = with_url(name, text, functools.partial(_many, method=method))
+        many.add_argument("file", nargs="?", default="-", help="ids, one per line (- : stdin)")
+        many.add_argument("--json", action="store_true", help="each line is one JSON string")
     with_url("store-id", "print the store id; exit 1 (with the reason) if there is none", _store_id)
     with_url(
         "setup", "create the ledger's tables or keys (idempotent) and print its identity", _setup
