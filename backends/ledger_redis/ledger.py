@@ -205,6 +205,9 @@ class Shell(Generic[Listed]):
     def _spend_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
         return self._session.spend_many([validate_request_id(r) for r in request_ids])
 
+    def _is_spent_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
+        return self._session.is_spent_many([validate_request_id(r) for r in request_ids])
+
     def doctor_checks(self) -> list[Check]:
         opened = self._session.opened
         return identity.doctor_checks(
@@ -266,6 +269,10 @@ class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
         return run_steps(self._spend_many(request_ids), self._driver)
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Pipelined, 1000 read scripts per trip (one per trip on a Cluster)."""
+        return run_steps(self._is_spent_many(request_ids), self._driver)
 
     def lineage(self) -> list[str]:
         return sorted(self._lineage())
