@@ -4,7 +4,8 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 
 - 0 success: spent by this call, is spent, a store id, setup or migration done, a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
-  (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
+  (``check``, ``doctor``), an unfinished migration (``lineage``); for ``spend-many`` /
+  ``is-spent-many``, every id answered and some already spent / not spent;
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
@@ -46,12 +47,12 @@ from .migrate import (
     begin_run,
     count_ids,
     migrate,
-    migration_state,
     unfinished_runs,
 )
 from .notices import never_proves_line
 from .protocol import DecisionLedger, close_ledger, describe
 from .registry import open_ledger, setup_ledger
+from .runs import location_of, refuse_incomplete, run_state
 from .urls import _secret_spans, redact_url, scrub, secret_fragments
 
 OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
@@ -142,19 +143,20 @@ def _many(args: argparse.Namespace, method: bulk.Method) -> int:
 
 
 def _store_id(args: argparse.Namespace) -> int:
-    """A store with an unfinished migration into it answers 1: no host may switch to
-    it yet (its copy was never verified)."""
+    """A store whose migration never finished refuses (``IncompleteMigration``, exit 3,
+    no id printed): no host may switch to it yet (its copy was never verified). A
+    catch-up run into a store already in service blocks nothing: its id, and a note."""
     with _opened(args, report=True) as ledger:
         info = describe(ledger)
-        unfinished = migration_state(ledger)
+        state = run_state(ledger)
+        refuse_incomplete(state, location_of(ledger))
     if info.store_id is None:
         print("none")
         print(f"no store id: {info.reason}", file=sys.stderr)
         return REFUSED
     print(info.store_id)
-    if unfinished is not None:
-        print(f"{unfinished}: finish it (decision-ledger migrate ...) first", file=sys.stderr)
-        return REFUSED
+    if state.unfinished:
+        print(f"note: {state.describe()}; the store is in service", file=sys.stderr)
     return OK
 
 

@@ -188,8 +188,11 @@ def test_cli_store_id_shows_an_incomplete_migration(
     with pytest.raises(MigrationInterrupted):
         migrate(old, new, batch=10, progress=_interrupt_after(1))  # type: ignore[arg-type]
     capsys.readouterr()
-    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 1
-    assert "incomplete migration" in capsys.readouterr().err
+    # Before: the id printed and exit 1 ("no store id"); now a refusal, as for any read.
+    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "incomplete migration" in err
 
 
 def test_cli_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
