@@ -38,7 +38,14 @@ from types import ModuleType
 
 from . import bulk
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
-from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
+from .errors import (
+    InvalidLedgerURL,
+    InvalidRequestId,
+    LedgerError,
+    LedgerUnavailable,
+    MissingDriver,
+    missing_of,
+)
 from .ids import validate_request_id
 from .migrate import (
     MigrationError,
@@ -50,6 +57,7 @@ from .migrate import (
     unfinished_runs,
 )
 from .notices import never_proves_line
+from .preflight import before_setup
 from .protocol import DecisionLedger, close_ledger, describe
 from .registry import open_ledger, setup_ledger
 from .runs import location_of, refuse_incomplete, run_state
@@ -433,9 +441,16 @@ def _migrate_all(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """Every check, pass or fail, with the fix for each failure (reads only)."""
-    with _opened(args, report=True) as ledger:
-        checks = diagnose(ledger, max_round_trip=args.max_rtt)
+    """Every check, pass or fail, with the fix for each failure (reads only). A store not
+    set up yet: what ``setup`` would create, and the server's settings checked anyway."""
+    try:
+        with _opened(args, report=True) as ledger:
+            checks = diagnose(ledger, max_round_trip=args.max_rtt)
+    except LedgerUnavailable as exc:
+        missing = missing_of(exc)
+        if missing is None:
+            raise
+        checks = before_setup(args.url, missing, **_ns(args.namespace))
     for line in render(checks):
         print(line)
     failed = sum(check.status == FAIL for check in checks)

@@ -69,6 +69,16 @@ class _RedisBackend:
         transport = Pool(pool, target.location, budget=target.options.timeout)
         return target, transport, pool.disconnect
 
+    def preflight(self, request: OpenRequest) -> list[Any]:
+        """``decision-ledger doctor`` on a store not set up yet: the server's settings."""
+        from .ledger import preflight_checks
+
+        target, transport, close = self.transport(request)
+        try:
+            return preflight_checks(transport, target.options)
+        finally:
+            close()
+
     def open(self, request: OpenRequest) -> Any:
         from .ledger import RedisLedger
 

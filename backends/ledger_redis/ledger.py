@@ -23,6 +23,7 @@ from .decisions import (
     DEADLINE,
     Listing,
     NamespaceScan,
+    Operation,
     Scan,
     Session,
     Steps,
@@ -225,6 +226,19 @@ class Shell(Generic[Listed]):
             return None
         io.close()
         return self._on_close
+
+
+def preflight_checks(io: Transport, options: RedisOptions) -> list[Check]:
+    """``decision-ledger doctor`` before ``setup``: the servers' settings, read as an
+    open reads them (one trip per server); nothing is written."""
+
+    def steps() -> Steps[list[identity.ServerFacts]]:
+        with Operation(io, "read the configuration", spend=False):
+            return (yield from io.facts())
+
+    facts = run_steps(steps(), SyncDriver(io))
+    driver = str(getattr(redis_module(), "__version__", "?"))
+    return identity.settings_checks(facts, options, driver)
 
 
 class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
