@@ -157,13 +157,18 @@ def _check_driver_parts(url: LedgerURL) -> None:
 SENTINEL_PORT = 26379
 
 
-def _address(text: str) -> tuple[str, int]:
+def _addresses(text: str) -> list[tuple[str, int]]:
     if "@" in text:
-        # Never echoed: what stands before the "@" is a password.
+        # Refused whole, before any address is read (and echoed): what stands before the
+        # "@" is a password, and may hold a "," that would split it into an "address".
         raise InvalidLedgerURL(
             "a Sentinel address in 'sentinels' takes no user or password (host:port only): "
             "give the Sentinels' own with the sentinel_username / sentinel_password options"
         )
+    return [_address(x) for x in text.split(",") if x.strip()]
+
+
+def _address(text: str) -> tuple[str, int]:
     host, colon, port = text.strip().rpartition(":")
     if not colon:
         host, port = port, str(SENTINEL_PORT)
@@ -188,7 +193,7 @@ def _sentinel_target(request: OpenRequest) -> Target:
         raise InvalidLedgerURL("a redis+sentinel:// URL needs a Sentinel's host:port")
     sentinels = [(p.hostname, p.port or SENTINEL_PORT)]
     more = url.query.get("sentinels", "")
-    sentinels += [_address(x) for x in more.split(",") if x.strip()]
+    sentinels += _addresses(more)
     netloc = p.netloc.rpartition("@")
     userinfo = netloc[0] + "@" if netloc[1] else ""
     db = pieces[1] if len(pieces) == 2 else "0"
