@@ -5,7 +5,8 @@ Exit codes (a script branches on them, so 0 and 1 are only ever answers):
 - 0 success: spent by this call, is spent, a store id, setup, migration or reidentify done,
   a check passed;
 - 1 an answer that was received: already spent, not spent, no store id, a failed check
-  (``check``, ``doctor``), an unfinished migration (``store-id``, ``lineage``);
+  (``check``, ``doctor``), an unfinished migration (``lineage``); for ``spend-many`` /
+  ``is-spent-many``, every id answered and some already spent / not spent;
 - 2 usage or invalid input (a bad URL or id, a missing driver, a backend that won't load);
 - 3 the store is unavailable, missing or unsafe, or the operation failed: nothing was
   proven (an ``AmbiguousSpend`` from ``spend`` means the id may be spent);
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import json
 import secrets
 import shlex
 import sys
@@ -35,8 +37,16 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 
+from . import bulk
 from .doctor import FAIL, MAX_ROUND_TRIP, diagnose, render
-from .errors import InvalidLedgerURL, InvalidRequestId, LedgerError, MissingDriver
+from .errors import (
+    InvalidLedgerURL,
+    InvalidRequestId,
+    LedgerError,
+    LedgerUnavailable,
+    MissingDriver,
+    missing_of,
+)
 from .ids import validate_request_id
 from .migrate import (
     MigrationInterrupted,
@@ -44,14 +54,15 @@ from .migrate import (
     begin_run,
     count_ids,
     migrate,
-    migration_state,
     unfinished_runs,
 )
 from .notices import never_proves_line
+from .preflight import before_setup
 from .protocol import DecisionLedger, close_ledger, describe
 from .registry import open_ledger, setup_ledger
 from .reidentify import namespaces_of as _list_namespaces
 from .reidentify import reidentify
+from .runs import location_of, refuse_incomplete, run_state
 from .urls import _secret_spans, redact_url, scrub, secret_fragments
 
 OK, REFUSED, USAGE, UNAVAILABLE, INTERNAL = 0, 1, 2, 3, 4
@@ -98,20 +109,64 @@ def _ask(args: argparse.Namespace, method: str, no: str) -> int:
     return OK if spent else REFUSED
 
 
+def _many(args: argparse.Namespace, method: bulk.Method) -> int:
+    """``spend-many`` / ``is-spent-many``: every id read and validated before the store
+    is opened (a bad line is exit 2, nothing sent); one line per id on stdout, as
+    ``RESULT<TAB>ID`` (the id as it was read: plain, or a JSON string with ``--json``),
+    a summary on stderr. Exit 0: every id spent (by this call, for ``spend-many``); 1:
+    every id answered, some already spent / not spent; else the failure's own code."""
+    try:
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as f:
+                data = f.read()
+    except OSError as exc:
+        print(f"decision-ledger {args.command}: cannot read {args.file}: {exc}", file=sys.stderr)
+        return USAGE
+    listed = bulk.parse_ids(bulk.decode(data), json_lines=args.json)
+    ids = list(dict.fromkeys(listed))  # a repeated id is answered once
+    word = "spent here" if method == "spend" else "spent"
+    meter = _Meter(total=len(ids), word=word) if len(ids) > bulk.BATCH else None
+
+    def show(results: list[tuple[str, str]], tally: bulk.Tally) -> None:
+        for request_id, result in results:
+            shown = json.dumps(request_id, ensure_ascii=False) if args.json else request_id
+            print(f"{result}\t{shown}")
+        sys.stdout.flush()
+        if meter is not None:
+            spent = tally.counts[bulk.SPENT]
+            elapsed = time.monotonic() - tally.started
+            meter(Progress(len(tally.results), spent, elapsed, None, len(ids)))
+
+    with _opened(args) as ledger:
+        try:
+            tally = bulk.answer_all(ledger, method, ids, show)
+        finally:
+            if meter is not None:
+                meter.end()
+    said = tally.summary(len(listed) - len(ids))
+    print(f"decision-ledger {args.command}: {said}", file=sys.stderr)
+    if tally.error is not None:
+        raise tally.error  # said, and its exit code chosen, as for any command
+    return OK if all(r == bulk.SPENT for r in tally.results.values()) else REFUSED
+
+
 def _store_id(args: argparse.Namespace) -> int:
-    """A store with an unfinished migration into it answers 1: no host may switch to
-    it yet (its copy was never verified)."""
+    """A store whose migration never finished refuses (``IncompleteMigration``, exit 3,
+    no id printed): no host may switch to it yet (its copy was never verified). A
+    catch-up run into a store already in service blocks nothing: its id, and a note."""
     with _opened(args, report=True) as ledger:
         info = describe(ledger)
-        unfinished = migration_state(ledger)
+        state = run_state(ledger)
+        refuse_incomplete(state, location_of(ledger))
     if info.store_id is None:
         print("none")
         print(f"no store id: {info.reason}", file=sys.stderr)
         return REFUSED
     print(info.store_id)
-    if unfinished is not None:
-        print(f"{unfinished}: finish it (decision-ledger migrate ...) first", file=sys.stderr)
-        return REFUSED
+    if state.unfinished:
+        print(f"note: {state.describe()}; the store is in service", file=sys.stderr)
     return OK
 
 
@@ -203,8 +258,9 @@ class _Meter:
 
     EVERY = 2.0  # seconds between plain lines
 
-    def __init__(self, namespaces: int = 1, total: int | None = None) -> None:
+    def __init__(self, namespaces: int = 1, total: int | None = None, word: str = "copied") -> None:
         self.tty = sys.stderr.isatty()
+        self.word = word  # what ``Progress.copied`` counts
         self.namespaces, self.grand = namespaces, total
         self.finished = self.before = 0  # namespaces done, and their ids
         self.start = self.said = time.monotonic()
@@ -240,7 +296,7 @@ class _Meter:
         else:
             of = "" if p.total is None else f" of {p.total:,}"
             eta = "" if p.eta is None else f", ETA {p.eta:.0f} s"
-            text = f"{p.done:,}{of} ids ({p.copied:,} copied), {p.rate:,.0f} ids/s{eta}"
+            text = f"{p.done:,}{of} ids ({p.copied:,} {self.word}), {p.rate:,.0f} ids/s{eta}"
         if self.namespaces > 1:
             text += "; " + self._overall(p)
         if self.tty:
@@ -317,8 +373,9 @@ def _migrate_one(
             meter.end()
             marked = "every target namespace is" if args.all_namespaces else "the target is"
             text = str(stopped).replace("the target is", marked)
-            line = _resume_line(args, stopped.resume)
-            _say(args, f"{text}; {line}", [args.url, args.target])
+            _say(args, f"{text}, as printed on the next line:", [args.url, args.target])
+            for line in _resume_lines(args, stopped.resume):  # each whole, to paste
+                print(scrub(line, secret_fragments(args.url, args.target)), file=sys.stderr)
             return INTERRUPTED
     meter.end()
     print(
@@ -374,9 +431,16 @@ def _migrate_all(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """Every check, pass or fail, with the fix for each failure (reads only)."""
-    with _opened(args, report=True) as ledger:
-        checks = diagnose(ledger, max_round_trip=args.max_rtt)
+    """Every check, pass or fail, with the fix for each failure (reads only). A store not
+    set up yet: what ``setup`` would create, and the server's settings checked anyway."""
+    try:
+        with _opened(args, report=True) as ledger:
+            checks = diagnose(ledger, max_round_trip=args.max_rtt)
+    except LedgerUnavailable as exc:
+        missing = missing_of(exc)
+        if missing is None:
+            raise
+        checks = before_setup(args.url, missing, **_ns(args.namespace))
     for line in render(checks):
         print(line)
     failed = sum(check.status == FAIL for check in checks)
@@ -408,23 +472,23 @@ def _reidentify(args: argparse.Namespace) -> int:
 PASSWORD_VARS = ("DECISION_LEDGER_SOURCE_PASSWORD", "DECISION_LEDGER_TARGET_PASSWORD")
 
 
-def _resume_line(args: argparse.Namespace, nonce: str | None) -> str:
-    """The pasteable command that resumes this migration, each password a
-    ``${DECISION_LEDGER_..._PASSWORD}`` the line says to set."""
+def _resume_lines(args: argparse.Namespace, nonce: str | None) -> list[str]:
+    """The command that resumes this migration, alone on its line (pasteable as printed),
+    each password a ``${DECISION_LEDGER_..._PASSWORD}``; then, on a line of its own, the
+    variables to export first."""
     words, hidden = ["decision-ledger", "migrate"], []
     for url, var in zip((args.url, args.target), PASSWORD_VARS, strict=True):
         word, names = _shell_url(url, var)
         words.append(word)
         hidden += names
     rest = _resume_options(args, nonce)
-    line = "resume with: " + " ".join(words + [shlex.quote(a) for a in rest])
+    lines = [" ".join(words + [shlex.quote(a) for a in rest])]
     if hidden:
-        line += (
-            " (the passwords are hidden: first export "
+        lines.append(
+            "the passwords are hidden: first export "
             + " and ".join(f"{v}=<that password, as written in the URL>" for v in hidden)
-            + ")"
         )
-    return line
+    return lines
 
 
 def _shell_url(url: str, var: str) -> tuple[str, list[str]]:
@@ -500,6 +564,14 @@ def _parser() -> argparse.ArgumentParser:
         "exit 0 if the id is spent, 1 if not (never records)",
         functools.partial(_ask, method="is_spent", no="not spent"),
     ).add_argument("request_id")
+    batches: tuple[tuple[str, bulk.Method, str], ...] = (
+        ("spend-many", "spend", "spend many ids (0 all spent by this call, 1 some already spent)"),
+        ("is-spent-many", "is_spent", "read many ids (0 all spent, 1 some not spent)"),
+    )
+    for name, method, text in batches:
+        many = with_url(name, text, functools.partial(_many, method=method))
+        many.add_argument("file", nargs="?", default="-", help="ids, one per line (- : stdin)")
+        many.add_argument("--json", action="store_true", help="each line is one JSON string")
     with_url("store-id", "print the store id; exit 1 (with the reason) if there is none", _store_id)
     with_url(
         "setup", "create the ledger's tables or keys (idempotent) and print its identity", _setup

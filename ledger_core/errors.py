@@ -69,7 +69,19 @@ SETUP = "run `decision-ledger setup URL` (or open with create=true) to create it
 def missing_store(what: str, how: str = SETUP) -> LedgerUnavailable:
     """Every backend's one message for a store ``create=false`` may not make: what is
     missing and where, then how to create it (a mistyped URL must never make a store)."""
-    return LedgerUnavailable(
+    error = LedgerUnavailable(
         f"{what} does not exist and create=false (reads and migration sources never "
         f"create a store): {how}"
     )
+    # What ``setup`` would create, and how: ``decision-ledger doctor`` says so, and still
+    # checks the server's settings (:func:`missing_of`).
+    error.missing = (what, how)  # type: ignore[attr-defined]
+    return error
+
+
+def missing_of(error: BaseException) -> tuple[str, str] | None:
+    """``(what, how)`` when ``error`` says a store does not exist (:func:`missing_store`)."""
+    found = getattr(error, "missing", None)
+    if isinstance(found, tuple) and len(found) == 2 and all(isinstance(x, str) for x in found):
+        return found[0], found[1]
+    return None

@@ -100,9 +100,10 @@ class MigrationInterrupted(MigrationError):
     def __init__(self, progress: Progress, resume: str | None = None) -> None:
         self.progress = progress
         self.resume = resume
+        last = "" if progress.last_id is None else f" (last: {progress.last_id!r})"
         super().__init__(
-            f"interrupted after {progress.done} ids (last: {progress.last_id!r}); the "
-            "target is marked as an incomplete migration: run the same command to resume"
+            f"interrupted after {progress.done} ids{last}; the target is marked as an "
+            "incomplete migration: run the same command to resume"
         )
 
 

@@ -31,11 +31,14 @@ def never_proves_line(info: LedgerInfo) -> str | None:
 
 
 def never_proves(info: LedgerInfo) -> None:
-    """Warn once per process and store that a ledger opened here can never prove."""
+    """Warn once per process and store that a ledger opened here can never prove. The
+    reason is the store's (its file system, its server's settings), so a second
+    namespace of the same store repeats nothing; another reason is said again."""
     line = never_proves_line(info)
     if line is not None:
         where = info.location or info.backend
-        _once("never-proves", f"{where}|{info.namespace}", f"ledger at {where}: {line}")
+        message = f"ledger at {where}: {line}"
+        _once("never-proves", message, message)
 
 
 def created(location: str) -> None:
@@ -43,6 +46,7 @@ def created(location: str) -> None:
     _once(
         "created",
         location,
-        f"created a new, empty ledger at {location} (every id reads 'not spent'); if you"
-        " meant an existing one, check the URL; create=False refuses a missing store",
+        f"new ledger: created an empty store at {location}, as expected on first use. If"
+        " you meant an existing ledger, this URL does not name it (every id would read"
+        " 'not spent'): check the URL; create=False refuses a missing store",
     )

@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import threading
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, packages_distributions
 from typing import Any, Literal, Protocol, overload
 
 from . import notices
@@ -81,24 +81,46 @@ def backend_for(scheme: str) -> Backend:
     )
 
 
-def _import(where: str, load: Callable[[], Any]) -> Any:
-    """``load()``; whatever goes wrong is a ``LedgerError`` naming ``where``."""
+def _import(where: str, load: Callable[[], Any], reference: object) -> Any:
+    """``load()`` of ``reference`` (``module:attribute``); whatever goes wrong is a
+    ``LedgerError`` naming ``where``. Only a driver missing under one of our own
+    packages is fixed by an extra: a module or attribute of the reference that is not
+    there is a typo or an uninstalled package, and says so."""
+    module, _, attribute = str(reference).partition(":")
     try:
         return load()
     except MissingDriver:
         raise
     except ImportError as exc:
-        raise MissingDriver(
-            f"{where} could not be imported ({exc}); "
+        missing = getattr(exc, "name", None) or ""
+        if missing and (module == missing or module.startswith(missing + ".")):
+            raise BackendLoadError(
+                f"{where}: module {missing!r} was not found (check the spelling of the "
+                "reference, and that its package is installed)"
+            ) from exc
+        fix = (
             "install its extra, e.g. pip install 'decision-ledger[all]'"
+            if _ours(module)
+            else f"install what {module!r} needs"
+        )
+        raise MissingDriver(f"{where} could not be imported ({exc}); {fix}") from exc
+    except AttributeError as exc:
+        raise BackendLoadError(
+            f"{where}: {exc} (check the spelling of {attribute!r} in the reference)"
         ) from exc
     except Exception as exc:
         raise BackendLoadError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
 
 
+def _ours(module: str) -> bool:
+    """Whether ``module`` is of this distribution (its drivers come with an extra)."""
+    shipped = packages_distributions().get(module.partition(".")[0], [])
+    return "decision-ledger" in shipped
+
+
 def _load(scheme: str, name: str, value: str, load: Callable[[], Any]) -> Backend:
     where = f"the backend for {scheme}:// (entry point {name} = {value})"
-    loaded = _import(where, load)
+    loaded = _import(where, load, value)
     if not callable(getattr(loaded, "open", None)):
         raise BackendLoadError(f"{where} names {type(loaded).__name__}, which has no open()")
     backend: Backend = adapt_backend(loaded, where)
@@ -132,7 +154,7 @@ def testing_hook(scheme: str, name: HookName) -> Callable[..., Any] | None:
     owners: list[object] = [backend]
     if reference is not None:
         where = f"the testing hooks of {scheme}:// ({reference!r})"
-        owners.insert(0, _import(where, lambda: _resolve(reference)))
+        owners.insert(0, _import(where, lambda: _resolve(reference), reference))
     for owner in owners:
         found: object = getattr(owner, name, None)
         if callable(found):

@@ -129,5 +129,6 @@ def test_wrong_answers_fail_and_an_unavailable_store_exits_3(
     assert "the store answers wrongly" in capsys.readouterr().out
     assert main(["doctor", "brokendoc://down", *SLACK]) == 3
     assert "LedgerUnavailable: down" in capsys.readouterr().out
-    assert main(["doctor", f"sqlite:///{tmp_path}/missing.db"]) == 3  # never created
+    # A missing store: the doctor says so (a failed check), never creates it.
+    assert main(["doctor", f"sqlite:///{tmp_path}/missing.db"]) == 1
     assert not (tmp_path / "missing.db").exists()

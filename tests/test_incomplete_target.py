@@ -82,7 +82,7 @@ def test_a_catch_up_run_does_not_take_a_store_out_of_service(tmp_path: Path) -> 
         migrate(old, new, batch=10, progress=_stop_after_first_batch)
     assert "catch-up run 2" in str(migration_state(new))
     assert store_id_of(open_ledger(f"sqlite:///{tmp_path}/new.db")) == new.store_id
-    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 1  # still reported
+    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 0  # in service: its id
 
 
 def test_the_cli_refuses_answers_and_reports_the_store(
@@ -93,8 +93,11 @@ def test_the_cli_refuses_answers_and_reports_the_store(
     assert main(["is-spent", new, "i029"]) == 3  # never "not spent" (exit 1)
     assert "IncompleteMigration" in capsys.readouterr().err
     assert main(["spend", new, "i029"]) == 3
-    assert main(["store-id", new]) == 1
-    assert "incomplete migration" in capsys.readouterr().err
+    assert main(["store-id", new]) == 3  # refused with the reason: no id to switch to
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "IncompleteMigration" in err
+    assert "incomplete migration" in err
 
 
 class _SecretBackend:

@@ -188,8 +188,11 @@ def test_cli_store_id_shows_an_incomplete_migration(
     with pytest.raises(MigrationInterrupted):
         migrate(old, new, batch=10, progress=_interrupt_after(1))  # type: ignore[arg-type]
     capsys.readouterr()
-    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 1
-    assert "incomplete migration" in capsys.readouterr().err
+    # Before: the id printed and exit 1 ("no store id"); now a refusal, as for any read.
+    assert main(["store-id", f"sqlite:///{tmp_path}/new.db"]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "incomplete migration" in err
 
 
 def test_cli_lineage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -241,7 +244,8 @@ def test_cli_progress_lines_and_ctrl_c(
     assert "1,000 of 3,000 ids (1,000 copied)" in err
     assert "ETA" in err
     assert "interrupted after 2000 ids (last: 'i01999')" in err
-    assert f"resume with: decision-ledger migrate {old} {new} --target-namespace 'n s'" in err
+    # The command alone on its line: pasted whole, it runs.
+    assert f"decision-ledger migrate {old} {new} --target-namespace 'n s'" in err.splitlines()
     monkeypatch.setattr(cli._Meter, "__call__", real)
     assert main(["migrate", old, new, "--target-namespace", "n s"]) == 0
     assert "copied 1000, already present 2000" in capsys.readouterr().out
@@ -280,12 +284,12 @@ def test_the_resume_command_works_when_pasted(tmp_path: Path) -> None:
         merge=False,
         all_namespaces=False,
     )
-    line = cli._resume_line(args, "ab12")
-    assert "p%40ss" not in line
-    assert "two" not in line
-    assert "export DECISION_LEDGER_SOURCE_PASSWORD=" in line
-    assert "DECISION_LEDGER_SOURCE_PASSWORD_2=" in line
-    command = line.removeprefix("resume with: ").split(" (the passwords are hidden")[0]
+    command, note = cli._resume_lines(args, "ab12")
+    assert "p%40ss" not in command + note
+    assert "two" not in command + note
+    assert "export DECISION_LEDGER_SOURCE_PASSWORD=" in note
+    assert "DECISION_LEDGER_SOURCE_PASSWORD_2=" in note
+    assert "hidden" not in command  # the note is a line of its own
     env = {
         "DECISION_LEDGER_SOURCE_PASSWORD": 'p%40ss$w`o"rd',
         "DECISION_LEDGER_SOURCE_PASSWORD_2": "two",
@@ -357,3 +361,45 @@ def test_all_namespaces_shows_the_overall_progress(
     err = capsys.readouterr().err
     assert "overall: 0 of 3 namespaces done, 5 of 10 ids, ETA" in err
     assert "overall: 1 of 3 namespaces done, 10 of 10 ids, ETA 0 s" in err
+
+
+def test_an_early_ctrl_c_names_no_last_id_and_the_command_pastes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "interrupted after 0 ids (last: None)", and the command ran on into the
+    password note on the same line (a bash syntax error when pasted to its end)."""
+    SQLiteLedger(tmp_path / "old.db").spend_many(["a", "b"])
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+
+    def interrupted(self: SQLiteLedger, ids: list[str]) -> list[bool]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteLedger, "spend_many", interrupted)
+    assert main(["migrate", old, new]) == 130
+    lines = capsys.readouterr().err.splitlines()
+    assert "interrupted after 0 ids; " in lines[-2]
+    assert "last" not in lines[-2]
+    assert lines[-1] == f"decision-ledger migrate {old} {new}"
+
+
+def test_a_sentinel_password_is_hidden_in_the_resume_command(tmp_path: Path) -> None:
+    """The Sentinels' own password (``sentinel_password=``) is read from the
+    environment like the master's: ``..._2``, exported first."""
+    import argparse
+
+    from ledger_core import cli
+
+    source = "redis+sentinel://:m4ster-pw@h:26379/prod?sentinel_password=s3ntinel-pw"
+    args = argparse.Namespace(
+        url=source,
+        target=f"sqlite:///{tmp_path}/n.db",
+        namespace=None,
+        target_namespace=None,
+        merge=False,
+        all_namespaces=False,
+    )
+    command, note = cli._resume_lines(args, None)
+    assert "m4ster-pw" not in command + note
+    assert "s3ntinel-pw" not in command + note
+    assert "sentinel_password=${DECISION_LEDGER_SOURCE_PASSWORD_2}" in command
+    assert "DECISION_LEDGER_SOURCE_PASSWORD_2=" in note

@@ -227,7 +227,7 @@ def test_all_namespaces_marks_every_target_namespace_first(
     third = ["--namespace", names[2]]
     with pytest.raises(IncompleteMigration):
         open_ledger(new.url, namespace=names[2])
-    assert main(["store-id", new.url, *third]) == 1
+    assert main(["store-id", new.url, *third]) == 3
     assert main(["lineage", new.url, *third]) == 1
     assert "incomplete: run 1 from " in capsys.readouterr().out
     monkeypatch.undo()

@@ -74,7 +74,7 @@ def test_cli_migrates_every_namespace_with_its_own_lineage_and_resumes(
     press_ctrl_c_after(monkeypatch, 3)  # 2 batches of the first namespace, 1 of the second
     assert main(["migrate", old, new, "--all-namespaces"]) == 130
     err = capsys.readouterr().err
-    assert f"resume with: decision-ledger migrate {old} {new} --all-namespaces" in err
+    assert f"decision-ledger migrate {old} {new} --all-namespaces" in err.splitlines()
     assert "namespace a:b (1 of 3):" in err
 
     monkeypatch.setattr(cli._Meter, "__call__", real)

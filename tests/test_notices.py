@@ -23,11 +23,13 @@ def test_an_open_that_creates_a_store_says_so_once(
     url = f"sqlite:///{tmp_path}/mistyped.db"
     open_ledger(url).close()  # type: ignore[attr-defined]
     open_ledger(url).close()  # type: ignore[attr-defined]
-    created = [m for m in _warnings(caplog) if "created a new, empty ledger" in m]
+    created = [m for m in _warnings(caplog) if "created an empty store" in m]
+    # Information on a first run (it is normal), and the typo case still plain:
     assert created == [
-        f"created a new, empty ledger at sqlite:///{tmp_path}/mistyped.db (every id reads"
-        " 'not spent'); if you meant an existing one, check the URL; create=False refuses"
-        " a missing store"
+        f"new ledger: created an empty store at sqlite:///{tmp_path}/mistyped.db, as "
+        "expected on first use. If you meant an existing ledger, this URL does not name it "
+        "(every id would read 'not spent'): check the URL; create=False refuses a missing "
+        "store"
     ]
 
 
@@ -41,6 +43,16 @@ def test_a_store_that_never_proves_is_logged_once_per_process(
     assert len(said) == 1
     assert "no store_id: this ledger never proves" in said[0]
     assert "fix: " in said[0]
+
+
+def test_two_namespaces_of_a_store_that_never_proves_say_it_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before: one identical line per namespace opened (the reason is the store's)."""
+    url = f"memory://never-proves-{uuid.uuid4().hex}"
+    open_ledger(url, namespace="a")
+    open_ledger(url, namespace="b")
+    assert len([m for m in _warnings(caplog) if "never proves" in m]) == 1
 
 
 def test_setup_prints_why_a_store_never_proves_and_the_fix(

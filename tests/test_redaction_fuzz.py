@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from ledger_core import InvalidLedgerURL, LedgerError, LedgerURL, open_ledger, redact_url
 from ledger_core.cli import main
+from ledger_core.protocol import describe
 from ledger_core.urls import scrub, secret_fragments
 
 SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix", "redis+cluster", "postgresql", "postgres")
@@ -249,3 +251,97 @@ def test_a_dynamodb_endpoint_with_credentials_never_shows_them() -> None:
         open_ledger(url)  # refused before any I/O: an endpoint takes no credentials
     assert not any("Secr3tPass" in text for text in _texts(caught.value))
     assert "Secr3tPass" not in redact_url(url)
+
+
+# Every other place a secret can be given (the userinfo above is one): option values in
+# the query, keyword options, a userinfo inside an option's own address. Each is written
+# as a user must (percent-encoded in a query) and opened against nothing listening.
+# (MongoDB's and DynamoDB's URLs are parsed only, above: opening waits out a selection.)
+SLOTS: dict[str, tuple[str, str | None]] = {
+    "sentinel master userinfo": ("redis+sentinel://u:{raw}@127.0.0.1:{port}/m", None),
+    "sentinel_password in the URL": (
+        "redis+sentinel://127.0.0.1:{port}/m?sentinel_password={quoted}",
+        None,
+    ),
+    "sentinel_password keyword": ("redis+sentinel://127.0.0.1:{port}/m", "sentinel_password"),
+    "userinfo in sentinels=": (
+        "redis+sentinel://127.0.0.1:{port}/m?sentinels=:{quoted}@127.0.0.1:{port}",
+        None,
+    ),
+    "postgres password=": ("postgresql://u@127.0.0.1:{port}/db?password={quoted}", None),
+    "postgres sslpassword=": ("postgresql://u@127.0.0.1:{port}/db?sslpassword={quoted}", None),
+}
+
+
+def _placed(slot: str, password: str) -> tuple[str, dict[str, str], str]:
+    """The URL and keyword options that carry ``password`` in ``slot``, and the text of
+    the password as written there."""
+    template, keyword = SLOTS[slot]
+    quoted = quote(password, safe="")
+    url = template.format(port=PORT, raw=password, quoted=quoted)
+    written = password if "{raw}" in template else quoted
+    return url, ({keyword: password} if keyword else {}), written
+
+
+def _shown_anywhere(url: str, options: dict[str, str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Every text a user may see: the open's error (and its chain) or the ledger's repr
+    and description, and the CLI's output (a URL only: the CLI takes no keywords)."""
+    texts = [redact_url(url)]
+    try:
+        ledger = open_ledger(url, create=False, **options)
+    except LedgerError as exc:
+        texts += _texts(exc)
+    else:  # pragma: no cover - nothing listens on PORT
+        texts += [repr(ledger), repr(describe(ledger))]
+    if not options:
+        for command in ("store-id", "doctor"):
+            main([command, url])
+        texts += capsys.readouterr()
+    return "\n".join(texts)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.sampled_from(sorted(SLOTS)), passwords)
+@example("userinfo in sentinels=", "Sntl-S3cret-pw")
+@example("sentinel_password keyword", "p@ss/w#rd?x")
+@example("userinfo in sentinels=", "000,")  # the "," once split it before the "@" check
+def test_no_option_that_carries_a_secret_shows_it(
+    capsys: pytest.CaptureFixture[str], slot: str, password: str
+) -> None:
+    url, options, written = _placed(slot, password)
+    shadow_url, shadow_options, _ = _placed(slot, _shadow(password))
+    base = _shown_anywhere(shadow_url, shadow_options, capsys)
+    shown = _shown_anywhere(url, options, capsys)
+    assert _written_leaks({password, written}, shown, url.replace(written, "\x00"), base) == []
+
+
+# Parsed only (opening waits out a server selection or an AWS lookup): the query options
+# of the stores above that can carry a secret, as written in a URL.
+PARSED_SLOTS = (
+    "mongodb://u@127.0.0.1:{port}/db?tlsCertificateKeyFilePassword={quoted}",
+    "mongodb+srv://u@cluster.example/db?authSource=admin&password={quoted}",
+    "dynamodb://table?region=us-east-1&endpoint_url=http://u:{quoted}@127.0.0.1:{port}",
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(PARSED_SLOTS), passwords)
+def test_parsed_only_options_that_carry_a_secret_never_show_it(
+    template: str, password: str
+) -> None:
+    quoted = quote(password, safe="")
+    url = template.format(port=PORT, quoted=quoted)
+    shadow = template.format(port=PORT, quoted=quote(_shadow(password), safe=""))
+    shown, base = _shown_when_parsed(url), _shown_when_parsed(shadow)
+    assert _written_leaks({password, quoted}, shown, url.replace(quoted, "\x00"), base) == []
+
+
+def _written_leaks(secrets: set[str], shown: str, public: str, base: str) -> list[str]:
+    """Pieces (3+ chars) of any form of the secret that show, and are neither in the
+    URL's other parts (``public``) nor in what the shadow secret shows (``base``)."""
+    pieces = {s[i : i + SHOWN] for s in secrets for i in range(len(s) - SHOWN + 1)}
+    return sorted(p for p in pieces if p in shown and p not in public and p not in base)

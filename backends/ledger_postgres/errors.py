@@ -83,7 +83,18 @@ def unavailable(what: str, exc: BaseException, password: str | None) -> LedgerEr
             f"{what} refused: the server is read-only (a standby, or "
             f"default_transaction_read_only): {detail(exc, password)}"
         )
-    return LedgerUnavailable(f"{what} failed: {detail(exc, password)}")
+    text = detail(exc, password)
+    if _NO_DATABASE.search(text):
+        # The one server error a first set-up meets: say how to get past it.
+        text += (
+            "; create the database first (createdb NAME, or CREATE DATABASE as a role that "
+            "may), then run `decision-ledger setup URL`: see docs/postgres.md"
+        )
+    return LedgerUnavailable(f"{what} failed: {text}")
+
+
+# libpq's text (a connection error carries no SQLSTATE): 'database "x" does not exist'
+_NO_DATABASE = re.compile(r'FATAL:\s+database "[^"]*" does not exist')
 
 
 def ambiguous(first: BaseException, second: BaseException | None, pw: str | None) -> AmbiguousSpend:

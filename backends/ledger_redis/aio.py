@@ -119,6 +119,9 @@ class AsyncRedisLedger(Shell[AsyncIterator[str]], AsyncReentrantLedgerBase):
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         return await run_steps_async(self._spend_many(request_ids), self._driver)
 
+    async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        return await run_steps_async(self._is_spent_many(request_ids), self._driver)
+
     async def lineage(self) -> list[str]:
         return sorted([source async for source in self._lineage()])
 

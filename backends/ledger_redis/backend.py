@@ -41,10 +41,12 @@ def _client(target: Target, factory: Any, url: LedgerURL, **kwargs: Any) -> Any:
         raise driver_error(exc, "open", sent=False) from exc
 
 
-# The ledger resolves lost replies itself (C5); the driver must never resend.
-def _no_retry() -> Any:
+# The ledger resolves lost replies itself (C5); the driver must never resend. An asyncio
+# client takes the asyncio Retry (a sync one is converted, with a UserWarning).
+def _no_retry(*, aio: bool) -> Any:
     redis = redis_module()
-    return redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+    retry = redis.asyncio.retry if aio else redis.retry
+    return retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
 class _RedisBackend:
@@ -56,7 +58,7 @@ class _RedisBackend:
         factory = (redis.asyncio if aio else redis).BlockingConnectionPool.from_url
         timeout = target.options.timeout
         return _client(
-            target, factory, url, retry=_no_retry(), timeout=timeout, max_connections=100
+            target, factory, url, retry=_no_retry(aio=aio), timeout=timeout, max_connections=100
         )
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
@@ -66,6 +68,16 @@ class _RedisBackend:
         pool = self._pool(target, request.url, aio=aio)
         transport = Pool(pool, target.location, budget=target.options.timeout)
         return target, transport, pool.disconnect
+
+    def preflight(self, request: OpenRequest) -> list[Any]:
+        """``decision-ledger doctor`` on a store not set up yet: the server's settings."""
+        from .ledger import preflight_checks
+
+        target, transport, close = self.transport(request)
+        try:
+            return preflight_checks(transport, target.options)
+        finally:
+            close()
 
     def open(self, request: OpenRequest) -> Any:
         from .ledger import RedisLedger
@@ -114,9 +126,15 @@ class _SentinelBackend(_RedisBackend):
             raise url_refused(url, exc) from None
         kwargs.pop("host", None)
         kwargs.pop("port", None)
-        manager = flavour.Sentinel(list(target.sentinels), sentinel_kwargs=dict(seconds))
+        sentinel_kwargs = {**seconds, **target.sentinel_auth}
+        manager = flavour.Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
         return flavour.SentinelConnectionPool(
-            target.service, manager, retry=_no_retry(), max_connections=100, **seconds, **kwargs
+            target.service,
+            manager,
+            retry=_no_retry(aio=aio),
+            max_connections=100,
+            **seconds,
+            **kwargs,
         )
 
 

@@ -482,6 +482,23 @@ class Session:
                 check_ack(self.plan.wait, replies[-1])
         self.guard.fail(IdentityLost("reidentify: this ledger's identity was replaced; reopen"))
 
+    def is_spent_many(self, request_ids: Sequence[bytes]) -> Steps[list[bool]]:
+        """The read script of each id, pipelined ``BATCH`` per trip (one per trip on a
+        Cluster: its ids live in one slot, but the client sends one command at a time)."""
+        size = 1 if self.io.cluster else BATCH
+        out: list[bool] = []
+        for i in range(0, len(request_ids), size):
+            with self._guard("is_spent_many", spend=False):
+                yield from self._recheck()
+                batch = request_ids[i : i + size]
+                commands = [c for rid in batch for c in self.plan.read_commands(rid)]
+                replies = yield from self.io.call(commands, "is_spent_many")
+                for reply in replies:  # only the first one's error raised: each is judged
+                    if isinstance(reply, Exception):
+                        raise driver_error(reply, "is_spent_many", sent=True) from reply
+                out += [exists_reply(reply) for reply in replies]
+        return out
+
     def page(self, scan: Scan) -> Steps[tuple[list[str], Scan | None]]:
         """A page and the scan to go on with, or ``([], None)``: ``ledger_core.listing``."""
         with self._guard(scan.what, spend=False):

@@ -23,6 +23,7 @@ def redis_module() -> ModuleType:
         import redis
         import redis.asyncio
         import redis.asyncio.cluster
+        import redis.asyncio.retry
         import redis.asyncio.sentinel
         import redis.backoff
         import redis.cluster
@@ -49,7 +50,10 @@ class IdentityLost(UnsafeStoreConfig):
 def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     """``sent``: the command may have reached the server (a failure is then
     :class:`ReplyLost`); an error reply means it did not apply."""
-    exceptions = redis_module().exceptions
+    redis = redis_module()
+    exceptions = redis.exceptions
+    if isinstance(exc, _not_found(redis.sentinel) + _not_found(redis.asyncio.sentinel)):
+        return _no_master(exc, what)
     if isinstance(exc, exceptions.MaxConnectionsError):
         return LedgerUnavailable(f"{what}: no free connection in the client's pool")
     if isinstance(exc, exceptions.ReadOnlyError):
@@ -85,6 +89,26 @@ def driver_error(exc: BaseException, what: str, *, sent: bool) -> LedgerError:
     if sent:
         return ReplyLost(f"{what}: no reply ({type(exc).__name__}: {exc})")
     return LedgerUnavailable(f"{what}: cannot reach the server ({type(exc).__name__}: {exc})")
+
+
+def _not_found(sentinel: ModuleType) -> tuple[type[Exception], ...]:
+    return sentinel.MasterNotFoundError, sentinel.SlaveNotFoundError
+
+
+def _no_master(exc: BaseException, what: str) -> LedgerUnavailable:
+    """redis-py's text reprs every Sentinel's connection (its kwargs: the password, in
+    some versions): never repeated. Only the class of what each Sentinel answered is
+    kept, and the driver's exception gets the same text, so a chained cause shows ours."""
+    # "<conn repr> - AuthenticationError('...')", or "- auth:AuthenticationError: ..." (8.x)
+    answered = sorted(set(re.findall(r" - (?:[a-z_]+:)?([A-Z]\w*)(?=[(:])", str(exc))))
+    said = f"; the Sentinels answered {', '.join(answered)}" if answered else ""
+    text = (
+        f"{what}: no Sentinel named a master for this ledger (check the master name in "
+        "the URL, and sentinel_username / sentinel_password against the Sentinels' "
+        f"requirepass){said}"
+    )
+    exc.args = (text,)
+    return LedgerUnavailable(text)
 
 
 def url_refused(url: LedgerURL, exc: Exception) -> InvalidLedgerURL:

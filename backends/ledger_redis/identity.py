@@ -467,6 +467,27 @@ def doctor_checks(
     *,
     sentinel: bool = False,
 ) -> list[Check]:
+    version_line, lines = _settings(facts, options, driver, replication, sentinel=sentinel)
+    return report(info, version_line, lines)
+
+
+def settings_checks(
+    facts: Sequence[ServerFacts], options: RedisOptions, driver: str
+) -> list[Check]:
+    """The servers' settings alone, as the doctor judges them for a ledger: for a store
+    not set up yet (no genesis, so no identity or replication to judge)."""
+    version_line, lines = _settings(facts, options, driver, None, sentinel=False)
+    return [version_line.check(), *(line.check() for line in lines)]
+
+
+def _settings(
+    facts: Sequence[ServerFacts],
+    options: RedisOptions,
+    driver: str,
+    replication: Replication | None,
+    *,
+    sentinel: bool,
+) -> tuple[Fact, list[Fact]]:
     many = len(facts) > 1
     # What the commands need of a server: EVALSHA scripts (2.6), SET ... NX for the
     # genesis (2.6.12), SCAN for listings (2.8); WAITAOF (7.2) only with wait_aof.
@@ -502,4 +523,4 @@ def doctor_checks(
                 lines.append(Fact.judged(not unsafe, seen, seen + why, fix))
         lines.append(_persistence_fact(where, one, options))
     lines += replication_facts(replication, options, sentinel=sentinel)
-    return report(info, version_line, lines)
+    return version_line, lines

@@ -23,6 +23,7 @@ from .decisions import (
     DEADLINE,
     Listing,
     NamespaceScan,
+    Operation,
     Scan,
     Session,
     Steps,
@@ -205,6 +206,9 @@ class Shell(Generic[Listed]):
     def _spend_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
         return self._session.spend_many([validate_request_id(r) for r in request_ids])
 
+    def _is_spent_many(self, request_ids: Sequence[str]) -> Steps[list[bool]]:
+        return self._session.is_spent_many([validate_request_id(r) for r in request_ids])
+
     def doctor_checks(self) -> list[Check]:
         opened = self._session.opened
         return identity.doctor_checks(
@@ -222,6 +226,19 @@ class Shell(Generic[Listed]):
             return None
         io.close()
         return self._on_close
+
+
+def preflight_checks(io: Transport, options: RedisOptions) -> list[Check]:
+    """``decision-ledger doctor`` before ``setup``: the servers' settings, read as an
+    open reads them (one trip per server); nothing is written."""
+
+    def steps() -> Steps[list[identity.ServerFacts]]:
+        with Operation(io, "read the configuration", spend=False):
+            return (yield from io.facts())
+
+    facts = run_steps(steps(), SyncDriver(io))
+    driver = str(getattr(redis_module(), "__version__", "?"))
+    return identity.settings_checks(facts, options, driver)
 
 
 class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
@@ -266,6 +283,10 @@ class RedisLedger(Shell[Iterator[str]], ReentrantLedgerBase):
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
         return run_steps(self._spend_many(request_ids), self._driver)
+
+    def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """Pipelined, 1000 read scripts per trip (one per trip on a Cluster)."""
+        return run_steps(self._is_spent_many(request_ids), self._driver)
 
     def lineage(self) -> list[str]:
         return sorted(self._lineage())

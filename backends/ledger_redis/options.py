@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
@@ -80,6 +80,9 @@ class RedisOptions:
 
 
 LEDGER_OPTIONS = frozenset({"namespace", *(f.name for f in fields(RedisOptions))})
+# The Sentinels' own credentials (redis-py's ``sentinel_kwargs``), apart from the master's
+# in the URL's userinfo; held by the Target only, never by RedisOptions (which has a repr).
+SENTINEL_OPTIONS = frozenset({"sentinel_username", "sentinel_password"})
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 
 
@@ -95,6 +98,7 @@ class Target:
     # redis+sentinel://: the master's name and every Sentinel's (host, port)
     service: str = ""
     sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_auth: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return f"<Target {self.location}>"
@@ -102,12 +106,15 @@ class Target:
 
 def parse(request: OpenRequest) -> Target:
     url = request.url
-    request.check(LEDGER_OPTIONS | DRIVER_URL_OPTIONS)
+    request.check(LEDGER_OPTIONS | DRIVER_URL_OPTIONS | SENTINEL_OPTIONS)
     for name in DRIVER_URL_OPTIONS & set(request.options):
         if url.query.get(name) != request.options[name]:
             raise InvalidLedgerURL(f"driver option {name!r} goes in the URL query string")
     if url.scheme == "redis+sentinel":
         return _sentinel_target(request)
+    misplaced = sorted(SENTINEL_OPTIONS & set(request.options))
+    if misplaced:
+        raise InvalidLedgerURL(f"option {misplaced[0]!r} is for redis+sentinel:// URLs only")
     _check_driver_parts(url)
     cluster = url.scheme == "redis+cluster"
     raw = request.driver_url(LEDGER_OPTIONS)
@@ -150,6 +157,17 @@ def _check_driver_parts(url: LedgerURL) -> None:
 SENTINEL_PORT = 26379
 
 
+def _addresses(text: str) -> list[tuple[str, int]]:
+    if "@" in text:
+        # Refused whole, before any address is read (and echoed): what stands before the
+        # "@" is a password, and may hold a "," that would split it into an "address".
+        raise InvalidLedgerURL(
+            "a Sentinel address in 'sentinels' takes no user or password (host:port only): "
+            "give the Sentinels' own with the sentinel_username / sentinel_password options"
+        )
+    return [_address(x) for x in text.split(",") if x.strip()]
+
+
 def _address(text: str) -> tuple[str, int]:
     host, colon, port = text.strip().rpartition(":")
     if not colon:
@@ -161,7 +179,8 @@ def _address(text: str) -> tuple[str, int]:
 
 def _sentinel_target(request: OpenRequest) -> Target:
     """``redis+sentinel://[user:password@]host:port/<master name>[/db]?sentinels=h:p,...``;
-    the credentials are the master's."""
+    the userinfo is the master's credentials, ``sentinel_username`` / ``sentinel_password``
+    the Sentinels' own."""
     url = request.url
     p = url.parts
     pieces = [x for x in p.path.split("/") if x]
@@ -174,11 +193,11 @@ def _sentinel_target(request: OpenRequest) -> Target:
         raise InvalidLedgerURL("a redis+sentinel:// URL needs a Sentinel's host:port")
     sentinels = [(p.hostname, p.port or SENTINEL_PORT)]
     more = url.query.get("sentinels", "")
-    sentinels += [_address(x) for x in more.split(",") if x.strip()]
+    sentinels += _addresses(more)
     netloc = p.netloc.rpartition("@")
     userinfo = netloc[0] + "@" if netloc[1] else ""
     db = pieces[1] if len(pieces) == 2 else "0"
-    raw = request.driver_url(LEDGER_OPTIONS | {"sentinels"})
+    raw = request.driver_url(LEDGER_OPTIONS | SENTINEL_OPTIONS | {"sentinels"})
     query = raw.partition("?")[2]
     driver = f"redis://{userinfo}sentinel/{db}" + (f"?{query}" if query else "")
     shown = ",".join(f"{h}:{port}" for h, port in sentinels)
@@ -190,4 +209,17 @@ def _sentinel_target(request: OpenRequest) -> Target:
         cluster=False,
         service=pieces[0],
         sentinels=tuple(sentinels),
+        sentinel_auth=_sentinel_auth(request),
     )
+
+
+def _sentinel_auth(request: OpenRequest) -> dict[str, str]:
+    """redis-py's ``username`` / ``password`` for the Sentinels (empty: they need none)."""
+    auth = {}
+    for name in sorted(SENTINEL_OPTIONS):
+        value = request.text(name, "")
+        if value:
+            auth[name.removeprefix("sentinel_")] = value
+    if "username" in auth and "password" not in auth:
+        raise InvalidLedgerURL("option 'sentinel_username' needs 'sentinel_password' too")
+    return auth

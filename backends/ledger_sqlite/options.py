@@ -58,6 +58,15 @@ class Target:
 
 
 def url_path(url: LedgerURL) -> str:
+    after = url.raw.partition(":")[2]
+    if not after.startswith("//"):
+        # sqlite:/old.db once read as a relative path: the slashes are the convention's.
+        name = url.parts.path.lstrip("/") or "ledger.db"
+        raise InvalidLedgerURL(
+            f"{url}: a SQLite URL starts with sqlite:/// (three slashes): write "
+            f"sqlite:///{name} for {name} in the working directory, or sqlite:////{name} "
+            f"for /{name}"
+        )
     if url.parts.netloc:
         raise InvalidLedgerURL(
             f"{url}: a SQLite URL has no host; use sqlite:///relative.db or sqlite:////abs.db"

@@ -230,6 +230,8 @@ def run_check(
     args += ["-p", "no:cacheprovider", "-q", "--tb=short"]
     args += ["-o", "addopts=", "-W", "ignore::DeprecationWarning"]
     log = None if verbose else _log_file()
+    if log is not None:  # said before the run: a check leaves this file behind
+        print(f"pytest's own output goes to {log} (--verbose shows it here)", flush=True)
     with tempfile.TemporaryDirectory(prefix="decision-ledger-check-") as home:
         # An empty configuration of the check's own: no pytest.ini, tox.ini or pyproject.toml
         # near the installed suite (a source checkout's: its per-test timeout, addopts,

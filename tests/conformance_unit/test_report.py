@@ -189,12 +189,14 @@ def test_check_is_quiet_and_names_its_log(capsys: pytest.CaptureFixture[str]) ->
     out, err = capsys.readouterr()
     assert code == 0, out
     assert err == "", err
-    first = out.strip().splitlines()[0]
-    assert first.startswith("ledger (sync): "), out  # nothing of pytest's before the table
+    first, second = [line for line in out.splitlines() if line][:2]
+    assert first.startswith("pytest's own output goes to "), out  # where its log goes
+    assert second.startswith("ledger (sync): "), out  # nothing of pytest's before the table
     assert "Warning" not in out, out
     last = out.strip().splitlines()[-1]
     assert last.startswith("pytest output: "), out
     log = Path(last.removeprefix("pytest output: "))
+    assert first == f"pytest's own output goes to {log} (--verbose shows it here)"
     assert "passed" in log.read_text(encoding="utf-8")
     log.unlink()
 

@@ -145,3 +145,25 @@ def test_spend_many_proves_the_genesis(redis_url: str, namespace: str) -> None:
         assert redis.Redis.from_url(redis_url).exists(ledger._session.plan.keys.record(b"x")) == 0
     finally:
         ledger.close()
+
+
+# is_spent_many: the read script of each id, pipelined (a bulk read was one trip per id).
+def test_is_spent_many_answers_per_id(url: str, flavor: str, namespace: str) -> None:
+    spent = ["a", "*", *[f"i{n}" for n in range(0, 1100, 2)]]
+    asked = ["a", "never", "a", "*", *[f"i{n}" for n in range(1100)]]
+    with Flavored(flavor, url, namespace=namespace) as ledger:
+        assert ledger.run(ledger.ledger.spend_many(spent)) == [True] * len(spent)
+        answers = ledger.run(ledger.ledger.is_spent_many(asked))
+        assert answers == [request_id in spent for request_id in asked]
+        assert ledger.run(ledger.ledger.is_spent_many([])) == []
+
+
+def test_is_spent_many_proves_the_genesis(redis_url: str, namespace: str) -> None:
+    ledger: Any = open_ledger(redis_url, namespace=namespace)
+    try:
+        ledger.spend("x")
+        redis.Redis.from_url(redis_url).delete(ledger._session.plan.keys.genesis)
+        with pytest.raises(UnsafeStoreConfig, match="forgot"):
+            ledger.is_spent_many(["x", "y"])
+    finally:
+        ledger.close()

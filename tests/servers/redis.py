@@ -60,13 +60,25 @@ def _spawn(args: Sequence[str], directory: str) -> subprocess.Popen[bytes]:
         log.close()
 
 
-def _ping(port: int) -> bool:
+def _ping(port: int, password: str | None = None) -> bool:
+    auth = b"" if password is None else b"AUTH %s\r\n" % password.encode()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            sock.sendall(auth + b"PING\r\n")
+            expected = b"+PONG" if password is None else b"+OK\r\n+PONG"
+            return _received(sock, len(expected)).startswith(expected)
     except OSError:
         return False
+
+
+def _received(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(64)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _wait(check: object, what: str, timeout: float = START_TIMEOUT) -> None:
@@ -410,18 +422,24 @@ class Replicated:
 MASTER_NAME = "ledger-primary"
 
 
-def _command(port: int, *words: str) -> object:
+def _command(port: int, *words: str, password: str | None = None) -> object:
     import redis
 
-    with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as client:
+    with redis.Redis(
+        port=port, socket_timeout=2, decode_responses=True, password=password
+    ) as client:
         return client.execute_command(*words)
 
 
-def _sentinel_conf(directory: str, port: int, primary: int) -> str:
+def _sentinel_conf(directory: str, port: int, primary: int, password: str | None) -> str:
     path = os.path.join(directory, "sentinel.conf")
+    # A Sentinel with requirepass: its peers use the same password (sentinel-pass).
+    auth = (
+        "" if password is None else f"requirepass {password}\nsentinel sentinel-pass {password}\n"
+    )
     with open(path, "w") as conf:
         conf.write(
-            f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {directory}\n"
+            f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {directory}\n{auth}"
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 2\n"
             f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
             f"sentinel failover-timeout {MASTER_NAME} 5000\n"
@@ -430,15 +448,16 @@ def _sentinel_conf(directory: str, port: int, primary: int) -> str:
     return path
 
 
-def start_sentinel(primary: int) -> RedisServer:
-    """A ``redis-sentinel`` watching the primary on ``primary`` (its own free port)."""
+def start_sentinel(primary: int, password: str | None = None) -> RedisServer:
+    """A ``redis-sentinel`` watching the primary on ``primary`` (its own free port);
+    ``password``: its ``requirepass``, which clients give as ``sentinel_password``."""
     exe = binary("redis-sentinel")
     if exe is None:
         raise ServerUnavailable("install redis-sentinel (apt-get install -y redis-sentinel)")
     directory = tempfile.mkdtemp(prefix="ledger-sentinel-")
     port = free_port()
-    server = SentinelProcess(port, directory, (_sentinel_conf(directory, port, primary),))
-    server.exe = exe
+    conf = _sentinel_conf(directory, port, primary, password)
+    server = SentinelProcess(port, directory, (conf,), exe=exe, password=password)
     try:
         server.start()
     except BaseException:
@@ -451,10 +470,11 @@ def start_sentinel(primary: int) -> RedisServer:
 @dataclass
 class SentinelProcess(RedisServer):
     exe: str = ""
+    password: str | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.proc = _spawn([self.exe, *self.args], self.directory)
-        _wait(lambda: _ping(self.port), f"redis-sentinel on port {self.port}")
+        _wait(lambda: _ping(self.port, self.password), f"redis-sentinel on port {self.port}")
 
 
 @contextmanager
@@ -481,6 +501,18 @@ def local_replicated(*, sentinels: int = 0) -> Iterator[Replicated]:
         if watching:
             _wait(lambda: all(_knows_replica(s.port) for s in watching), "the Sentinels", 30)
         yield pair
+
+
+@contextmanager
+def local_sentinel(password: str) -> Iterator[str]:
+    """A primary and one Sentinel with ``requirepass password`` watching it: yields the
+    ``redis+sentinel://`` URL without the Sentinel's password (each test adds its own)."""
+    with ExitStack() as stack:
+        primary = stack.enter_context(local_redis())
+        sentinel = start_sentinel(primary.port, password)
+        stack.callback(shutil.rmtree, sentinel.directory, True)
+        stack.callback(sentinel.stop)
+        yield f"redis+sentinel://127.0.0.1:{sentinel.port}/{MASTER_NAME}"
 
 
 def _knows_replica(port: int) -> bool:

@@ -150,7 +150,7 @@ def test_ctrl_c_stops_with_a_summary(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert proc.stderr is not None
-        lines = [proc.stderr.readline()]  # a notice ("created a new, empty ledger") first
+        lines = [proc.stderr.readline()]  # a notice ("new ledger: created ...") first
         while lines[-1] and " ops (" not in lines[-1] and len(lines) < 20:
             lines.append(proc.stderr.readline())
         assert " ops (" in lines[-1], lines  # the first progress line: the campaign runs
