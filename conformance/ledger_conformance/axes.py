@@ -59,17 +59,14 @@ NAME_FAMILIES: dict[str, tuple[str, ...]] = {
     "prefix": ("p", "px", "p:", "p-x", "px-"),
 }
 
-# -- callers, instances, operations ------------------------------------------------------
+# -- callers ----------------------------------------------------------------------------
 
 # Who calls, in one race: threads of this process on a sync or an async instance, forked
-# children (inherit what the parent imported), freshly spawned interpreters (import it all
-# again: a per-interpreter secret, seed or cache starts over).
-CALLERS = ("thread-sync", "thread-async", "fork-sync", "fork-async", "spawn-sync", "spawn-async")
-# Which instance reads a spend: the same one, a new one in this process, one in a new
-# interpreter.
-INSTANCES = ("same", "new", "spawned")
-# What a ledger may offer besides spend/is_spent: each is exercised when offered.
-OPERATIONS = ("spend", "spend_as", "spend_many", "markers")
+# children (they inherit what the parent imported), freshly spawned interpreters (they
+# import it all again: a secret, seed or cache drawn at import starts over).
+CALLERS: tuple[tuple[str, str], ...] = tuple(
+    (kind, flavor) for kind in ("thread", "fork", "spawn") for flavor in ("sync", "async")
+)
 
 
 @dataclass(frozen=True)
@@ -98,10 +95,6 @@ class Axes:
     def families(self, part: str) -> list[tuple[str, ...]]:
         """A sample of every look-alike family (at least 3 members each; all: thorough)."""
         return self._sample(ID_FAMILIES.values(), f"ids:{part}", 3)
-
-    def family_ids(self, part: str) -> list[str]:
-        """The sampled members of every family, once each."""
-        return list(dict.fromkeys(m for family in self.families(part) for m in family))
 
     def names(self, part: str) -> list[tuple[str, ...]]:
         """A sample of every sibling-name family (at least 3 members each)."""
@@ -155,9 +148,7 @@ __all__ = [
     "CALLERS",
     "FILLERS",
     "ID_FAMILIES",
-    "INSTANCES",
     "NAME_FAMILIES",
-    "OPERATIONS",
     "SEED_ENV",
     "Axes",
     "exact_bytes",

@@ -261,8 +261,14 @@ def forked_caller(factory: Factory, name: str) -> Caller:
 
 
 def portable(factory: Factory) -> Any:
-    """What a new interpreter can rebuild ``factory`` from: itself when it pickles, else
-    ``module:name`` when its module holds it under a name; None when neither (a closure)."""
+    """What a new interpreter can rebuild ``factory`` from: the ``module:callable`` path
+    it was loaded from, else itself when it pickles, else ``module:name`` when its module
+    holds it under a name; None when none of these (a closure)."""
+    from .loading import path_of
+
+    path = path_of(factory)
+    if path is not None:
+        return path
     try:
         pickle.dumps(factory)
         return factory

@@ -17,6 +17,7 @@ from ..harness import Handle, Ledgers
 from .c1_callers import race_ids
 from .c1_once import C1
 from .c3_reads import C3
+from .c8_ids import shown
 from .common import (
     assert_linearizable,
     assert_one_winner,
@@ -24,7 +25,7 @@ from .common import (
     partly,
     require_is_spent,
 )
-from .drawn import Who, drawn_ids, race, record_batch, replayable, shown, usable
+from .drawn import Who, drawn_ids, race, record_batch, replayable, usable
 
 CHUNK = 4  # ids per round of the batch race
 FLAVORS: tuple[Flavor, Flavor] = ("sync", "async")
@@ -69,7 +70,7 @@ class Batches:
         problems: list[str] = []
         with replayable(ledgers) as axes:
             for handle in _batching(ledgers, "batch", request, "spend_many"):
-                ids = drawn_ids(ledgers, axes, f"batch-{handle.flavor}", families=False)
+                ids = drawn_ids(ledgers, axes, f"batch-{handle.flavor}")
                 single, batched = ids[::3], ids
                 spent: set[str] = set()
                 for rid in single:
@@ -126,7 +127,7 @@ class Batches:
         with replayable(ledgers) as axes:
             for handle in _batching(ledgers, "reads", request, "is_spent_many"):
                 require_is_spent(handle)
-                ids = drawn_ids(ledgers, axes, f"reads-{handle.flavor}", families=False)
+                ids = drawn_ids(ledgers, axes, f"reads-{handle.flavor}")
                 probe = [*ids, ids[0], ids[-1]]
                 answers = record_batch(ledgers, handle, "is_spent_many", probe, "before")
                 _compare(

@@ -11,19 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from ..axes import CALLERS
 from ..harness import Ledgers
 from .c1_once import C1
 from .common import assert_linearizable, assert_one_winner
 from .drawn import Who, drawn_ids, race, replayable, usable
 
-EVERY_CALLER = (
-    Who("thread", "sync"),
-    Who("thread", "async"),
-    Who("fork", "sync"),
-    Who("fork", "async"),
-    Who("spawn", "sync"),
-    Who("spawn", "async"),
-)
+EVERY_CALLER = tuple(Who(kind, flavor) for kind, flavor in CALLERS)  # type: ignore[arg-type]
 # Async callers across processes only: a sync path that writes first (it is usually the
 # faster one) would hide an async path that checks, then writes.
 ASYNC_ACROSS = (
@@ -37,7 +31,7 @@ ASYNC_ACROSS = (
 def race_ids(ledgers: Ledgers, part: str) -> list[str]:
     """The profile's number of long and edge ids, the 1024- and 1023-byte ones always."""
     with replayable(ledgers) as axes:
-        drawn = drawn_ids(ledgers, axes, part, families=False)
+        drawn = drawn_ids(ledgers, axes, part)
         always, rest = drawn[:2], drawn[2:]
         count = max(0, min(len(rest), ledgers.profile.race_ids - len(always)))
         return always + axes.rng(f"race:{part}").sample(rest, count)

@@ -15,8 +15,9 @@ from ..callers import Step
 from ..harness import Ledgers
 from .c1_callers import race_ids
 from .c3_reads import C3
+from .c8_ids import shown
 from .common import assert_linearizable, require_is_spent, require_store_id
-from .drawn import Who, answer_of, job_for, replayable, shown, spawned_pool, usable
+from .drawn import Who, answer_of, job_for, replayable, spawned_pool, usable
 
 SPAWNED = (Who("spawn", "sync"), Who("spawn", "async"))
 

@@ -13,8 +13,9 @@ from collections import Counter
 from ..declare import NAMESPACES, SPENT_IDS
 from ..harness import Handle, Ledgers
 from .c7_isolation import C7
+from .c8_ids import shown
 from .common import assert_linearizable
-from .drawn import replayable, shown
+from .drawn import replayable
 from .l1_listing import listing
 
 

@@ -19,9 +19,9 @@ from ledger_core.ids import closed_proven_marker
 from ..context import Flavor
 from ..declare import MARKERS, SPEND_AS
 from ..harness import Handle, Ledgers
-from .c8_ids import C8
+from .c8_ids import C8, shown
 from .c10_reentry import new_keys
-from .drawn import replayable, shown
+from .drawn import replayable
 
 FLAVORS: tuple[Flavor, ...] = ("sync", "async")
 Write = Callable[[list[str]], list[object]]

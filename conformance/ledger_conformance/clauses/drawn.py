@@ -45,23 +45,11 @@ def replayable(ledgers: Ledgers) -> Iterator[Axes]:
         raise AssertionError(f"{exc}\n[{seed_note(axes)}]") from None
 
 
-def drawn_ids(
-    ledgers: Ledgers, axes: Axes, part: str, edges: int = 24, families: bool = True
-) -> list[str]:
-    """Long ids (the 1024- and 1023-byte ones first), a sample of C8's edge ids and, with
-    ``families``, of every look-alike family, once each: raw (each test spends them on a
-    fresh store of its own)."""
+def drawn_ids(ledgers: Ledgers, axes: Axes, part: str, edges: int = 24) -> list[str]:
+    """Long ids (the 1024- and 1023-byte ones first) and a sample of C8's edge ids, once
+    each: raw (each test spends them on a fresh store of its own)."""
     found = [*axes.long_ids(ledgers.label(part), part), *axes.edge_ids(EDGE_IDS, part, edges)]
-    if families:
-        found += axes.family_ids(part)
     return list(dict.fromkeys(found))
-
-
-def shown(request_id: object) -> str:
-    """A long id as its length and ends, so messages stay readable."""
-    if not isinstance(request_id, str) or len(request_id) <= 24:
-        return repr(request_id)
-    return f"{request_id[:10]!r}...{request_id[-4:]!r} ({len(request_id.encode())} bytes)"
 
 
 def answer_of(value: object) -> object:

@@ -15,9 +15,9 @@ from ledger_core.ids import MarkerKind, closed_proven_marker, marker_id
 from ..context import Flavor
 from ..declare import MARKERS
 from ..harness import Handle, Ledgers
-from .c8_ids import EDGE_IDS
+from .c8_ids import EDGE_IDS, shown
 from .common import not_applicable
-from .drawn import replayable, shown
+from .drawn import replayable
 from .host_rules import H3, _close, _resolve
 
 FLAVORS: tuple[Flavor, ...] = ("sync", "async")

@@ -16,9 +16,9 @@ from ledger_core.ids import closed_proven_marker
 
 from ..declare import MARKERS, SPENT_IDS
 from ..harness import Ledgers
-from .c8_ids import EDGE_IDS
+from .c8_ids import EDGE_IDS, shown
 from .common import not_applicable, open_flavor
-from .drawn import drawn_ids, record_batch, replayable, shown
+from .drawn import drawn_ids, record_batch, replayable
 from .l1_listing import L1, SMALL_PAGE, _page_keyword, listing
 
 
@@ -32,7 +32,7 @@ class L1Drawn:
             handle = open_flavor(ledgers, ledgers.label("drawn-listing"), flavor)  # type: ignore[arg-type]
             if not handle.has(SPENT_IDS):
                 not_applicable(f"the {flavor} variant has no spent_ids (the other one has)")
-            ids = drawn_ids(ledgers, axes, f"listing-{flavor}", edges=len(EDGE_IDS), families=False)
+            ids = drawn_ids(ledgers, axes, f"listing-{flavor}", edges=len(EDGE_IDS))
             batched = ids[1::2] if callable(getattr(handle.ledger, "spend_many", None)) else []
             for rid in ids:
                 if rid not in batched:
