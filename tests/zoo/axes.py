@@ -162,41 +162,69 @@ class SaltedAtImport(AxesZooLedger):
 
 # -- async callers across processes ---------------------------------------------------------
 
-_PROCESS_LOCK = [threading.Lock()]
-os.register_at_fork(after_in_child=lambda: _PROCESS_LOCK.__setitem__(0, threading.Lock()))
+
+class InFlight:
+    """The ids this process is spending right now: a second call for one of them answers
+    False at once (one True per id in this process). A fork starts with none in flight."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids: set[str] = set()
+
+    def claim(self, key: str) -> bool:
+        with self.lock:
+            if key in self.ids:
+                return False
+            self.ids.add(key)
+            return True
+
+    def release(self, key: str) -> None:
+        with self.lock:
+            self.ids.discard(key)
+
+
+_IN_FLIGHT = [InFlight()]
+os.register_at_fork(after_in_child=lambda: _IN_FLIGHT.__setitem__(0, InFlight()))
 
 
 class AsyncChecksThenSets(AxesZooLedger):
-    """The sync path's ``SET NX`` holds a lock of its process (renewed in a forked
-    child), and so does the async path's read-then-write below: every call of one
-    process is serialized, but two processes' async calls, or one's async and another's
-    sync, both win."""
+    """Every spend of this process first claims its id (a concurrent spend of the same id
+    here answers False at once); the sync path then writes with ``SET NX``, the async
+    path reads, then writes without a condition. In one process the claim makes every
+    path right; two processes' async calls, or one's async and another's sync, both win."""
 
     def spend(self, request_id: str) -> Any:
-        with _PROCESS_LOCK[0]:
-            return super().spend(request_id)
+        return self.claimed(request_id, super().spend)
 
-    def overwrite(self, request_id: str) -> None:
-        self.client.set(self.key(request_id), uuid.uuid4().hex)
+    def spend_checked(self, request_id: str) -> Any:
+        return self.claimed(request_id, self.check_then_set)
+
+    def check_then_set(self, request_id: str) -> bool:
+        key, token = self.key(request_id), uuid.uuid4().hex
+        if self.read(key):
+            return False
+        try:
+            self.bound(lambda: self.client.set(key, token))
+        except redis.RedisError as exc:
+            return self.on_spend_failure(key, token, exc)  # C5: the token read back
+        return True
+
+    def claimed(self, request_id: str, spend: Any) -> Any:
+        key = self.key(request_id)
+        in_flight = _IN_FLIGHT[0]
+        if not in_flight.claim(key):
+            return False
+        try:
+            return spend(request_id)
+        finally:
+            in_flight.release(key)
 
 
 class AsyncCheckThenSetFace(AsyncAxesFace):
-    """Reads, then writes without a condition, each on a worker thread, holding the
-    process's lock throughout."""
+    """Its async spend: the claimed read-then-write."""
 
     async def spend(self, request_id: str) -> Any:
-        lock = _PROCESS_LOCK[0]
-        await self._run_on(lock.acquire)
-        try:
-            if await self._run("is_spent", request_id):
-                return False
-            await self._run("overwrite", request_id)
-            return True
-        finally:
-            lock.release()
-
-    async def _run_on(self, call: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        return await self._run("spend_checked", request_id)
 
 
 # -- listing long ids --------------------------------------------------------------------------
