@@ -163,61 +163,43 @@ class SaltedAtImport(AxesZooLedger):
 # -- async callers across processes ---------------------------------------------------------
 
 
-class InFlight:
-    """The ids this process is spending right now: a second call for one of them answers
-    False at once (one True per id in this process). A fork starts with none in flight."""
+class PerId:
+    """A lock per id in this process: spends of one id here take turns (spends of others
+    never wait). A fork starts with fresh ones."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.ids: set[str] = set()
+        self.locks: dict[str, threading.Lock] = {}
 
-    def claim(self, key: str) -> bool:
+    def of(self, key: str) -> threading.Lock:
         with self.lock:
-            if key in self.ids:
-                return False
-            self.ids.add(key)
-            return True
-
-    def release(self, key: str) -> None:
-        with self.lock:
-            self.ids.discard(key)
+            return self.locks.setdefault(key, threading.Lock())
 
 
-_IN_FLIGHT = [InFlight()]
-os.register_at_fork(after_in_child=lambda: _IN_FLIGHT.__setitem__(0, InFlight()))
+_PER_ID = [PerId()]
+os.register_at_fork(after_in_child=lambda: _PER_ID.__setitem__(0, PerId()))
 
 
 class AsyncChecksThenSets(AxesZooLedger):
-    """Every spend of this process first claims its id (a concurrent spend of the same id
-    here answers False at once); the sync path then writes with ``SET NX``, the async
-    path reads, then writes without a condition. In one process the claim makes every
-    path right; two processes' async calls, or one's async and another's sync, both win."""
+    """Spends of one id take turns in this process (a lock per id); the sync path writes
+    with ``SET NX``, the async path reads, then writes without a condition. In one
+    process the turns make every path right; two processes' async calls, or one's async
+    and another's sync, both win."""
 
     def spend(self, request_id: str) -> Any:
-        return self.claimed(request_id, super().spend)
+        with _PER_ID[0].of(self.key(request_id)):
+            return super().spend(request_id)
 
-    def spend_checked(self, request_id: str) -> Any:
-        return self.claimed(request_id, self.check_then_set)
-
-    def check_then_set(self, request_id: str) -> bool:
+    def spend_checked(self, request_id: str) -> bool:
         key, token = self.key(request_id), uuid.uuid4().hex
-        if self.read(key):
-            return False
-        try:
-            self.bound(lambda: self.client.set(key, token))
-        except redis.RedisError as exc:
-            return self.on_spend_failure(key, token, exc)  # C5: the token read back
-        return True
-
-    def claimed(self, request_id: str, spend: Any) -> Any:
-        key = self.key(request_id)
-        in_flight = _IN_FLIGHT[0]
-        if not in_flight.claim(key):
-            return False
-        try:
-            return spend(request_id)
-        finally:
-            in_flight.release(key)
+        with _PER_ID[0].of(key):
+            if self.read(key):
+                return False
+            try:
+                self.bound(lambda: self.client.set(key, token))
+            except redis.RedisError as exc:
+                return self.on_spend_failure(key, token, exc)  # C5: the token read back
+            return True
 
 
 class AsyncCheckThenSetFace(AsyncAxesFace):
