@@ -50,17 +50,10 @@ class AxesZooLedger(ReentrantZooLedger):
         return f"zoo-mark:{self.label.encode().hex()}:{validate_marker(marker).hex()}"
 
     def spend_marker(self, marker: bytes) -> bool:
-        key, token = self.marker_key(marker), uuid.uuid4().hex
-        try:
-            return self.write(key, token)
-        except redis.RedisError as exc:
-            return self.on_spend_failure(key, token, exc)
+        return bool(self.spend_key(self.marker_key(marker)))
 
     def is_marker_spent(self, marker: bytes) -> bool:
         return self.read(self.marker_key(marker))
-
-    def spent_ids(self) -> Iterator[str]:
-        return iter(list(super().spent_ids()))
 
 
 class AsyncAxesFace(AsyncReentrantZooLedger):
