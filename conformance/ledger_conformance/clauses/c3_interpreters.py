@@ -69,6 +69,15 @@ class C3Interpreters:
             spawned_pool(ledgers).close()
             raise
         fresh = ledgers.open(label)
+        if not whos:  # no spawned interpreter: this process spends, a new instance reads
+            problems += [
+                f"the first spend of {shown(rid)}" for rid in ids if parent.spend(rid) is not True
+            ]
+            problems += [
+                f"a new instance read {shown(rid)} as unspent"
+                for rid in ids
+                if fresh.is_spent(rid, "parent-new") is not True
+            ]
         for who, outcome, (theirs, mine) in zip(whos, outcomes, shares, strict=True):
             ledgers.adopt(label, outcome.ops)
             n = len(theirs)
