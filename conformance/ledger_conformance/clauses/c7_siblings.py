@@ -68,10 +68,16 @@ class C7Siblings:
 def _namespaces(
     ledgers: Ledgers, handle: Handle, labels: list[str], family: tuple[str, ...]
 ) -> list[str]:
-    """With ``namespaces()`` and a factory that names its namespaces: each sibling once."""
-    if not handle.has(NAMESPACES) or not callable(getattr(ledgers.factory, "namespace_of", None)):
+    """With ``namespaces()``: none listed twice; and with a factory that names its
+    namespaces (a URL run), each sibling exactly once."""
+    if not handle.has(NAMESPACES):
         return []
     listed = Counter(map(str, listing(handle, "namespaces")))
+    twice = [name for name, n in listed.items() if n > 1]
+    if twice:
+        return [f"namespaces() lists {len(twice)} namespace(s) twice: {twice[:3]}"]
+    if not callable(getattr(ledgers.factory, "namespace_of", None)):
+        return []
     named = [(name, ledgers.namespace(label)) for name, label in zip(family, labels, strict=True)]
     return [
         f"namespaces() lists {name!r} ({namespace!r}) {listed[namespace]} time(s)"
