@@ -48,8 +48,9 @@ class C1Callers:
         ids = race_ids(ledgers, "callers")
         results: dict[str, list[object]] = {}
         names = []
+        allowed = set(usable(ledgers, request, probe, (*EVERY_CALLER, *ASYNC_ACROSS)))
         for whos, share in ((EVERY_CALLER, ids[::2]), (ASYNC_ACROSS, ids[1::2])):
-            kept = usable(ledgers, request, probe, whos)
+            kept = [w for w in whos if w in allowed]
             names.append(", ".join(w.name for w in kept))
             with replayable(ledgers):
                 results |= race(ledgers, label, kept, [[rid] for rid in share])
