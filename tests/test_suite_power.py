@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import blind_spots, mutants, restoring
+from tests.zoo import axes, blind_spots, mutants, restoring
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -35,6 +35,8 @@ ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY
 ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
 EXPECTED |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.EXPECTED.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.axes:{k}": v for k, v in axes.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.axes:{k}": v for k, v in axes.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -191,6 +193,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "C6_restore",
         "quick",
     )
+    jobs["control:axes"] = (["--ledger-factory", "tests.zoo.axes:correct"], "axes", "quick")
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
@@ -239,6 +242,7 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
         "control:restart",
         "control:reentry",
         "control:restore",
+        "control:axes",
         "control:renames_on_lossy_failover",
         "control:synchronous",
     ],
@@ -328,6 +332,14 @@ def test_a_pure_c1_bug_fails_c1_alone(
     assert re.search(r"^C1 .* failed$", table, re.MULTILINE), table
     assert re.search(r"^C2 .* passed$", table, re.MULTILINE), table
     assert re.search(r"^C3 .* passed$", table, re.MULTILINE), table
+
+
+def test_axes_control_was_exercised(runs: dict[str, Run]) -> None:
+    """The generated axes' control passes with every part run: spawned interpreters,
+    batches, markers and listings included (nothing left out, nothing skipped)."""
+    output = runs["control:axes"].output
+    assert "partly exercised" not in output, output
+    assert " skipped" not in output, output
 
 
 def test_reentry_control_was_exercised(runs: dict[str, Run]) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ledger_core.protocol import is_async_ledger
 
+from .axes import run_seed
 from .context import Cleanup, Factory, Flavor, LedgerContext, Route, enter_factory, identity_route
 from .declare import CAPABILITY, HOOK, ROUTE, Need
 from .history import History, Op, OpKind, Recording, Violation, check
@@ -93,8 +94,12 @@ class Runtime:
     summaries: dict[str, dict[str, LedgerSummary]] = field(default_factory=dict)
     probed: set[str] = field(default_factory=set)  # suites whose capabilities were probed
     labels: itertools.count[int] = field(default_factory=itertools.count)
+    seed: int = field(default_factory=run_seed)  # the axes' draws (LEDGER_CONFORMANCE_SEED)
+    spawned: Any = None  # callers.Spawned: the run's spawned interpreters, at first use
 
     def close(self) -> None:
+        if self.spawned is not None:
+            self.spawned.close()
         self.loop.close()
 
 

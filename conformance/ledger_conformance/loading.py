@@ -7,6 +7,17 @@ import os
 import sys
 from typing import Any
 
+# What each path loaded to: a freshly spawned interpreter is told the path, the one sure
+# way to rebuild a factory that neither pickles nor has a name in its own module (a
+# closure a helper made and the module bound to another name).
+_loaded: dict[int, tuple[object, str]] = {}
+
+
+def path_of(factory: object) -> str | None:
+    """The ``module:callable`` path ``factory`` was loaded from in this process, if any."""
+    found = _loaded.get(id(factory))
+    return found[1] if found is not None and found[0] is factory else None
+
 
 class FactoryPathError(ValueError):
     """The factory path is malformed, or its module or attribute cannot be loaded."""
@@ -37,4 +48,5 @@ def load_factory(path: str) -> Any:
             ) from None
     if not callable(target):
         raise FactoryPathError(f"factory {path!r} is not callable")
+    _loaded[id(target)] = (target, path)
     return target

@@ -29,6 +29,8 @@ class Profile:
     local_fault_hold: float  # seconds a local fault (a locked file) lasts
     volume_ids: int  # distinct ids C2 volume spends and reads back (a size cap must show)
     volume_workers: int  # threads those calls go out on
+    axes_wide: bool  # every member of every generated family (quick: a sample of each)
+    race_ids: int  # ids raced by every kind of caller at once (threads, forks, spawns)
 
 
 PROFILES = {
@@ -52,6 +54,8 @@ PROFILES = {
         local_fault_hold=5.0,
         volume_ids=10_000,
         volume_workers=4,
+        axes_wide=False,
+        race_ids=16,
     ),
     "thorough": Profile(
         name="thorough",
@@ -73,6 +77,8 @@ PROFILES = {
         local_fault_hold=8.0,
         volume_ids=100_000,
         volume_workers=8,
+        axes_wide=True,
+        race_ids=64,
     ),
 }
 

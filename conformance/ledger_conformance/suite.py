@@ -19,10 +19,13 @@ from typing import Any
 
 import pytest
 
+from .clauses.batches import Batches
+from .clauses.c1_callers import C1Callers
 from .clauses.c1_fork import C1Fork
 from .clauses.c1_once import C1Once
 from .clauses.c2_permanent import C2Permanent
 from .clauses.c2_volume import C2Volume
+from .clauses.c3_interpreters import C3Interpreters
 from .clauses.c3_processes import C3Processes
 from .clauses.c3_reads import C3Reads
 from .clauses.c4_bounded import C4Bounded
@@ -32,11 +35,15 @@ from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
 from .clauses.c6_restore import C6Restore
 from .clauses.c7_isolation import C7Isolation
+from .clauses.c7_siblings import C7Siblings
+from .clauses.c8_families import C8Families
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
 from .clauses.c10_reentry import C10Reentry, C10SharedPrefix
 from .clauses.c45_faults import C4LocalFaults, C45Faults
+from .clauses.h3_two_stores import H3TwoStores
 from .clauses.host_rules import HostRules
+from .clauses.l1_drawn import L1Drawn
 from .clauses.l1_listing import L1Listing
 from .hooks import factory_hook
 
@@ -62,19 +69,26 @@ class LedgerConformance(
     C6Forget,
     C10SharedPrefix,
     C10Reentry,
+    L1Drawn,
     L1Listing,
+    H3TwoStores,
     HostRules,
     C9Variants,
+    C8Families,
     C8Ids,
+    C7Siblings,
     C7Isolation,
     C6Identity,
     C4LocalFaults,
     C4Bounded,
     C45Faults,
+    C3Interpreters,
     C3Processes,
     C3Reads,
     C2Volume,
     C2Permanent,
+    Batches,
+    C1Callers,
     C1Fork,
     C1Once,
 ):

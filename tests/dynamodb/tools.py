@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -62,13 +63,16 @@ def ledger_options(url: str, **extra: str) -> dict[str, str]:
 
 
 def factory(url: str, prefix: str = "conf") -> Callable[[LedgerContext], Any]:
-    def make(ctx: LedgerContext) -> Any:
-        target = rewrite(url, ctx)  # the backend's reroute hook, as in URL mode
-        namespace = f"{prefix}-{RUN}-{ctx.store}"[:256]
-        opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-        return opener(target, namespace=namespace, **ledger_options(url))
+    """A partial of a module-level callable with this session's RUN bound in: a freshly
+    spawned interpreter rebuilds it and reaches the same namespaces."""
+    return functools.partial(open_prefixed, url, f"{prefix}-{RUN}")
 
-    return make
+
+def open_prefixed(url: str, prefix: str, ctx: LedgerContext) -> Any:
+    target = rewrite(url, ctx)  # the backend's reroute hook, as in URL mode
+    namespace = f"{prefix}-{ctx.store}"[:256]
+    opener = open_async_ledger if ctx.flavor == "async" else open_ledger
+    return opener(target, namespace=namespace, **ledger_options(url))
 
 
 def admin_client(url: str) -> Any:

@@ -14,6 +14,7 @@ promise a journaled write survives a power loss, so by default it never proves
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -36,8 +37,8 @@ RUN = os.urandom(4).hex()  # fresh namespaces each session: the server may be sh
 TIMEOUT = 5.0
 
 
-def namespace_of(label: str) -> str:
-    return f"conf-{RUN}-{label}"[:256]
+def namespace_of(label: str, run: str = RUN) -> str:
+    return f"conf-{run}-{label}"[:256]
 
 
 def _namespace(ctx: LedgerContext) -> str:
@@ -45,14 +46,16 @@ def _namespace(ctx: LedgerContext) -> str:
 
 
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
-    def factory(ctx: LedgerContext) -> Any:
-        routed = rewrite(url, ctx)
-        opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-        return opener(
-            routed, namespace=_namespace(ctx), collection=collection, timeout=TIMEOUT, **proof
-        )
+    """A partial of a module-level callable with this session's RUN bound in: a freshly
+    spawned interpreter rebuilds it and reaches the same namespaces."""
+    return functools.partial(open_url, url, collection, proof, RUN)
 
-    return factory
+
+def open_url(url: str, collection: str, proof: dict[str, str], run: str, ctx: LedgerContext) -> Any:
+    routed = rewrite(url, ctx)
+    opener = open_async_ledger if ctx.flavor == "async" else open_ledger
+    namespace = namespace_of(ctx.store, run)
+    return opener(routed, namespace=namespace, collection=collection, timeout=TIMEOUT, **proof)
 
 
 @asynccontextmanager

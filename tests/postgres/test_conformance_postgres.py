@@ -9,6 +9,7 @@ forget hook is a ``TRUNCATE`` of that table (every namespace, and the genesis ro
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -36,9 +37,31 @@ def _timeout(ctx: LedgerContext) -> float:
     return CALM_TIMEOUT if ctx.route is identity_route else TIMEOUT
 
 
+Address = tuple[str, int, str, str]  # host, port, user, dbname
+
+
+def _address(server: PostgresServer) -> Address:
+    return server.host, server.port, server.user, server.dbname
+
+
+def _routed_url(address: Address, ctx: LedgerContext) -> str:
+    host, port, user, dbname = address
+    routed_host, routed_port = ctx.route(host, port)
+    return f"postgresql://{user}@{routed_host}:{routed_port}/{dbname}"
+
+
 def _url(server: PostgresServer, ctx: LedgerContext) -> str:
-    host, port = ctx.route(server.host, server.port)
-    return f"postgresql://{server.user}@{host}:{port}/{server.dbname}"
+    return _routed_url(_address(server), ctx)
+
+
+def open_url(address: Address, ctx: LedgerContext) -> Any:
+    """The URL factory, given the server's address: module-level, so a freshly spawned
+    interpreter rebuilds it (``functools.partial`` pickles by name)."""
+    url = _routed_url(address, ctx)
+    options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": _timeout(ctx)}
+    if ctx.flavor == "async":
+        return open_async_ledger(url, **options)
+    return open_ledger(url, **options)
 
 
 def _restart(server: PostgresServer) -> Callable[[], None]:
@@ -111,15 +134,7 @@ class TestPostgresURL(_Restores):
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        def factory(ctx: LedgerContext) -> Any:
-            url = _url(pg_server, ctx)
-            timeout = _timeout(ctx)
-            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
-            if ctx.flavor == "async":
-                return open_async_ledger(url, **options)
-            return open_ledger(url, **options)
-
-        return factory
+        return functools.partial(open_url, _address(pg_server))
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:

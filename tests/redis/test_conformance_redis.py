@@ -15,6 +15,7 @@ server, or on every master of the Cluster.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from contextlib import (
@@ -47,8 +48,8 @@ TIMEOUT = "2"  # seconds: black holes end quickly, and well above the suite's la
 CALM_TIMEOUT = "10"
 
 
-def namespace_of(label: str) -> str:
-    return f"conf-{RUN}-{label}"[:256]
+def namespace_of(label: str, run: str = RUN) -> str:
+    return f"conf-{run}-{label}"[:256]
 
 
 def _namespace(ctx: LedgerContext) -> str:
@@ -56,19 +57,23 @@ def _namespace(ctx: LedgerContext) -> str:
 
 
 def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], Any]:
-    def factory(ctx: LedgerContext) -> Any:
-        routed = rewrite(url, ctx)  # host:port through ctx.route; credentials kept
-        opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-        timeout = CALM_TIMEOUT if ctx.route is identity_route else TIMEOUT
-        return opener(
-            routed,
-            namespace=_namespace(ctx),
-            timeout=timeout,
-            connect_timeout=timeout,
-            **options,
-        )
+    """A partial of a module-level callable, this session's RUN bound in: a freshly
+    spawned interpreter rebuilds it, and reaches the same namespaces (its own import
+    would draw another RUN)."""
+    return functools.partial(open_standalone, url, RUN, options)
 
-    return factory
+
+def open_standalone(url: str, run: str, options: dict[str, str], ctx: LedgerContext) -> Any:
+    routed = rewrite(url, ctx)  # host:port through ctx.route; credentials kept
+    opener = open_async_ledger if ctx.flavor == "async" else open_ledger
+    timeout = CALM_TIMEOUT if ctx.route is identity_route else TIMEOUT
+    return opener(
+        routed,
+        namespace=namespace_of(ctx.store, run),
+        timeout=timeout,
+        connect_timeout=timeout,
+        **options,
+    )
 
 
 class Forget:

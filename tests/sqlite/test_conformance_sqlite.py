@@ -64,17 +64,18 @@ def after_file_restore(path: Path) -> AfterRestore:
     return AfterRestore(f"sqlite:///{path}", every_namespace=True)
 
 
+def open_sqlite(path: Path, ctx: LedgerContext) -> Any:
+    """The factory, given its file: a module-level callable, so a freshly spawned
+    interpreter rebuilds it (``functools.partial`` pickles by name)."""
+    if ctx.flavor == "async":
+        return AsyncSQLiteLedger.open(path, namespace=ctx.store)
+    return SQLiteLedger(path, namespace=ctx.store)
+
+
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
-        def factory(ctx: LedgerContext) -> Any:
-            path = sqlite_dir / "ledger.db"
-            namespace = ctx.store
-            if ctx.flavor == "async":
-                return AsyncSQLiteLedger.open(path, namespace=namespace)
-            return SQLiteLedger(path, namespace=namespace)
-
-        return factory
+        return functools.partial(open_sqlite, sqlite_dir / "ledger.db")
 
     @pytest.fixture
     def ledger_local_faults(self, sqlite_dir: Path) -> LocalFaults:

@@ -120,7 +120,10 @@ class ZooLedger:
 
     # -- the protocol ------------------------------------------------------------------
     def spend(self, request_id: str) -> Any:
-        key = self.key(request_id)
+        return self.spend_key(self.key(request_id))
+
+    def spend_key(self, key: str) -> Any:
+        """Record ``key`` with a fresh token; after a failure, the token read back (C5)."""
         token = uuid.uuid4().hex
         try:
             return self.write(key, token)

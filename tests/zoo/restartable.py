@@ -13,6 +13,7 @@ alone, so a flush never touches another run's data.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import subprocess
 import tempfile
@@ -98,8 +99,17 @@ def _ensure(options: list[str]) -> _Server:
         return _server
 
 
+# The port of the server this process started: a freshly spawned interpreter (one of the
+# suite's callers) inherits the environment and reaches that server, not one of its own.
+PORT_ENV = "LEDGER_ZOO_OWN_REDIS_PORT"
+
+
 def _open(ctx: LedgerContext, options: list[str], cls: type[Any] = ZooLedger) -> Any:
+    inherited = os.environ.get(PORT_ENV)
+    if _server is None and inherited:
+        return build(cls, ctx, address=("127.0.0.1", int(inherited)))
     server = _ensure(options)
+    os.environ[PORT_ENV] = str(server.port)
     return build(cls, ctx, address=("127.0.0.1", server.port))
 
 

@@ -174,19 +174,19 @@ class C8Ids:
             steps: list[tuple[str, str, str, bool]] = [
                 ("is_spent", read, "nothing spent yet", False),
                 ("spend", spent, "nothing spent yet", True),
-                ("is_spent", read, f"only {_shown(spent)} spent", False),
-                ("is_spent", spent, f"{_shown(spent)} spent", True),
-                ("spend", read, f"only {_shown(spent)} spent", True),
-                ("is_spent", read, f"{_shown(read)} spent", True),
+                ("is_spent", read, f"only {shown(spent)} spent", False),
+                ("is_spent", spent, f"{shown(spent)} spent", True),
+                ("spend", read, f"only {shown(spent)} spent", True),
+                ("is_spent", read, f"{shown(read)} spent", True),
             ]
             for method, request_id, state, expected in steps:
                 call = handle.spend if method == "spend" else handle.is_spent
                 answer = expect_bool(call(request_id), method)
                 if answer is not expected:
                     problems.append(
-                        f"{method}({_shown(request_id)}) answered {answer} with {state}; "
-                        f"expected {expected} (id spent {_shown(spent)}, id read "
-                        f"{_shown(read)}: ids compare exactly)"
+                        f"{method}({shown(request_id)}) answered {answer} with {state}; "
+                        f"expected {expected} (id spent {shown(spent)}, id read "
+                        f"{shown(read)}: ids compare exactly)"
                     )
                     break
         assert not problems, f"{len(problems)} look-alike pair(s) confused:\n  " + (
@@ -236,8 +236,8 @@ class C8Ids:
         assert_linearizable(ledgers, "C8")
 
 
-def _shown(request_id: str) -> str:
+def shown(request_id: object) -> str:
     """A long id as its length and tail, so the two sides of a pair stay readable."""
-    if len(request_id) <= 24:
+    if not isinstance(request_id, str) or len(request_id) <= 24:
         return repr(request_id)
     return f"{request_id[:8]!r}...{request_id[-4:]!r} ({len(request_id)} chars)"

@@ -34,11 +34,14 @@ SMALL_PAGE = 97
 PAGES_FALLBACK = 1_500
 
 
-def _listing(handle: Handle, **page: int) -> list[object]:
-    """The whole listing, whatever its shape (an iterator or an async iterator)."""
+def listing(
+    handle: Handle, method: str = "spent_ids", page: dict[str, int] | None = None
+) -> list[object]:
+    """The whole listing (``spent_ids`` or ``namespaces``), whatever its shape (an
+    iterator, an async iterator, or an awaitable of either)."""
 
     async def async_list() -> list[object]:
-        made: Any = handle.ledger.spent_ids(**page)
+        made: Any = getattr(handle.ledger, method)(**(page or {}))
         if inspect.isawaitable(made):
             made = await made
         if hasattr(made, "__aiter__"):
@@ -47,7 +50,7 @@ def _listing(handle: Handle, **page: int) -> list[object]:
 
     if handle.is_async:
         return handle._loop.run(async_list(), timeout=CALL_BOUND * 4)
-    return list(handle.ledger.spent_ids(**page))
+    return list(getattr(handle.ledger, method)(**(page or {})))
 
 
 def _page_keyword(handle: Handle) -> str | None:
@@ -84,7 +87,7 @@ class L1Listing:
         def work(i: int) -> None:
             start.wait(CALL_BOUND)
             if i == WORKERS:
-                listed.extend(_listing(handle))
+                listed.extend(listing(handle))
             else:
                 for request_id in during[i::WORKERS]:
                     handle.spend(request_id)
@@ -126,7 +129,7 @@ class L1Listing:
         expected = set(ids)
         order = {request_id: n for n, request_id in enumerate(ids)}
         for page in pages:
-            listed = _listing(handle, **page)
+            listed = listing(handle, page=page)
             how = f"spent_ids({keyword}={SMALL_PAGE})" if page else "spent_ids()"
             counts = Counter(map(repr, listed))
             repeated = sum(1 for n in counts.values() if n > 1)
