@@ -7,6 +7,8 @@ subclass, with the driver's own exception chained as ``__cause__``. A host catch
 
 from __future__ import annotations
 
+import shlex
+
 
 class LedgerError(Exception):
     """Root of every error a ledger raises on purpose."""
@@ -67,3 +69,13 @@ def missing_store(what: str, how: str = SETUP) -> LedgerUnavailable:
         f"{what} does not exist and create=false (reads and migration sources never "
         f"create a store): {how}"
     )
+
+
+def missing_namespace(namespace: str, where: str) -> LedgerUnavailable:
+    """:func:`missing_store` for a namespace without its genesis in a store that exists:
+    a mistyped namespace must refuse as a mistyped path does, never read "not spent"."""
+    how = (
+        f"run `decision-ledger setup URL --namespace {shlex.quote(namespace)}` "
+        "(or open with create=true) to create it"
+    )
+    return missing_store(f"namespace {namespace!r} {where}", how)

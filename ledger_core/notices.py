@@ -38,11 +38,13 @@ def never_proves(info: LedgerInfo) -> None:
         _once("never-proves", f"{where}|{info.namespace}", f"ledger at {where}: {line}")
 
 
-def created(location: str) -> None:
-    """A backend calls this when its open created the store (``create``, the default)."""
+def created(location: str, namespace: str | None = None) -> None:
+    """A backend calls this when its open created the store (``create``, the default),
+    or ``namespace`` in a store that was there (a mistyped namespace is a new store too)."""
+    where = location if namespace is None else f"{location} (namespace {namespace!r})"
     _once(
         "created",
-        location,
-        f"created a new, empty ledger at {location} (every id reads 'not spent'); if you"
+        where,
+        f"created a new, empty ledger at {where} (every id reads 'not spent'); if you"
         " meant an existing one, check the URL; create=False refuses a missing store",
     )
