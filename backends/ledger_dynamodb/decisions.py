@@ -20,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_core import notices
 from ledger_core.errors import (
     AmbiguousSpend,
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_namespace,
     missing_store,
 )
 from ledger_core.forks import PerProcess
@@ -219,13 +221,14 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
     if found is not None:
         return found
     if not create:
-        raise missing_store(f"namespace {session.namespace!r} in {session.location}")
+        raise missing_namespace(session.namespace, f"in {session.location}")
     value = os.urandom(identity.GENESIS_BYTES)
     deadline = _deadline(session)
     try:
         yield from send(
             session, commands.put_genesis(session.table, session.namespace, value), deadline
         )
+        notices.created(session.location, session.namespace)
         return value
     except Exception as exc:
         if is_conditional(exc):
