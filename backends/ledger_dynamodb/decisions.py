@@ -5,7 +5,9 @@ Identity after open (C6): an answer that could let a call run (``spend`` True,
 ``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
 read of the namespace's genesis (random, written once, never rewritten: present now means
 present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds and
-after a ``ResourceNotFoundException``, by one caller at a time, never waited for.
+every caller that comes while that re-check is due (or under way) waits for one of its
+own, within its own deadline, before it answers; a ``ResourceNotFoundException`` (the
+table is gone) fails the ledger for good.
 Every call has one deadline (``timeout`` from its start) shared by its attempts.
 """
 
@@ -77,7 +79,8 @@ class Handle:
 
 
 def _process_lock() -> PerProcess[threading.Lock]:
-    """A lock per process: a forked child never gets one a parent thread held."""
+    """A lock per process: a forked child never gets one a parent thread held; held
+    for no I/O, so the async shell may take it on its loop."""
     return PerProcess(threading.Lock(), threading.Lock)
 
 
@@ -94,6 +97,8 @@ class Session:
     info: LedgerInfo | None = None
     guard: Guard = field(default_factory=lambda: Guard(0.0), repr=False)  # its own at open
     checking: PerProcess[threading.Lock] = field(default_factory=_process_lock, repr=False)
+    # A table re-check is due and none has passed since: every caller checks first.
+    unchecked: bool = False
 
     @property
     def namespace(self) -> str:
@@ -198,8 +203,7 @@ def _read(
     try:
         answer = yield from send(session, call, deadline)
     except Exception as exc:
-        if is_not_found(exc):
-            session.guard.again()  # a ResourceNotFound: re-check the table first
+        vanished(session, exc)
         fail(exc, what, session.location)
     if not isinstance(answer, dict):
         raise LedgerUnavailable(
@@ -270,7 +274,9 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
         # Never waits: a table being created under our name is not ours anyway.
         facts = yield from read_facts(session, deadline, create=False, wait=False)
         identity.check_usable(facts, session.location)
-    except BaseException:
+    except BaseException as exc:
+        if exc.__cause__ is not None:  # read_facts' missing_store, from the driver's error
+            vanished(session, exc.__cause__)
         session.guard.again()  # not re-checked: due at the next operation
         raise
     old, info = session.facts, session.info
@@ -295,20 +301,37 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
         )
 
 
+def vanished(session: Session, exc: BaseException) -> None:
+    """A ``ResourceNotFoundException``: the table is gone (deleted, or being restored
+    under its name), so the ledger fails for good; it never waits for a table there."""
+    if is_not_found(exc):
+        why = "the table is gone (ResourceNotFoundException)"
+        raise session.guard.fail(identity.forgot(session.location, why)) from exc
+
+
+def _check_due(session: Session) -> bool:
+    """Whether this caller must re-check the table before it answers: while a re-check
+    is due and none has passed since, every caller runs one (the first to find it due
+    and every caller that comes before one passes), so none answers unchecked."""
+    with session.checking.get():
+        if not session.unchecked:
+            session.unchecked = session.guard.due()
+        return session.unchecked
+
+
 def checked(session: Session) -> Steps[Request, float]:
     """Every operation's guard: fail closed for good once the store changed; re-read
-    the table when due unless another caller is (none waits). Returns the deadline."""
+    the table, within this call's deadline, while a re-check is due (every caller
+    waits for one, one DescribeTable each). Returns the deadline."""
     session.guard.check()
     deadline = _deadline(session)
-    if session.guard.due():
-        lock = session.checking.get()
-        if lock.acquire(blocking=False):
-            try:
-                yield from _recheck_table(session, deadline)
-            except Exception as exc:
-                fail(exc, "table check", session.location)
-            finally:
-                lock.release()
+    if _check_due(session):
+        try:
+            yield from _recheck_table(session, deadline)
+        except Exception as exc:
+            fail(exc, "table check", session.location)
+        with session.checking.get():
+            session.unchecked = False
     return deadline
 
 
@@ -361,8 +384,7 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
                 # other emulators return no ALL_OLD item; this spares them a read).
                 return False
         else:
-            if is_not_found(exc):
-                session.guard.again()
+            vanished(session, exc)
             if rejected(exc):
                 fail(exc, "spend", session.location)
         failure = exc
@@ -402,8 +424,7 @@ def _put_as(
     except Exception as exc:
         if is_conditional(exc):
             return binary(old_item(exc), DIGEST) == digest
-        if is_not_found(exc):
-            session.guard.again()
+        vanished(session, exc)
         if rejected(exc):
             fail(exc, "spend_as", session.location)
         raise AmbiguousSpend(
