@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import blind_spots, mutants
+from tests.zoo import blind_spots, mutants, opening
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -33,6 +33,8 @@ EXPECTED = {f"tests.zoo.mutants:{k}": v for k, v in mutants.EXPECTED.items()}
 EXPECTED |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.EXPECTED.items()}
 ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.opening:{k}": v for k, v in opening.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.opening:{k}": v for k, v in opening.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -184,6 +186,8 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     )
     jobs["control:local"] = (["--ledger-factory", "tests.zoo.local:correct"], "C4", "quick")
     jobs["control:reentry"] = (["--ledger-factory", "tests.zoo.reentry:correct"], "C10", "quick")
+    name, factory, select = opening.CONTROL
+    jobs[name] = (["--ledger-factory", factory], select, "quick")
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
@@ -231,6 +235,7 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
         "control:local",
         "control:restart",
         "control:reentry",
+        "control:opening",
         "control:renames_on_lossy_failover",
         "control:synchronous",
     ],

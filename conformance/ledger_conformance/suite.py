@@ -29,6 +29,7 @@ from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
+from .clauses.c6_opening import C6Opening
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c8_ids import C8Ids
 from .clauses.c9_variants import C9Variants
@@ -64,6 +65,7 @@ class LedgerConformance(
     C9Variants,
     C8Ids,
     C7Isolation,
+    C6Opening,
     C6Identity,
     C4LocalFaults,
     C4Bounded,

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import boto3
 import pytest
 
-from ledger_conformance import LedgerContext
+from ledger_conformance import LedgerContext, create_option, offers_create
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_dynamodb import commands
@@ -66,9 +66,9 @@ def factory(url: str, prefix: str = "conf") -> Callable[[LedgerContext], Any]:
         target = rewrite(url, ctx)  # the backend's reroute hook, as in URL mode
         namespace = f"{prefix}-{RUN}-{ctx.store}"[:256]
         opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-        return opener(target, namespace=namespace, **ledger_options(url))
+        return opener(target, namespace=namespace, **ledger_options(url), **create_option(ctx))
 
-    return make
+    return offers_create(make)
 
 
 def admin_client(url: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_mongodb.options import DEFAULT_DATABASE
@@ -48,10 +48,15 @@ def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[L
         routed = rewrite(url, ctx)
         opener = open_async_ledger if ctx.flavor == "async" else open_ledger
         return opener(
-            routed, namespace=_namespace(ctx), collection=collection, timeout=TIMEOUT, **proof
+            routed,
+            namespace=_namespace(ctx),
+            collection=collection,
+            timeout=TIMEOUT,
+            **proof,
+            **create_option(ctx),
         )
 
-    return factory
+    return offers_create(factory)
 
 
 @asynccontextmanager

@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.context import identity_route
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
@@ -72,11 +72,12 @@ class TestPostgresURL(LedgerConformance):
             url = _url(pg_server, ctx)
             timeout = _timeout(ctx)
             options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
+            options.update(create_option(ctx))
             if ctx.flavor == "async":
                 return open_async_ledger(url, **options)
             return open_ledger(url, **options)
 
-        return factory
+        return offers_create(factory)
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:

@@ -31,7 +31,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.context import identity_route
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
@@ -65,9 +65,10 @@ def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], An
             timeout=timeout,
             connect_timeout=timeout,
             **options,
+            **create_option(ctx),
         )
 
-    return factory
+    return offers_create(factory)
 
 
 class Forget:

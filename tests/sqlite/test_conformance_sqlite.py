@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, offers_create
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.testing import file_faults
@@ -43,12 +43,12 @@ class TestSQLiteLedger(LedgerConformance):
     def ledger_factory(self, sqlite_dir: Path) -> Any:
         def factory(ctx: LedgerContext) -> Any:
             path = sqlite_dir / "ledger.db"
-            namespace = ctx.store
+            namespace, create = ctx.store, ctx.create is not False  # None: the default
             if ctx.flavor == "async":
-                return AsyncSQLiteLedger.open(path, namespace=namespace)
-            return SQLiteLedger(path, namespace=namespace)
+                return AsyncSQLiteLedger.open(path, namespace=namespace, create=create)
+            return SQLiteLedger(path, namespace=namespace, create=create)
 
-        return factory
+        return offers_create(factory)
 
     @pytest.fixture
     def ledger_local_faults(self, sqlite_dir: Path) -> LocalFaults:
