@@ -4,11 +4,9 @@ session on first use; a test runs on both unless its module narrows it
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 
-import botocore.exceptions
 import pytest
 
 from tests.dynamodb import tools
@@ -58,12 +56,5 @@ def namespace(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def own_table(dynamodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL on a table of this test's own, deleted afterwards."""
-    name = f"t-{tools.RUN}-{request.node.name}"[:200].replace("[", "-").replace("]", "")
-    url = tools.with_query(dynamodb_url.replace(tools.url_parts(dynamodb_url)[0], name, 1))
-    yield url
-    client = tools.admin_client(url)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.update_table(TableName=name, DeletionProtectionEnabled=False)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.delete_table(TableName=name)
-    client.close()
+    with tools.table_of_its_own(dynamodb_url, request.node.name, "t") as url:
+        yield tools.with_query(url)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import boto3
+import botocore.exceptions
 import pytest
 
 from ledger_conformance import LedgerContext, create_option, offers_create
@@ -69,6 +70,19 @@ def factory(url: str, prefix: str = "conf") -> Callable[[LedgerContext], Any]:
         return opener(target, namespace=namespace, **ledger_options(url), **create_option(ctx))
 
     return offers_create(make)
+
+
+@contextlib.contextmanager
+def table_of_its_own(url: str, test: str, prefix: str) -> Iterator[str]:
+    """``url`` on a table named for ``test``, deleted afterwards (whatever the test did)."""
+    name = f"{prefix}-{RUN}-{test}"[:200].replace("[", "-").replace("]", "")
+    yield url.replace(url_parts(url)[0], name, 1)
+    client = admin_client(url)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.update_table(TableName=name, DeletionProtectionEnabled=False)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.delete_table(TableName=name)
+    client.close()
 
 
 def admin_client(url: str) -> Any:

@@ -12,13 +12,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg_pool import ConnectionPool
 
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_postgres import PostgresLedger
 from tests.servers.postgres import PostgresServer
 
-from .conftest import Opener
+from .conftest import Opener, forgotten, host_pool_ledger
 
 
 def _dump(admin: psycopg.Connection[Any], table: str) -> bytes:
@@ -40,11 +39,11 @@ def _restore(admin: psycopg.Connection[Any], table: str, dump: bytes) -> None:
 
 
 def _failed(ledger: Any) -> None:
-    for _ in range(2):  # and it stays failed
-        with pytest.raises(UnsafeStoreConfig, match="reopen"):
-            ledger.spend("spent-after")
-        with pytest.raises(UnsafeStoreConfig, match="reopen"):
-            ledger.is_spent("spent-after")
+    """Failed closed (for an id spent after the backup too), and it stays failed."""
+    forgotten(ledger)
+    with pytest.raises(UnsafeStoreConfig, match="reopen"):
+        ledger.is_spent("spent-after")
+    forgotten(ledger)
 
 
 def test_a_data_only_restore_fails_open_instances_and_changes_store_id(
@@ -87,14 +86,12 @@ def test_the_genesis_row_written_again_as_it_was_is_another_store(
 def test_a_restore_fails_a_ledger_on_a_host_pool(
     pg_server: PostgresServer, admin: psycopg.Connection[Any], table: str
 ) -> None:
-    with ConnectionPool(pg_server.url, min_size=1, max_size=2, open=True) as pool:
-        old = PostgresLedger.from_pool(pool, table=table)
-        assert old.spend("spent-before") is True
+    with host_pool_ledger(pg_server, table) as old:
         dump = _dump(admin, table)
         assert old.spend("spent-after") is True
         _restore(admin, table, dump)
         _failed(old)
-        assert PostgresLedger.from_pool(pool, table=table).store_id != old.store_id
+        assert PostgresLedger.from_pool(old._pool, table=table).store_id != old.store_id
 
 
 @pytest.mark.parametrize(
