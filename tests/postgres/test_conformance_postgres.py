@@ -105,6 +105,7 @@ class TestPostgresHostPool(LedgerConformance):
             url = _url(pg_server, ctx)
             timeout = _timeout(ctx)
             options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
+            options.update(create_option(ctx))
 
             @contextmanager
             def sync_ledger() -> Iterator[Any]:
@@ -127,7 +128,7 @@ class TestPostgresHostPool(LedgerConformance):
 
             return async_ledger() if ctx.flavor == "async" else sync_ledger()
 
-        return factory
+        return offers_create(factory)
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
