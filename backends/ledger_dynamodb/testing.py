@@ -24,9 +24,11 @@ _ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
 _AUTHORITY_END = re.compile(r"(?i)[/?#]|%2F|%3F|%23")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-# Prefixes per Scan filter (OR'd, below the 4 KB expression limit), BatchWriteItem's 25
-# deletes per call, and how often its unprocessed items are sent again.
-PREFIXES_PER_SCAN = 50
+# Prefixes per Scan filter, OR'd, one per namespace length (``begins_with(#k, :p119) OR ``
+# is 24 characters: 2.9 KB, below the 4 KB expression limit; two Scans cover every
+# length), BatchWriteItem's 25 deletes per call, and how often its unprocessed items are
+# sent again.
+LENGTHS_PER_SCAN = 120
 DELETES_PER_BATCH = 25
 UNPROCESSED_ATTEMPTS = 8
 
@@ -75,8 +77,8 @@ def remove_namespaces(perform: Perform, table: str, location: str, prefix: str) 
     genesis = _sweep(perform, table, location, [commands.genesis_key(prefix)], delete=False)
     _delete(perform, table, location, genesis)
     prefixes = record_prefixes(prefix)
-    for i in range(0, len(prefixes), PREFIXES_PER_SCAN):
-        _sweep(perform, table, location, prefixes[i : i + PREFIXES_PER_SCAN], delete=True)
+    for i in range(0, len(prefixes), LENGTHS_PER_SCAN):
+        _sweep(perform, table, location, prefixes[i : i + LENGTHS_PER_SCAN], delete=True)
     return len(genesis)
 
 
