@@ -4,10 +4,10 @@
 Identity after open (C6): an answer that could let a call run (``spend`` True,
 ``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
 read of the namespace's genesis (random, written once, never rewritten: present now means
-present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds and
-every caller that comes while that re-check is due (or under way) waits for one of its
-own, within its own deadline, before it answers; a ``ResourceNotFoundException`` (the
-table is gone) fails the ledger for good.
+present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds, by
+one caller, and every caller that comes while that re-check is due waits for it, within
+its own deadline, before it answers; a ``ResourceNotFoundException`` (the table is gone)
+fails the ledger for good.
 Every call has one deadline (``timeout`` from its start) shared by its attempts.
 """
 
@@ -78,10 +78,20 @@ class Handle:
         return first and self.owned and not inherited
 
 
-def _process_lock() -> PerProcess[threading.Lock]:
-    """A lock per process: a forked child never gets one a parent thread held; held
-    for no I/O, so the async shell may take it on its loop."""
-    return PerProcess(threading.Lock(), threading.Lock)
+@dataclass
+class Recheck:
+    """The table re-check's state in one process: a forked child starts with none under
+    way (a parent's caller would never finish it there) and its own lock, held for no
+    I/O, so the async shell may take it on its loop."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    due: bool = False  # due, and none has passed since: no caller answers meanwhile
+    running: bool = False  # one caller runs it; the others wait for it
+    passed: int = 0  # re-checks passed: a waiter's cue
+
+
+def _per_process() -> PerProcess[Recheck]:
+    return PerProcess(Recheck(), Recheck)
 
 
 @dataclass
@@ -96,9 +106,7 @@ class Session:
     genesis: bytes = b""
     info: LedgerInfo | None = None
     guard: Guard = field(default_factory=lambda: Guard(0.0), repr=False)  # its own at open
-    checking: PerProcess[threading.Lock] = field(default_factory=_process_lock, repr=False)
-    # A table re-check is due and none has passed since: every caller checks first.
-    unchecked: bool = False
+    recheck: PerProcess[Recheck] = field(default_factory=_per_process, repr=False)
 
     @property
     def namespace(self) -> str:
@@ -309,29 +317,60 @@ def vanished(session: Session, exc: BaseException) -> None:
         raise session.guard.fail(identity.forgot(session.location, why)) from exc
 
 
-def _check_due(session: Session) -> bool:
-    """Whether this caller must re-check the table before it answers: while a re-check
-    is due and none has passed since, every caller runs one (the first to find it due
-    and every caller that comes before one passes), so none answers unchecked."""
-    with session.checking.get():
-        if not session.unchecked:
-            session.unchecked = session.guard.due()
-        return session.unchecked
+RECHECK_POLL = 0.005  # seconds between a waiter's looks at the re-check under way
+
+
+def _recheck_role(session: Session, seen: int | None) -> tuple[bool, int] | None:
+    """``None``: answer (nothing due, or a re-check passed since ``seen``); else whether
+    this caller runs the re-check (none under way) or waits, and the count it saw."""
+    state = session.recheck.get()
+    with state.lock:
+        if seen is not None and state.passed != seen:
+            return None
+        if not state.due:
+            state.due = session.guard.due()
+            if not state.due:
+                return None
+        runs = not state.running
+        state.running = True
+        return runs, state.passed
+
+
+def _recheck_done(session: Session, passed: bool) -> None:
+    state = session.recheck.get()
+    with state.lock:
+        state.running = False
+        if passed:
+            state.due = False
+            state.passed += 1
 
 
 def checked(session: Session) -> Steps[Request, float]:
     """Every operation's guard: fail closed for good once the store changed; re-read
-    the table, within this call's deadline, while a re-check is due (every caller
-    waits for one, one DescribeTable each). Returns the deadline."""
+    the table when due. While a re-check is due, no caller answers until one passes:
+    one caller runs it, every other waits for it within its own deadline (and runs one
+    itself if that one fails). Returns the deadline."""
     session.guard.check()
     deadline = _deadline(session)
-    if _check_due(session):
-        try:
-            yield from _recheck_table(session, deadline)
-        except Exception as exc:
-            fail(exc, "table check", session.location)
-        with session.checking.get():
-            session.unchecked = False
+    role, seen = _recheck_role(session, None), None
+    while role is not None:
+        runs, seen = role
+        if runs:
+            try:
+                yield from _recheck_table(session, deadline)
+            except Exception as exc:
+                _recheck_done(session, passed=False)
+                fail(exc, "table check", session.location)
+            _recheck_done(session, passed=True)
+            break
+        if time.monotonic() + RECHECK_POLL >= deadline:
+            raise LedgerUnavailable(
+                f"DynamoDB table check on {session.location}: another call's re-check of "
+                "the table did not finish within this call's timeout; nothing was sent"
+            )
+        yield commands.Sleep(RECHECK_POLL)
+        session.guard.check()  # the re-check waited for failed the ledger for good
+        role = _recheck_role(session, seen)
     return deadline
 
 

@@ -159,3 +159,46 @@ def test_a_vanished_table_fails_the_ledger_for_good(own_table: str, flavor: str)
                 ledger.close()
     finally:
         admin.close()
+
+
+def test_callers_wait_for_one_recheck_not_each_their_own(own_table: str) -> None:
+    """A due re-check is run once, by one caller, while the others wait for it: a
+    re-check per caller (hundreds of DescribeTable at once, once a minute) made 256
+    concurrent tasks run out of time on a loaded emulator. The re-check's DescribeTable
+    is held until every other caller is waiting (a poll each), then let through."""
+    opts = tools.ledger_options(own_table, config_interval="1000")
+    ledger: Any = open_ledger(own_table, **opts)
+    described: list[str] = []
+    waiting: set[str] = set()
+    changed = threading.Condition()
+    real = ledger._perform
+
+    def perform(request: Any) -> Any:
+        name = threading.current_thread().name
+        if isinstance(request, commands.Sleep):  # a waiter's look at the re-check
+            with changed:
+                waiting.add(name)
+                changed.notify_all()
+        elif request.op == "describe_table":
+            described.append(name)
+            with changed:
+                assert changed.wait_for(lambda: len(waiting) >= CALLERS - 1, timeout=5.0)
+        return real(request)
+
+    try:
+        assert ledger.spend("before") is True
+        ledger._perform = perform
+        ledger._session.guard.again()  # the re-check is due now
+        start = threading.Barrier(CALLERS)
+
+        def call(n: int) -> object:
+            start.wait()
+            return ledger.spend("before") if n % 2 else ledger.is_spent("before")
+
+        with ThreadPoolExecutor(CALLERS) as pool:
+            answers = list(pool.map(call, range(CALLERS)))
+        assert answers == [n % 2 == 0 for n in range(CALLERS)]
+        assert len(described) == 1, described
+        assert len(waiting) == CALLERS - 1
+    finally:
+        ledger.close()
