@@ -37,15 +37,16 @@ def test_create_false_refuses_a_missing_namespace_and_creates_nothing(
     assert _rows(admin, table, "typo") == 0
 
 
+@pytest.fixture
+def url(pg_server: PostgresServer, table: str) -> str:
+    """The test's own table, as a CLI user names it."""
+    return f"{pg_server.url}?table={table}"
+
+
 @pytest.mark.parametrize("command", ["is-spent", "store-id", "doctor", "lineage", "migrate"])
 def test_cli_never_creates_a_mistyped_namespace(
-    command: str,
-    pg_server: PostgresServer,
-    admin: psycopg.Connection[Any],
-    table: str,
-    capsys: pytest.CaptureFixture[str],
+    command: str, url: str, admin: psycopg.Connection[Any], table: str, capsys: Any
 ) -> None:
-    url = f"{pg_server.url}?table={table}"
     assert main(["spend", url, "a-1"]) == 3  # the table does not exist yet: reads refuse
     assert main(["setup", url]) == 0
     assert main(["spend", url, "a-1"]) == 0
