@@ -7,6 +7,8 @@ subclass, with the driver's own exception chained as ``__cause__``. A host catch
 
 from __future__ import annotations
 
+import shlex
+
 
 class LedgerError(Exception):
     """Root of every error a ledger raises on purpose."""
@@ -85,3 +87,13 @@ def missing_of(error: BaseException) -> tuple[str, str] | None:
     if isinstance(found, tuple) and len(found) == 2 and all(isinstance(x, str) for x in found):
         return found[0], found[1]
     return None
+
+
+def missing_namespace(namespace: str, where: str) -> LedgerUnavailable:
+    """:func:`missing_store` for a namespace without its genesis in a store that exists:
+    a mistyped namespace must refuse as a mistyped path does, never read "not spent"."""
+    how = (
+        f"run `decision-ledger setup URL --namespace {shlex.quote(namespace)}` "
+        "(or open with create=true) to create it"
+    )
+    return missing_store(f"namespace {namespace!r} {where}", how)

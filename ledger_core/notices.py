@@ -41,12 +41,14 @@ def never_proves(info: LedgerInfo) -> None:
         _once("never-proves", message, message)
 
 
-def created(location: str) -> None:
-    """A backend calls this when its open created the store (``create``, the default)."""
+def created(location: str, namespace: str | None = None) -> None:
+    """A backend calls this when its open created the store (``create``, the default),
+    or ``namespace`` in a store that was there (a mistyped namespace is a new store too)."""
+    where = location if namespace is None else f"{location} (namespace {namespace!r})"
     _once(
         "created",
-        location,
-        f"new ledger: created an empty store at {location}, as expected on first use. If"
+        where,
+        f"new ledger: created an empty store at {where}, as expected on first use. If"
         " you meant an existing ledger, this URL does not name it (every id would read"
         " 'not spent'): check the URL; create=False refuses a missing store",
     )

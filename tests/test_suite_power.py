@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import axes, blind_spots, mutants, restoring
+from tests.zoo import axes, blind_spots, mutants, opening, restoring
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -37,6 +37,8 @@ EXPECTED |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.EXPECTED.items(
 ONLY_CAUGHT_BY |= {f"tests.zoo.restoring:{k}": v for k, v in restoring.ONLY_CAUGHT_BY.items()}
 EXPECTED |= {f"tests.zoo.axes:{k}": v for k, v in axes.EXPECTED.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.axes:{k}": v for k, v in axes.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.opening:{k}": v for k, v in opening.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.opening:{k}": v for k, v in opening.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -194,6 +196,8 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "quick",
     )
     jobs["control:axes"] = (["--ledger-factory", "tests.zoo.axes:correct"], "axes", "quick")
+    name, factory, select = opening.CONTROL
+    jobs[name] = (["--ledger-factory", factory], select, "quick")
     restart = ["--ledger-restart", "tests.zoo.restartable:restart"]
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
@@ -243,6 +247,7 @@ def test_mutant_is_caught(runs: dict[str, Run], mutant: str) -> None:
         "control:reentry",
         "control:restore",
         "control:axes",
+        "control:opening",
         "control:renames_on_lossy_failover",
         "control:synchronous",
     ],

@@ -4,8 +4,10 @@
 Identity after open (C6): an answer that could let a call run (``spend`` True,
 ``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
 read of the namespace's genesis (random, written once, never rewritten: present now means
-present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds and
-after a ``ResourceNotFoundException``, by one caller at a time, never waited for.
+present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds, by
+one caller, and every caller that comes while that re-check is due waits for it, within
+its own deadline, before it answers; a ``ResourceNotFoundException`` (the table is gone)
+fails the ledger for good.
 Every call has one deadline (``timeout`` from its start) shared by its attempts.
 """
 
@@ -20,12 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger_core import notices
 from ledger_core.errors import (
     AmbiguousSpend,
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_namespace,
     missing_store,
 )
 from ledger_core.forks import PerProcess
@@ -74,9 +78,20 @@ class Handle:
         return first and self.owned and not inherited
 
 
-def _process_lock() -> PerProcess[threading.Lock]:
-    """A lock per process: a forked child never gets one a parent thread held."""
-    return PerProcess(threading.Lock(), threading.Lock)
+@dataclass
+class Recheck:
+    """The table re-check's state in one process: a forked child starts with none under
+    way (a parent's caller would never finish it there) and its own lock, held for no
+    I/O, so the async shell may take it on its loop."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    due: bool = False  # due, and none has passed since: no caller answers meanwhile
+    running: bool = False  # one caller runs it; the others wait for it
+    passed: int = 0  # re-checks passed: a waiter's cue
+
+
+def _per_process() -> PerProcess[Recheck]:
+    return PerProcess(Recheck(), Recheck)
 
 
 @dataclass
@@ -91,7 +106,7 @@ class Session:
     genesis: bytes = b""
     info: LedgerInfo | None = None
     guard: Guard = field(default_factory=lambda: Guard(0.0), repr=False)  # its own at open
-    checking: PerProcess[threading.Lock] = field(default_factory=_process_lock, repr=False)
+    recheck: PerProcess[Recheck] = field(default_factory=_per_process, repr=False)
 
     @property
     def namespace(self) -> str:
@@ -196,8 +211,7 @@ def _read(
     try:
         answer = yield from send(session, call, deadline)
     except Exception as exc:
-        if is_not_found(exc):
-            session.guard.again()  # a ResourceNotFound: re-check the table first
+        vanished(session, exc)
         fail(exc, what, session.location)
     if not isinstance(answer, dict):
         raise LedgerUnavailable(
@@ -219,13 +233,14 @@ def _ensure_genesis(session: Session, *, create: bool) -> Steps[Request, bytes]:
     if found is not None:
         return found
     if not create:
-        raise missing_store(f"namespace {session.namespace!r} in {session.location}")
+        raise missing_namespace(session.namespace, f"in {session.location}")
     value = os.urandom(identity.GENESIS_BYTES)
     deadline = _deadline(session)
     try:
         yield from send(
             session, commands.put_genesis(session.table, session.namespace, value), deadline
         )
+        notices.created(session.location, session.namespace)
         return value
     except Exception as exc:
         if is_conditional(exc):
@@ -285,7 +300,9 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
         # Never waits: a table being created under our name is not ours anyway.
         facts = yield from read_facts(session, deadline, create=False, wait=False)
         identity.check_usable(facts, session.location)
-    except BaseException:
+    except BaseException as exc:
+        if exc.__cause__ is not None:  # read_facts' missing_store, from the driver's error
+            vanished(session, exc.__cause__)
         session.guard.again()  # not re-checked: due at the next operation
         raise
     old, info = session.facts, session.info
@@ -310,20 +327,68 @@ def _recheck_table(session: Session, deadline: float) -> Steps[Request, None]:
         )
 
 
+def vanished(session: Session, exc: BaseException) -> None:
+    """A ``ResourceNotFoundException``: the table is gone (deleted, or being restored
+    under its name), so the ledger fails for good; it never waits for a table there."""
+    if is_not_found(exc):
+        why = "the table is gone (ResourceNotFoundException)"
+        raise session.guard.fail(identity.forgot(session.location, why)) from exc
+
+
+RECHECK_POLL = 0.005  # seconds between a waiter's looks at the re-check under way
+
+
+def _recheck_role(session: Session, seen: int | None) -> tuple[bool, int] | None:
+    """``None``: answer (nothing due, or a re-check passed since ``seen``); else whether
+    this caller runs the re-check (none under way) or waits, and the count it saw."""
+    state = session.recheck.get()
+    with state.lock:
+        if seen is not None and state.passed != seen:
+            return None
+        if not state.due:
+            state.due = session.guard.due()
+            if not state.due:
+                return None
+        runs = not state.running
+        state.running = True
+        return runs, state.passed
+
+
+def _recheck_done(session: Session, passed: bool) -> None:
+    state = session.recheck.get()
+    with state.lock:
+        state.running = False
+        if passed:
+            state.due = False
+            state.passed += 1
+
+
 def checked(session: Session) -> Steps[Request, float]:
     """Every operation's guard: fail closed for good once the store changed; re-read
-    the table when due unless another caller is (none waits). Returns the deadline."""
+    the table when due. While a re-check is due, no caller answers until one passes:
+    one caller runs it, every other waits for it within its own deadline (and runs one
+    itself if that one fails). Returns the deadline."""
     session.guard.check()
     deadline = _deadline(session)
-    if session.guard.due():
-        lock = session.checking.get()
-        if lock.acquire(blocking=False):
+    role, seen = _recheck_role(session, None), None
+    while role is not None:
+        runs, seen = role
+        if runs:
             try:
                 yield from _recheck_table(session, deadline)
             except Exception as exc:
+                _recheck_done(session, passed=False)
                 fail(exc, "table check", session.location)
-            finally:
-                lock.release()
+            _recheck_done(session, passed=True)
+            break
+        if time.monotonic() + RECHECK_POLL >= deadline:
+            raise LedgerUnavailable(
+                f"DynamoDB table check on {session.location}: another call's re-check of "
+                "the table did not finish within this call's timeout; nothing was sent"
+            )
+        yield commands.Sleep(RECHECK_POLL)
+        session.guard.check()  # the re-check waited for failed the ledger for good
+        role = _recheck_role(session, seen)
     return deadline
 
 
@@ -376,8 +441,7 @@ def _put_new(session: Session, key: bytes, token: bytes, deadline: float) -> Ste
                 # other emulators return no ALL_OLD item; this spares them a read).
                 return False
         else:
-            if is_not_found(exc):
-                session.guard.again()
+            vanished(session, exc)
             if rejected(exc):
                 fail(exc, "spend", session.location)
         failure = exc
@@ -417,8 +481,7 @@ def _put_as(
     except Exception as exc:
         if is_conditional(exc):
             return binary(old_item(exc), DIGEST) == digest
-        if is_not_found(exc):
-            session.guard.again()
+        vanished(session, exc)
         if rejected(exc):
             fail(exc, "spend_as", session.location)
         raise AmbiguousSpend(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger_core.doctor import Check, report, topics, version_fact
+from ledger_core.doctor import Check, Fact, report, topics, version_fact
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -223,6 +223,16 @@ def endpoint_kind(facts: TableFacts, endpoint_url: str | None) -> str:
     return f"a local emulator (dynalite or DynamoDB Local) at {where}{server}"
 
 
+# C6's "the records alone" cannot hold here: items go one by one, so only the order
+# keeps an open ledger from answering for records already gone (docs/dynamodb.md).
+EMPTYING = (
+    "emptying a namespace item by item: delete its genesis item (g:<namespace>) FIRST, "
+    "then its records (or delete the table); records deleted while the genesis stays "
+    "read as unspent under the same store_id (C6, docs/dynamodb.md, 'Emptying a table "
+    "or a namespace')"
+)
+
+
 def doctor_checks(
     facts: TableFacts,
     info: LedgerInfo,
@@ -261,4 +271,4 @@ def doctor_checks(
         ("identity", f"TableId {facts.table_id or '?'}, created {facts.created or '?'}"),
     ]
     lines = topics(passing, judged(facts, settings, endpoint_url), "docs/dynamodb.md")
-    return report(info, version, lines)
+    return report(info, version, [*lines, Fact(EMPTYING, None, name="identity")])

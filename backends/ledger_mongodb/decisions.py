@@ -20,11 +20,13 @@ from typing import Any
 
 from bson.binary import Binary
 
+from ledger_core import notices
 from ledger_core.errors import (
     AmbiguousSpend,
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
+    missing_namespace,
     missing_store,
 )
 from ledger_core.guard import Guard
@@ -147,7 +149,7 @@ def _unless_duplicate(reply: Mapping[str, Any], what: str) -> None:
         raise LedgerUnavailable(f"MongoDB refused the {what}: {sorted(codes)}")
 
 
-def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Steps:
+def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool, location: str) -> Steps:
     """The namespace's genesis (value, key encoding): read, or written once (racing
     openers agree: the first insert wins, the others read it)."""
     for attempt in range(2):
@@ -161,6 +163,8 @@ def _genesis_steps(settings: Settings, key: str, uuid: Any, create: bool) -> Ste
         reply = yield cmd.insert_doc(settings.collection, doc, "genesis")
         _raise_write_concern(reply, "genesis")
         _unless_duplicate(reply, "genesis document")
+        if reply.get("n") == 1:  # ours, not a racing opener's
+            notices.created(location, settings.namespace)
     return None, cmd.BIN
 
 
@@ -170,17 +174,15 @@ def open_steps(settings: Settings, database: str, location: str, now: float) -> 
         facts: Facts = yield from facts_steps(settings, settings.create)
         key = cmd.genesis_key(settings.namespace)
         genesis, encoding = yield from _genesis_steps(
-            settings, key, facts.guard_uuid, settings.create
+            settings, key, facts.guard_uuid, settings.create, location
         )
     except LedgerError:
         raise
     except Exception as exc:
         raise errors.unavailable("open", exc) from exc
     if genesis is None and not settings.create:
-        raise missing_store(
-            f"namespace {settings.namespace!r} (its genesis document) in MongoDB collection "
-            f"{settings.collection!r}"
-        )
+        where = f"(its genesis document) in MongoDB collection {settings.collection!r}"
+        raise missing_namespace(settings.namespace, where)
     info = ledger_info(
         facts,
         location=location,

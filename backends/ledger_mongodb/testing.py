@@ -16,8 +16,11 @@ from .options import parse
 
 
 def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, int]:
-    """Every document but the genesis whose ``ns`` starts with ``prefix``, then the
-    genesis documents, last (an interrupted removal still lists them); how many."""
+    """The genesis documents of the namespaces named ``prefix...`` FIRST (a ledger still
+    open on one fails closed before any record of it goes: a delete is not atomic across
+    documents), then every other document whose ``ns`` starts with ``prefix`` (found by
+    ``ns``, so a removal interrupted between the two still removes them); how many
+    namespaces."""
     from .commands import genesis_key, write
     from .decisions import _listed, _raise_write_concern
 
@@ -25,10 +28,10 @@ def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, in
     if not (yield from _listed(collection)):
         # Asked first: some servers (nx-27017) would create the collection to delete.
         raise LedgerUnavailable(f"remove_scratch: no ledger collection {collection!r} here")
-    removed = 0
+    removed = None
     for flt in (
-        {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}},
         {"_id": {"$gte": genesis_key(low), "$lt": genesis_key(high)}},
+        {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}},
     ):
         reply = yield write(
             [("delete", collection), ("deletes", [{"q": flt, "limit": 0}])], "remove_scratch"
@@ -38,8 +41,8 @@ def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, in
         if failures:
             codes = sorted({f.get("code") for f in failures}, key=str)
             raise LedgerUnavailable(f"MongoDB remove_scratch: the delete failed {codes}")
-        removed = int(reply.get("n", 0))
-    return removed
+        removed = int(reply.get("n", 0)) if removed is None else removed
+    return removed or 0
 
 
 class Hooks:

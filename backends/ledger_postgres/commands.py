@@ -149,6 +149,8 @@ class Guard(NamedTuple):
     topology: str | None = None
     # failover=new-store-id: the timeline every statement proves (a promotion changes it).
     timeline: int | None = None
+    # The genesis row's xmin: a restored (COPY) or re-inserted row has another (C6).
+    xmin: int | None = None
 
     def condition(self, spend: bool) -> str:
         """The guard as a condition on the genesis row, aliased ``g``."""
@@ -157,6 +159,8 @@ class Guard(NamedTuple):
             f"g.namespace = {ns.decode()} AND g.request_id = {rid.decode()} "
             f"AND g.token = {bytea_literal(self.genesis).decode()}"
         )
+        if self.xmin is not None:
+            text += f" AND g.xmin = '{int(self.xmin)}'::xid"
         if self.timeline is not None:
             text += f" AND {timeline_condition(self.timeline)}"
         if spend:
@@ -198,11 +202,15 @@ _SPEND_AS = (
 )
 _RETURNING = " RETURNING true"
 _READ_TOKEN = "SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
-# The namespace's genesis, the table's old genesis, whether the namespace has rows.
+# The genesis row's token and xmin (the transaction that wrote it: a restore's is another).
+_GENESIS_ROW = "SELECT token, xmin::text FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
+# The namespace's genesis and its xmin, the table's old genesis, whether the namespace
+# has rows.
 _READ_GENESIS = (
-    "SELECT (SELECT token FROM {table} WHERE namespace = {ns} AND request_id = {rid}), "
+    "SELECT g.token, g.xmin::text, "
     "(SELECT token FROM {table} WHERE namespace = {old_ns} AND request_id = {old_rid}), "
-    "EXISTS (SELECT FROM {table} WHERE namespace = {ns})"
+    "EXISTS (SELECT FROM {table} WHERE namespace = {ns}) "
+    "FROM (SELECT) AS one LEFT JOIN {table} AS g ON g.namespace = {ns} AND g.request_id = {rid}"
 )
 _READ_TOKEN_AND_DIGEST = (
     "SELECT token, attempt_digest FROM {table} WHERE namespace = {ns} AND request_id = {rid}"
@@ -427,8 +435,8 @@ class Statements:
         )
 
     def genesis_row(self, token: bytes, upgrade: bool = False) -> tuple[bytes, int]:
-        """Create the genesis row (first opener wins, durable commit), read the winner;
-        and the index of the result set that answers.
+        """Create the genesis row (first opener wins, durable commit), read the winner's
+        token and xmin; and the index of the result set that answers.
 
         ``upgrade``: the namespace takes the old table's token (its store_id stays) only
         if it still has records under ``SHARE`` mode, which blocks every writer.
@@ -447,5 +455,5 @@ class Statements:
             "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, {tok}) "
             "ON CONFLICT (namespace, request_id) DO NOTHING"
         ).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid), tok=value)
-        read = sql.SQL(_READ_TOKEN).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
+        read = sql.SQL(_GENESIS_ROW).format(table=self.table, ns=sql.SQL(ns), rid=sql.SQL(rid))
         return self._render(self.framed(*statements, insert, read)), len(statements) + 3

@@ -11,7 +11,8 @@ from typing import Any
 
 from psycopg.pq import TransactionStatus
 
-from ledger_core.errors import LedgerClosed, LedgerError
+from ledger_core import notices
+from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard
 from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
@@ -64,12 +65,15 @@ def open_ledger(
         # Read first: a role that may only SELECT opens a namespace that has its genesis.
         row = yield from _row(Op(st.read_genesis, due=due))
         if row[0] is None:
-            upgrade = row[1] is not None and bool(row[2])
-            if upgrade and not (config.create or setup):
-                raise errors.missing_genesis(
-                    qualified, config.namespace, "made by an older version"
-                )
-            write, answer = st.genesis_row(new_identity_token(), upgrade)
+            upgrade = row[2] is not None and bool(row[3])
+            if not (config.create or setup):
+                if upgrade:
+                    raise errors.missing_genesis(
+                        qualified, config.namespace, "made by an older version"
+                    )
+                raise missing_namespace(config.namespace, f"in ledger table {qualified}")
+            token = new_identity_token()
+            write, answer = st.genesis_row(token, upgrade)
             try:
                 row = yield from _row(Op(write, result=answer, due=due))
             except Exception as exc:
@@ -77,13 +81,15 @@ def open_ledger(
                     raise
                 why = errors.detail(exc, password)
                 raise errors.missing_genesis(qualified, config.namespace, why) from exc
-        genesis = bytes(row[0])
+            if bytes(row[0]) == token:  # ours, not a racing opener's (nor an upgrade's)
+                notices.created(location, config.namespace)
+        genesis, xmin = bytes(row[0]), int(row[1])
     except LedgerError:
         raise
     except Exception as exc:
         raise errors.unavailable(f"opening ledger {config.qualified}", exc, password) from exc
     opened: Opened = identity.ledger_info(
-        probe, config, location, system_identifier=system_identifier, genesis=genesis
+        probe, config, location, system_identifier=system_identifier, genesis=genesis, xmin=xmin
     )
     return opened
 

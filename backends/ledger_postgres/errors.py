@@ -141,7 +141,8 @@ def store_changed(qualified: str) -> StoreChanged:
     return StoreChanged(
         f"ledger {qualified}: the store forgot, or can now forget, since this ledger "
         "opened (its namespace's genesis row is gone or different: the namespace's rows "
-        "deleted, TRUNCATE, DROP and re-create; or "
+        "deleted, TRUNCATE, DROP and re-create, rows restored from a backup or written "
+        "again (a new xmin); or "
         "the table is no longer logged and permanent, or fsync was turned off; or a failover "
         "changed the timeline, under failover=new-store-id); this ledger "
         "stays failed: reopen it (a store that forgot gets a new store_id)"

@@ -76,9 +76,11 @@ def ledger_info(
     *,
     system_identifier: str | None,
     genesis: bytes,
+    xmin: int,
 ) -> Opened:
     """The store identity (C6): cluster (``system_identifier``), database, table OID,
-    the namespace's genesis token, then the namespace (fixed-form fields first)."""
+    the namespace's genesis token and its row's ``xmin`` (a row restored by COPY, or
+    written again, has another), then the namespace (fixed-form fields first)."""
     if probe.table_oid is None:
         raise LedgerUnavailable(f"ledger table {config.qualified} is missing")
     genesis_id = uuid.UUID(bytes=genesis) if len(genesis) == 16 else None
@@ -87,19 +89,19 @@ def ledger_info(
             f"ledger table {config.qualified}: the genesis row of namespace "
             f"{config.namespace!r} is malformed"
         )
-    where = f"{probe.database_oid}:{probe.table_oid}"
+    where, row = f"{probe.database_oid}:{probe.table_oid}", f"{genesis_id}.{int(xmin)}"
     if system_identifier is not None:
-        kind, rest = "postgres", f"{int(system_identifier)}:{where}:{genesis_id}"
+        kind, rest = "postgres", f"{int(system_identifier)}:{where}:{row}"
         identity = (
             "pg_control_system().system_identifier, the database OID, the table OID and "
-            "the namespace's genesis row"
+            "the namespace's genesis row (its token and xmin)"
         )
     else:
-        kind, rest = "postgres-row", f"{genesis_id}:{where}"
+        kind, rest = "postgres-row", f"{row}:{where}"
         identity = (
             "fallback: this role may not read pg_control_system(), so the namespace's "
-            "genesis row, the database OID and the table OID (a dump restored into another "
-            "cluster could carry the row and meet an equal OID)"
+            "genesis row (its token and xmin), the database OID and the table OID (a "
+            "physical copy of the cluster keeps all three)"
         )
     timeline = None
     if config.failover == replication.NEW:
@@ -127,7 +129,7 @@ def ledger_info(
     if reason is None and config.failover == replication.KEEP and probe.topology is not None:
         topology = replication.spend_condition(probe.topology)
     guard = Guard(
-        config.namespace_bytes, genesis, probe.table_oid, reason is None, topology, timeline
+        config.namespace_bytes, genesis, probe.table_oid, reason is None, topology, timeline, xmin
     )
     return Opened(info, guard, probe.has_attempt_column, probe)
 

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from ledger_core import notices
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
@@ -23,7 +24,7 @@ from ledger_core.errors import (
     LedgerError,
     LedgerUnavailable,
     UnsafeStoreConfig,
-    missing_store,
+    missing_namespace,
 )
 from ledger_core.guard import Guard
 from ledger_core.ids import is_marker, marker_range, marker_subject, validate_namespace
@@ -385,11 +386,14 @@ def _genesis(io: Transport, keys: Keys, create: bool, writable: bool) -> Steps[b
                     "start a new namespace"
                 )
         if not create:
-            raise missing_store(f"namespace {keys.namespace!r} (its genesis key) at {io.location}")
+            raise missing_namespace(keys.namespace, f"(its genesis key) at {io.location}")
         if not writable:
             return None
-        yield from io.call([("SET", keys.genesis, identity.new_genesis(), "NX")], "open")
+        fresh = identity.new_genesis()
+        yield from io.call([("SET", keys.genesis, fresh, "NX")], "open")
         (value,) = yield from io.call([("GET", keys.genesis)], "open")
+        if value == fresh:  # ours, not a racing opener's
+            notices.created(io.location, keys.namespace)
     if not isinstance(value, bytes) or not identity.GENESIS_PATTERN.match(value):
         raise UnsafeStoreConfig(
             f"key {keys.genesis!r} does not hold a ledger identity: something else wrote "

@@ -43,6 +43,7 @@ class Store:
     # failed: closed, or failed closed for good; due: the file check
     guard: Guard = field(default_factory=lambda: Guard(FILE_CHECK_PERIOD))
     filesystem: str | None = None  # what the file was on at open (the doctor shows it)
+    made_namespace: bool = False  # this open wrote the namespace's genesis (it is logged)
 
     @property
     def namespace(self) -> str:
@@ -115,6 +116,7 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
     for each namespace holding records, seeded with the file's uuid: store_ids stay),
     then read the genesis and where the file is."""
     target = store.target
+    fresh = None
     try:
         if target.create:
             now = time.time()
@@ -145,6 +147,7 @@ def open_steps(store: Store, filesystem: str | None) -> Steps[Request, LedgerInf
     if genesis is None:
         raise missing(target, f"namespace {target.namespace!r} in {target.path!r} has no identity")
     store.genesis, store.file, store.filesystem = bytes(genesis), where, filesystem
+    store.made_namespace = bytes(genesis) == fresh
     store.info = identity.ledger_info(target, store.genesis.decode(), filesystem)
     return store.info
 

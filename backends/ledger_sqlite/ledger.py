@@ -135,6 +135,8 @@ class Connections:
         info = self.run(decisions.open_steps(store, filesystem_of(target.path)))
         if not existed:
             notices.created(target.location)
+        elif store.made_namespace:  # a file that was there, a namespace that was not
+            notices.created(target.location, target.namespace)
         return info
 
     def acquire(self) -> _Connection:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .context import LedgerContext, enter_factory
+from .context import LedgerContext, create_option, enter_factory, offers_create
 
 if TYPE_CHECKING:
     from .suite import LedgerConformance
 
-__all__ = ["LedgerConformance", "LedgerContext", "enter_factory"]
+__all__ = ["LedgerConformance", "LedgerContext", "create_option", "enter_factory", "offers_create"]
 
 
 def __getattr__(name: str) -> object:

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 Flavor = Literal["sync", "async"]
 Route = Callable[[str, int], tuple[str, int]]
@@ -33,12 +33,16 @@ class LedgerContext:
     instance (for the whole test session), a new label means a different store.
     ``route(host, port)`` returns the address to connect to instead, so the suite can
     put its fault proxy in the path. ``flavor`` is the variant the suite would like; a
-    factory that has only one may ignore it.
+    factory that has only one may ignore it. ``create``: ``None`` unless the suite asks
+    (C6 opening); ``False`` asks for a ledger on a store that exists, and a store that
+    does not must be refused (a ``LedgerError``), nothing created. Only a factory that
+    says it honours it (an ``offers_create = True`` attribute) is asked.
     """
 
     store: str
     route: Route = field(default=identity_route, compare=False)
     flavor: Flavor = "sync"
+    create: bool | None = None
 
 
 async def enter_factory(factory: Factory, ctx: LedgerContext) -> tuple[Any, Cleanup]:
@@ -71,6 +75,21 @@ async def enter_factory(factory: Factory, ctx: LedgerContext) -> tuple[Any, Clea
     return ledger, partial(aclose_ledger, ledger)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def offers_create(factory: F) -> F:
+    """Mark ``factory`` as honouring ``LedgerContext.create``: C6 opening asks it for a
+    store that does not exist with ``create=False`` (a factory not marked is not asked)."""
+    setattr(factory, "offers_create", True)  # noqa: B010 (a function's attribute)
+    return factory
+
+
+def create_option(ctx: LedgerContext) -> dict[str, bool]:
+    """The ``create`` keyword to pass on to ``open_ledger``: only when the suite asks."""
+    return {} if ctx.create is None else {"create": ctx.create}
+
+
 class NotALedger(TypeError):
     """The factory returned something without a ``spend`` method."""
 
@@ -84,4 +103,14 @@ def _checked(ledger: object, factory: Factory) -> Any:
     return ledger
 
 
-__all__ = ["Cleanup", "Factory", "Flavor", "LedgerContext", "NotALedger", "Route", "enter_factory"]
+__all__ = [
+    "Cleanup",
+    "Factory",
+    "Flavor",
+    "LedgerContext",
+    "NotALedger",
+    "Route",
+    "create_option",
+    "enter_factory",
+    "offers_create",
+]

@@ -232,9 +232,15 @@ class Ledgers:
         base = f"{self.runtime.run_id}-{self._number}-{tag}"
         return [f"{base}-{next(self._ids)}" for _ in range(count)]
 
-    def open(self, label: str, flavor: Flavor = "sync", route: Route = identity_route) -> Handle:
-        """A new ledger instance on the store ``label``."""
-        ctx = LedgerContext(store=label, route=route, flavor=flavor)
+    def open(
+        self,
+        label: str,
+        flavor: Flavor = "sync",
+        route: Route = identity_route,
+        create: bool | None = None,
+    ) -> Handle:
+        """A new ledger instance on the store ``label`` (``create``: LedgerContext's)."""
+        ctx = LedgerContext(store=label, route=route, flavor=flavor, create=create)
         ledger, cleanup = self.runtime.loop.run(enter_factory(self.factory, ctx))
         handle = Handle(ledger, label, self)
         self._cleanups.append((handle, cleanup))

@@ -33,6 +33,7 @@ from .clauses.c6_failover import C6Failover
 from .clauses.c6_forget import C6Forget
 from .clauses.c6_held import C6Held
 from .clauses.c6_identity import C6Identity
+from .clauses.c6_opening import C6Opening
 from .clauses.c6_restore import C6Restore
 from .clauses.c7_isolation import C7Isolation
 from .clauses.c7_siblings import C7Siblings
@@ -78,6 +79,7 @@ class LedgerConformance(
     C8Ids,
     C7Siblings,
     C7Isolation,
+    C6Opening,
     C6Identity,
     C4LocalFaults,
     C4Bounded,

@@ -18,7 +18,7 @@ from ledger_core.opening import LocalFaults, Route
 from ledger_core.registry import testing_hook
 from ledger_core.urls import LedgerURL
 
-from .context import LedgerContext
+from .context import LedgerContext, create_option
 
 # Every namespace a URL run writes starts with ledger_core.scratch.SCRATCH_PREFIX (then
 # the run id): one clearly named scratch area in the user's store, which the report names.
@@ -70,13 +70,15 @@ class URLFactory:
 
     url: str
     run_id: str
+    offers_create = True  # ctx.create is passed on as the standard create option
 
     def __call__(self, ctx: LedgerContext) -> Any:
         url = rewrite(self.url, ctx)
-        namespace = self.namespace_of(ctx.store)
+        options: dict[str, Any] = {"namespace": self.namespace_of(ctx.store)}
+        options.update(create_option(ctx))
         if ctx.flavor == "async":
-            return ledger_core.open_async_ledger(url, namespace=namespace)
-        return ledger_core.open_ledger(url, namespace=namespace)
+            return ledger_core.open_async_ledger(url, **options)
+        return ledger_core.open_ledger(url, **options)
 
     def __repr__(self) -> str:
         return f"URLFactory({ledger_core.redact_url(self.url)!r})"

@@ -51,3 +51,10 @@ def dynamodb_url(dynamodb_target: servers.Target) -> str:
 def namespace(request: pytest.FixtureRequest) -> str:
     """A namespace of its own for each test, so tests never see each other's ids."""
     return f"t-{tools.RUN}-{request.node.name}"[:200]
+
+
+@pytest.fixture
+def own_table(dynamodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL on a table of this test's own, deleted afterwards."""
+    with tools.table_of_its_own(dynamodb_url, request.node.name, "t") as url:
+        yield tools.with_query(url)

@@ -21,6 +21,9 @@ def test_the_tables_lines_agree_with_its_decision(
     assert "endpoint: " in versions.detail
     details = [line.detail for line in named(lines, "configuration")]
     assert details[0].endswith("ACTIVE, key 'pk' (binary hash key)")
+    emptying = [line for line in named(lines, "identity") if "FIRST" in line.detail]
+    assert len(emptying) == 1  # the order C6's "records alone" needs here (issue 37)
+    assert "delete its genesis item (g:<namespace>) FIRST" in emptying[0].detail
     if "endpoint_url=" in dynamodb_url:  # an emulator proves only when accepted
         assert "an emulator, accepted with durability=process" in details
         lines = doctor(f"{dynamodb_url}&namespace=doctor-lines", capsys)

@@ -6,13 +6,11 @@ re-created in milliseconds, and re-created while a request is held on the way.""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import botocore.exceptions
 import pytest
 
 from ledger_core.errors import LedgerError
@@ -37,15 +35,8 @@ def admin(table_url: str) -> Iterator[Any]:
 @pytest.fixture
 def table_url(dynamodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A table of this test's own (the test empties it), deleted afterwards."""
-    name = f"f-{tools.RUN}-{request.node.name}"[:200].replace("[", "-").replace("]", "")
-    url = dynamodb_url.replace(tools.url_parts(dynamodb_url)[0], name, 1)
-    yield url
-    client = tools.admin_client(url)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.update_table(TableName=name, DeletionProtectionEnabled=False)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.delete_table(TableName=name)
-    client.close()
+    with tools.table_of_its_own(dynamodb_url, request.node.name, "f") as url:
+        yield url
 
 
 def _opened(flavor: str, url: str) -> Flavored:

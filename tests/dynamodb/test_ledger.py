@@ -48,20 +48,6 @@ def ledger(request: pytest.FixtureRequest, dynamodb_url: str, namespace: str) ->
         yield opened
 
 
-@pytest.fixture
-def own_table(dynamodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A URL on a table of this test's own, deleted afterwards."""
-    name = f"t-{tools.RUN}-{request.node.name}"[:200].replace("[", "-").replace("]", "")
-    url = tools.with_query(dynamodb_url.replace(tools.url_parts(dynamodb_url)[0], name, 1))
-    yield url
-    client = tools.admin_client(url)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.update_table(TableName=name, DeletionProtectionEnabled=False)
-    with contextlib.suppress(botocore.exceptions.ClientError):
-        client.delete_table(TableName=name)
-    client.close()
-
-
 def _open(url: str, **options: Any) -> DynamoDBLedger:
     ledger = open_ledger(url, **options)
     assert isinstance(ledger, DynamoDBLedger)
@@ -246,7 +232,7 @@ def test_forgotten_table_fails_closed_and_reopens_as_new_store(own_table: str) -
             old.spend("other")
 
 
-def test_deleted_table_is_unavailable_then_noticed(own_table: str) -> None:
+def test_deleted_table_fails_the_ledger_for_good(own_table: str) -> None:
     opts = tools.ledger_options(own_table, config_interval="1000")
     with _open(own_table, **opts) as old:
         assert old.spend("x") is True
@@ -256,13 +242,13 @@ def test_deleted_table_is_unavailable_then_noticed(own_table: str) -> None:
             client.update_table(TableName=table, DeletionProtectionEnabled=False)
         client.delete_table(TableName=table)
         tools._wait(lambda: tools._status(client, table) is None, "deletion")
-        with pytest.raises(LedgerUnavailable, match="ResourceNotFound"):
+        with pytest.raises(UnsafeStoreConfig, match="ResourceNotFound"):
             old.spend("y")
         client.create_table(**commands.create_table(table).params)
         tools._wait(lambda: tools._status(client, table) == "ACTIVE", "creation")
         client.close()
-        # Long intervals, but the ResourceNotFound made the ledger re-check first.
-        with pytest.raises(UnsafeStoreConfig, match="re-created"):
+        # A table under the name again (a restore): the ledger stays failed.
+        with pytest.raises(UnsafeStoreConfig, match="ResourceNotFound"):
             old.spend("x")
 
 

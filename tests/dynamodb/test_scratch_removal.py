@@ -1,6 +1,6 @@
-"""DynamoDB's ``remove_scratch`` hook: genesis items by ``begins_with``, then the records
-of those namespaces (``begins_with`` their record prefixes) in batches, then the genesis
-items; every other item stays; a missing table is never created."""
+"""DynamoDB's ``remove_scratch`` hook: genesis items by ``begins_with``, deleted first,
+then the records of every namespace under the prefix (``begins_with`` the length-prefixed
+keys) in batches; every other item stays; a missing table is never created."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ledger_core.errors import LedgerUnavailable
 from ledger_dynamodb import commands
 from ledger_dynamodb.testing import remove_namespaces
 from tests.dynamodb import tools
-from tests.scratch_removal import exercise, new_prefix, refuses, remove
+from tests.scratch_removal import exercise, fill, new_prefix, refuses, remove
 from tests.servers import dynamodb as servers
 
 # The whole set on one emulator (dynalite: it starts in a second); the identity, deadline
@@ -78,3 +78,51 @@ def test_unprocessed_deletes_fail_after_a_bound() -> None:
     prefix = new_prefix()
     with pytest.raises(LedgerUnavailable, match="still unprocessed after 8 attempts"):
         remove_namespaces(_store(prefix, lambda n: True), "t", "here", prefix)
+
+
+def test_genesis_items_go_before_any_record() -> None:
+    """A ledger open on a scratch namespace fails closed before any record of it goes:
+    the genesis items are the first deletes (issue 37)."""
+    prefix = new_prefix()
+    genesis = commands.genesis_key(prefix + "a")
+    record = commands.record_prefix(prefix + "a") + b"one"
+    deleted: list[list[bytes]] = []
+
+    def answer(call: Any) -> Any:
+        if call.op == "scan":
+            values = [v["B"] for v in call.params["ExpressionAttributeValues"].values()]
+            if call.params["Segment"] != 0:
+                return {}
+            if any(genesis.startswith(v) for v in values):
+                return {"Items": [{commands.KEY: {"B": genesis}}]}
+            if any(record.startswith(v) for v in values):
+                return {"Items": [{commands.KEY: {"B": record}}]}
+            return {}
+        requests = call.params["RequestItems"]["t"]
+        deleted.append([r["DeleteRequest"]["Key"][commands.KEY]["B"] for r in requests])
+        return {}
+
+    assert remove_namespaces(answer, "t", "here", prefix) == 1
+    assert deleted == [[genesis], [record]]
+
+
+def test_records_left_without_their_genesis_are_still_removed(dynamodb_url: str) -> None:
+    """A removal interrupted after the genesis items: the next one finds the records by
+    key, not through the genesis items that are gone."""
+    prefix = new_prefix()
+    name = prefix + "interrupted"
+    fill(dynamodb_url, name, prefix)
+    table, _query = tools.url_parts(dynamodb_url)
+    admin = tools.admin_client(dynamodb_url)
+    try:
+        admin.delete_item(TableName=table, Key={commands.KEY: {"B": commands.genesis_key(name)}})
+        assert remove(dynamodb_url, prefix) == 0  # no namespace left to count
+        pages = admin.get_paginator("scan").paginate(
+            TableName=table,
+            ConsistentRead=True,
+            FilterExpression=f"begins_with({commands.KEY}, :p)",
+            ExpressionAttributeValues={":p": {"B": commands.record_prefix(name)}},
+        )
+        assert [item for page in pages for item in page.get("Items", [])] == []
+    finally:
+        admin.close()

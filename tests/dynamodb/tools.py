@@ -6,14 +6,15 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import boto3
+import botocore.exceptions
 import pytest
 
-from ledger_conformance import LedgerContext
+from ledger_conformance import LedgerContext, create_option, offers_create
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_dynamodb import commands
@@ -65,14 +66,27 @@ def ledger_options(url: str, **extra: str) -> dict[str, str]:
 def factory(url: str, prefix: str = "conf") -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable with this session's RUN bound in: a freshly
     spawned interpreter rebuilds it and reaches the same namespaces."""
-    return functools.partial(open_prefixed, url, f"{prefix}-{RUN}")
+    return offers_create(functools.partial(open_prefixed, url, f"{prefix}-{RUN}"))
 
 
 def open_prefixed(url: str, prefix: str, ctx: LedgerContext) -> Any:
     target = rewrite(url, ctx)  # the backend's reroute hook, as in URL mode
     namespace = f"{prefix}-{ctx.store}"[:256]
     opener = open_async_ledger if ctx.flavor == "async" else open_ledger
-    return opener(target, namespace=namespace, **ledger_options(url))
+    return opener(target, namespace=namespace, **ledger_options(url), **create_option(ctx))
+
+
+@contextlib.contextmanager
+def table_of_its_own(url: str, test: str, prefix: str) -> Iterator[str]:
+    """``url`` on a table named for ``test``, deleted afterwards (whatever the test did)."""
+    name = f"{prefix}-{RUN}-{test}"[:200].replace("[", "-").replace("]", "")
+    yield url.replace(url_parts(url)[0], name, 1)
+    client = admin_client(url)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.update_table(TableName=name, DeletionProtectionEnabled=False)
+    with contextlib.suppress(botocore.exceptions.ClientError):
+        client.delete_table(TableName=name)
+    client.close()
 
 
 def admin_client(url: str) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
 from ledger_mongodb.options import DEFAULT_DATABASE
@@ -48,14 +48,21 @@ def _namespace(ctx: LedgerContext) -> str:
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable with this session's RUN bound in: a freshly
     spawned interpreter rebuilds it and reaches the same namespaces."""
-    return functools.partial(open_url, url, collection, proof, RUN)
+    return offers_create(functools.partial(open_url, url, collection, proof, RUN))
 
 
 def open_url(url: str, collection: str, proof: dict[str, str], run: str, ctx: LedgerContext) -> Any:
     routed = rewrite(url, ctx)
     opener = open_async_ledger if ctx.flavor == "async" else open_ledger
     namespace = namespace_of(ctx.store, run)
-    return opener(routed, namespace=namespace, collection=collection, timeout=TIMEOUT, **proof)
+    return opener(
+        routed,
+        namespace=namespace,
+        collection=collection,
+        timeout=TIMEOUT,
+        **proof,
+        **create_option(ctx),
+    )
 
 
 @asynccontextmanager

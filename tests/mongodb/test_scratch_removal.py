@@ -1,5 +1,6 @@
-"""MongoDB's ``remove_scratch`` hook: a check's records (by ``ns``, an escaped anchored
-regex), then its genesis documents (by ``_id`` range); every other document stays."""
+"""MongoDB's ``remove_scratch`` hook: a check's genesis documents first (by ``_id``
+range), then its records (by ``ns``, an escaped anchored regex); every other document
+stays."""
 
 from __future__ import annotations
 
@@ -45,3 +46,22 @@ def test_never_creates_the_collection(
     with pytest.raises(LedgerUnavailable, match="no ledger collection"):
         remove(_url(ledger_url, coll), new_prefix())
     assert coll not in _db(client).list_collection_names()
+
+
+def test_genesis_documents_go_before_any_record() -> None:
+    """A ledger open on a scratch namespace fails closed before any record of it goes:
+    the genesis documents are the first delete (issue 37); the count is theirs."""
+    from ledger_core.steps import run_steps
+    from ledger_mongodb.testing import remove_scratch_steps
+
+    deletes: list[dict[str, Any]] = []
+
+    def perform(request: Any) -> Any:
+        command = request.command
+        if "listCollections" in command:
+            return {"cursor": {"firstBatch": [{"name": "c"}]}}
+        deletes.append(command["deletes"][0]["q"])
+        return {"n": 3 if len(deletes) == 1 else 7}
+
+    assert run_steps(remove_scratch_steps("c", new_prefix()), perform) == 3
+    assert [sorted(q) for q in deletes] == [["_id"], ["g", "ns"]]

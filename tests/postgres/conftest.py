@@ -9,8 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from ledger_conformance.faults import FaultProxy, Toxic
+from ledger_core.errors import UnsafeStoreConfig
+from ledger_postgres import PostgresLedger
 from tests.flavors import Flavored
 from tests.servers.postgres import PostgresServer, ServerUnavailable, postgres_server
 
@@ -92,3 +95,22 @@ def on_open_links(proxy: FaultProxy, toxic: Toxic) -> Iterator[None]:
         patch.setattr(psycopg.AsyncConnection, "connect", classmethod(connect_async))
         proxy.set(toxic)
         yield
+
+
+def forgotten(ledger: Any) -> None:
+    """Every operation of a ledger whose store forgot raises, and keeps raising."""
+    with pytest.raises(UnsafeStoreConfig, match="reopen"):
+        ledger.spend("spent-before")
+    with pytest.raises(UnsafeStoreConfig, match="reopen"):
+        ledger.is_spent("spent-before")
+    with pytest.raises(UnsafeStoreConfig, match="reopen"):
+        ledger.spend("never-seen")
+
+
+@contextmanager
+def host_pool_ledger(server: PostgresServer, table: str) -> Iterator[Any]:
+    """A ledger on a host's pool (framed statements) with one spend made, the pool open."""
+    with ConnectionPool(server.url, min_size=1, max_size=2, open=True) as pool:
+        ledger = PostgresLedger.from_pool(pool, table=table)
+        assert ledger.spend("spent-before") is True
+        yield ledger

@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.context import identity_route
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import AsyncPostgresLedger, PostgresLedger
@@ -59,6 +59,7 @@ def open_url(address: Address, ctx: LedgerContext) -> Any:
     interpreter rebuilds it (``functools.partial`` pickles by name)."""
     url = _routed_url(address, ctx)
     options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": _timeout(ctx)}
+    options.update(create_option(ctx))
     if ctx.flavor == "async":
         return open_async_ledger(url, **options)
     return open_ledger(url, **options)
@@ -134,7 +135,7 @@ class TestPostgresURL(_Restores):
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        return functools.partial(open_url, _address(pg_server))
+        return offers_create(functools.partial(open_url, _address(pg_server)))
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
@@ -162,6 +163,7 @@ class TestPostgresHostPool(_Restores):
             url = _url(pg_server, ctx)
             timeout = _timeout(ctx)
             options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
+            options.update(create_option(ctx))
 
             @contextmanager
             def sync_ledger() -> Iterator[Any]:
@@ -184,7 +186,7 @@ class TestPostgresHostPool(_Restores):
 
             return async_ledger() if ctx.flavor == "async" else sync_ledger()
 
-        return factory
+        return offers_create(factory)
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:

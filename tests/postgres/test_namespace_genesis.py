@@ -114,7 +114,9 @@ def test_an_older_table_is_refused_under_create_false_with_the_fix(
     genesis = _old_table(admin, table, b"prod")
     with pytest.raises(LedgerError, match="decision-ledger setup"):
         open_pg(namespace="prod", create="false")
-    fresh = open_pg(namespace="fresh", create="false")  # a namespace with no records
+    with pytest.raises(LedgerError, match="--namespace fresh"):  # a namespace never made
+        open_pg(namespace="fresh", create="false")
+    fresh = open_pg(namespace="fresh")  # made now, with a genesis of its own
     assert fresh.store_id is not None
     assert genesis not in fresh.store_id
     info = setup(pg_server.url, table=table, namespace="prod")

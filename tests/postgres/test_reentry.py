@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import Any
 
 import psycopg
@@ -168,6 +169,8 @@ def test_an_old_table_gets_the_column_when_create_is_allowed(
     open_pg: Opener, admin: psycopg.Connection[Any], table: str
 ) -> None:
     admin.execute(sql.SQL(OLD_TABLE).format(sql.Identifier(table)))
+    genesis = sql.SQL("INSERT INTO {} (namespace, request_id, token) VALUES (%s, '', %s)")
+    admin.execute(genesis.format(sql.Identifier(table)), (b"default", uuid.uuid4().bytes))
     strict = open_pg(create=False)  # opens: spend and is_spent need nothing new
     assert strict.spend("old-style") is True
     with pytest.raises(LedgerUnavailable, match="attempt_digest"):

@@ -15,7 +15,6 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg_pool import ConnectionPool
 
 from ledger_core.errors import InvalidLedgerURL, LedgerError, UnsafeStoreConfig
 from ledger_core.ids import MAX_MARKER_BYTES, marker_id
@@ -24,21 +23,11 @@ from ledger_core.registry import open_ledger
 from ledger_postgres import PostgresLedger
 from tests.servers.postgres import PostgresServer
 
-from .conftest import Opener
+from .conftest import Opener, forgotten, host_pool_ledger
 
 
 def _table(name: str) -> sql.Identifier:
     return sql.Identifier(name)
-
-
-def _forgotten(ledger: Any) -> None:
-    """Every operation of a ledger whose store forgot raises, and keeps raising."""
-    with pytest.raises(UnsafeStoreConfig, match="reopen"):
-        ledger.spend("spent-before")
-    with pytest.raises(UnsafeStoreConfig, match="reopen"):
-        ledger.is_spent("spent-before")
-    with pytest.raises(UnsafeStoreConfig, match="reopen"):
-        ledger.spend("never-seen")
 
 
 def test_truncate_fails_old_instances_and_gives_new_ones_a_new_store_id(
@@ -48,11 +37,11 @@ def test_truncate_fails_old_instances_and_gives_new_ones_a_new_store_id(
     assert old.spend("spent-before") is True
     before = old.store_id
     admin.execute(sql.SQL("TRUNCATE {}").format(_table(table)))
-    _forgotten(old)
+    forgotten(old)
     new = open_pg()
     assert new.store_id is not None
     assert new.store_id != before
-    _forgotten(old)  # stays failed, even now that the table has a genesis again
+    forgotten(old)  # stays failed, even now that the table has a genesis again
     assert new.spend("spent-before") is True  # a new store: the host asks again (H5)
 
 
@@ -65,20 +54,18 @@ def test_drop_and_recreate_by_another_instance_fails_the_old_one(
     admin.execute(sql.SQL("DROP TABLE {}").format(_table(table)))
     new = open_pg()  # re-creates the table
     assert new.store_id not in (None, before)
-    _forgotten(old)
+    forgotten(old)
 
 
 def test_truncate_on_a_host_pool(
     pg_server: PostgresServer, admin: psycopg.Connection[Any], table: str
 ) -> None:
-    with ConnectionPool(pg_server.url, min_size=1, max_size=2, open=True) as pool:
-        old = PostgresLedger.from_pool(pool, table=table)
-        assert old.spend("spent-before") is True
+    with host_pool_ledger(pg_server, table) as old:
         admin.execute(sql.SQL("TRUNCATE {}").format(_table(table)))
-        _forgotten(old)
+        forgotten(old)
         with pytest.raises(UnsafeStoreConfig):
             list(old.spent_ids())
-        assert PostgresLedger.from_pool(pool, table=table).store_id != old.store_id
+        assert PostgresLedger.from_pool(old._pool, table=table).store_id != old.store_id
 
 
 def test_listing_a_forgotten_store_raises(
@@ -98,8 +85,9 @@ def test_the_genesis_is_in_the_store_id_and_shared(open_pg: Opener) -> None:
     first, second = open_pg(), open_pg()
     assert first.store_id == second.store_id
     assert first.store_id is not None
-    genesis = first.store_id.split(":")[4]
+    genesis, xmin = first.store_id.split(":")[4].split(".")
     assert len(genesis) == 36  # a UUID: a fixed form before the namespace (C7)
+    assert xmin.isdigit()  # the genesis row's xmin (a restored row has another)
     assert first.describe().durability == Durability.MACHINE
 
 

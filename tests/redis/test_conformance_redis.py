@@ -32,7 +32,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, create_option, offers_create
 from ledger_conformance.context import identity_route
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
@@ -60,7 +60,7 @@ def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], An
     """A partial of a module-level callable, this session's RUN bound in: a freshly
     spawned interpreter rebuilds it, and reaches the same namespaces (its own import
     would draw another RUN)."""
-    return functools.partial(open_standalone, url, RUN, options)
+    return offers_create(functools.partial(open_standalone, url, RUN, options))
 
 
 def open_standalone(url: str, run: str, options: dict[str, str], ctx: LedgerContext) -> Any:
@@ -73,6 +73,7 @@ def open_standalone(url: str, run: str, options: dict[str, str], ctx: LedgerCont
         timeout=timeout,
         connect_timeout=timeout,
         **options,
+        **create_option(ctx),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, offers_create
 from ledger_core.opening import LocalFaults
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.testing import file_faults
@@ -67,15 +67,16 @@ def after_file_restore(path: Path) -> AfterRestore:
 def open_sqlite(path: Path, ctx: LedgerContext) -> Any:
     """The factory, given its file: a module-level callable, so a freshly spawned
     interpreter rebuilds it (``functools.partial`` pickles by name)."""
+    create = ctx.create is not False  # None: the default
     if ctx.flavor == "async":
-        return AsyncSQLiteLedger.open(path, namespace=ctx.store)
-    return SQLiteLedger(path, namespace=ctx.store)
+        return AsyncSQLiteLedger.open(path, namespace=ctx.store, create=create)
+    return SQLiteLedger(path, namespace=ctx.store, create=create)
 
 
 class TestSQLiteLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, sqlite_dir: Path) -> Any:
-        return functools.partial(open_sqlite, sqlite_dir / "ledger.db")
+        return offers_create(functools.partial(open_sqlite, sqlite_dir / "ledger.db"))
 
     @pytest.fixture
     def ledger_local_faults(self, sqlite_dir: Path) -> LocalFaults:
