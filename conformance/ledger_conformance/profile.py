@@ -29,6 +29,9 @@ class Profile:
     local_fault_hold: float  # seconds a local fault (a locked file) lasts
     volume_ids: int  # distinct ids C2 volume spends and reads back (a size cap must show)
     volume_workers: int  # threads those calls go out on
+    model_examples: int = 8  # M1: random operation sequences run against the model
+    model_steps: int = 12  # M1: operations per sequence, at most
+    new_stores: int = 3  # C6: brand-new stores each opened by several processes at once
 
 
 PROFILES = {
@@ -73,6 +76,9 @@ PROFILES = {
         local_fault_hold=8.0,
         volume_ids=100_000,
         volume_workers=8,
+        model_examples=40,
+        model_steps=30,
+        new_stores=10,
     ),
 }
 
