@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import blind_spots, mutants
+from tests.zoo import blind_spots, mutants, stateful
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -33,6 +33,8 @@ EXPECTED = {f"tests.zoo.mutants:{k}": v for k, v in mutants.EXPECTED.items()}
 EXPECTED |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.EXPECTED.items()}
 ONLY_CAUGHT_BY = {f"tests.zoo.mutants:{k}": v for k, v in mutants.ONLY_CAUGHT_BY.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.blind_spots:{k}": v for k, v in blind_spots.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.stateful:{k}": v for k, v in stateful.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.stateful:{k}": v for k, v in stateful.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).

@@ -13,18 +13,25 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import multiprocessing
+import os
 import pickle
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
 
 from .context import Factory, Flavor, LedgerContext, enter_factory
 from .history import error_text, jsonable
 
-SPAWN = multiprocessing.get_context("spawn")
 START_BOUND = 60.0  # seconds a new interpreter may take to import and open its first ledger
+# The worker's own command: a new interpreter that imports nothing of the caller's
+# ``__main__`` (multiprocessing's spawn re-runs it, which an embedding program or a
+# script read from stdin does not survive).
+COMMAND = ("-c", "from ledger_conformance.spawned import serve; serve()")
+FD_ENV = "LEDGER_CONFORMANCE_WORKER_FD"
 
 
 @dataclass(frozen=True)
@@ -49,16 +56,26 @@ def portable(factory: Factory) -> str | None:
 
 
 class SpawnedWorker:
-    """One spawned interpreter serving calls one at a time."""
+    """One new interpreter serving calls one at a time, over a socket pair."""
 
     def __init__(self, factory: Factory) -> None:
-        self._conn, child = SPAWN.Pipe()
-        self._proc = SPAWN.Process(
-            target=_serve, args=(pickle.dumps(factory), child), name="ledger-suite-spawned"
+        ours, theirs = socket.socketpair()
+        env = {
+            **os.environ,
+            FD_ENV: str(theirs.fileno()),
+            # the caller's import path (a factory module beside the project, tests.zoo)
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+        }
+        self._proc = subprocess.Popen(
+            [sys.executable, *COMMAND],
+            env=env,
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
         )
-        self._proc.daemon = True
-        self._proc.start()
-        child.close()
+        theirs.close()
+        self._conn = Connection(ours.detach())
+        self._conn.send_bytes(pickle.dumps(factory))
         self._lock = threading.Lock()
         self._started = False
 
@@ -68,27 +85,37 @@ class SpawnedWorker:
         """``method(*args)`` on a new ledger of the store ``label``, in the worker."""
         with self._lock:
             wait = bound if self._started else bound + START_BOUND
-            self._conn.send((label, flavor, method, args))
-            if not self._conn.poll(wait):
+            try:
+                self._conn.send((label, flavor, method, args))
+                if not self._conn.poll(wait):
+                    raise TimeoutError(f"no answer within {wait:g} s")
+                answer: Answer = self._conn.recv()
+            except (OSError, EOFError, TimeoutError) as exc:
                 self.close()
-                raise TimeoutError(f"the spawned interpreter gave no answer within {wait:g} s")
-            answer: Answer = self._conn.recv()
+                raise WorkerDied(
+                    f"the new interpreter ended or hung ({error_text(exc)}; exit status "
+                    f"{self._proc.returncode})"
+                ) from None
             self._started = True
             return answer
 
     @property
     def alive(self) -> bool:
-        return self._proc.is_alive()
+        return self._proc.poll() is None
 
     def close(self) -> None:
-        if self._proc.is_alive():
-            with contextlib.suppress(OSError):
-                self._conn.send(None)
-            self._proc.join(5)
-        if self._proc.is_alive():
+        with contextlib.suppress(OSError):
+            self._conn.send(None)
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
             self._proc.kill()
-            self._proc.join(5)
+            self._proc.wait(5)
         self._conn.close()
+
+
+class WorkerDied(RuntimeError):
+    """The new interpreter died (a crash in the store, a signal) or stopped answering."""
 
 
 _workers: dict[int, SpawnedWorker] = {}
@@ -113,9 +140,10 @@ def _close_all() -> None:
         worker.close()
 
 
-def _serve(blob: bytes, conn: Any) -> None:
-    """The worker's whole life: calls until the pipe closes or says stop."""
-    factory = pickle.loads(blob)
+def serve() -> None:
+    """The worker's whole life: the factory, then calls until told to stop."""
+    conn = Connection(int(os.environ[FD_ENV]))
+    factory = pickle.loads(conn.recv_bytes())
     while True:
         try:
             message = conn.recv()
@@ -124,9 +152,8 @@ def _serve(blob: bytes, conn: Any) -> None:
         if message is None:
             return
         label, flavor, method, args = message
-        conn.send(
-            asyncio.run(_one(factory, LedgerContext(store=label, flavor=flavor), method, args))
-        )
+        ctx = LedgerContext(store=label, flavor=flavor)
+        conn.send(asyncio.run(_one(factory, ctx, method, args)))
 
 
 async def _one(
@@ -153,4 +180,4 @@ async def _one(
         await cleanup()
 
 
-__all__ = ["Answer", "SpawnedWorker", "portable", "worker_for"]
+__all__ = ["Answer", "SpawnedWorker", "WorkerDied", "portable", "serve", "worker_for"]

@@ -13,6 +13,7 @@ alone, so a flush never touches another run's data.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import subprocess
 import tempfile
@@ -29,6 +30,7 @@ from .base import ZooLedger, build, flush, flush_namespace
 
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 VOLATILE = ["--appendonly", "no", "--save", ""]
+PORT_ENV = "LEDGER_ZOO_OWN_REDIS_PORT"  # the owning process's server, for processes it spawns
 
 
 class _Server:
@@ -99,8 +101,12 @@ def _ensure(options: list[str]) -> _Server:
 
 
 def _open(ctx: LedgerContext, options: list[str], cls: type[Any] = ZooLedger) -> Any:
-    server = _ensure(options)
-    return build(cls, ctx, address=("127.0.0.1", server.port))
+    # A new interpreter the suite spawns finds the server this process owns in the
+    # environment it inherited: one backing store per label for the whole session.
+    port = os.environ.get(PORT_ENV)
+    if port is None:
+        port = os.environ[PORT_ENV] = str(_ensure(options).port)
+    return build(cls, ctx, address=("127.0.0.1", int(port)))
 
 
 def open_own(cls: type[Any], ctx: LedgerContext) -> Any:

@@ -47,6 +47,7 @@ from .common import (
     open_flavor,
     partly,
     reply,
+    require_store_id,
 )
 
 Ending = Literal["dropped", "landed"]
@@ -512,6 +513,7 @@ class NewStoreAtOnce:
         """Several processes open a store label never opened before at the same moment
         (each creating it) and spend the same ids: one store_id, one True per id."""
         profile = ledgers.profile
+        require_store_id(ledgers.open(ledgers.label("probe")), "one store across processes")
         problems: list[str] = []
         for n in range(profile.new_stores):
             label = ledgers.label(f"brand-new-{n}")

@@ -36,9 +36,9 @@ from ..context import Flavor
 from ..declare import SPEND_AS, SPEND_MANY, declare
 from ..harness import CALL_BOUND, KEY_SEPARATOR, Handle, Ledgers, describe_violations
 from ..history import Op, OpKind, Recording, check
-from ..spawned import portable, worker_for
+from ..spawned import WorkerDied, portable, worker_for
 from .c10_reentry import new_keys
-from .common import open_flavor, partly
+from .common import note, open_flavor, partly
 
 M1 = declare("M1", "model: random operation sequences agree with a reference model")
 
@@ -96,6 +96,10 @@ class Run:
     spend_as: bool
     batches: bool
     counter: itertools.count[int] = field(default_factory=itertools.count)
+    done: dict[str, int] = field(default_factory=dict)  # rule -> times run, for the report
+
+    def count(self, rule: str) -> None:
+        self.done[rule] = self.done.get(rule, 0) + 1
 
 
 def _machine(run: Run) -> type[RuleBasedStateMachine]:
@@ -110,6 +114,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
         def __init__(self) -> None:
             super().__init__()
             n = next(run.counter)
+            run.count("sequences")
             self.ids = ledgers.ids(IDS, f"model{n}")
             self.keys = new_keys(KEYS)
             self.stores = [
@@ -175,6 +180,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             store = self.stores[s]
             i %= len(store.handles)
             ledgers.close_handle(store.handles[i])
+            run.count("reopens")
             store.handles[i] = open_flavor(ledgers, store.label, run.flavor)
 
         @precondition(lambda self: any(len(s.handles) < INSTANCES for s in self.stores))
@@ -193,6 +199,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 op = "spend"
             args: tuple[object, ...] = (request_id, key) if op == "spend_as" else (request_id,)
             who = f"a new interpreter (store {s})"
+            run.count("calls from a new interpreter")
             got = worker_for(ledgers.factory).call(store.label, run.flavor, op, args, CALL_BOUND)
             assert got.opened, f"{who} could not open the store: {got.error}"
             if op == "spend_as":
@@ -213,6 +220,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
         def restart_the_server(self) -> None:
             assert run.restart is not None
             self.restarted = True
+            run.count("restarts")
             run.restart()
 
         @invariant()
@@ -323,7 +331,7 @@ def _why(store: Store, request_id: str) -> str:
     if held is None:
         return "no call of this sequence spent it in this store"
     if held == PLAIN:
-        return "a plain spend recorded it"
+        return "a plain spend or a batch recorded it"
     if held == UNKNOWN:
         return "an earlier answer showed it spent"
     return "a spend_as recorded it"
@@ -338,6 +346,26 @@ def _ledger_error(error: str) -> bool:
     return isinstance(found, type) and issubclass(found, LedgerError)
 
 
+def _unspawnable(ledgers: Ledgers, first: Handle) -> str | None:
+    """Why no call can come from a new interpreter, or None: one is started (or the
+    session's reused) and asked once, so the sequences pay no start-up."""
+    if first.store_id is None:
+        return "store_id is None (the ledger promises nothing across processes)"
+    unsent = portable(ledgers.factory)
+    if unsent is not None:
+        return unsent
+    try:
+        got = worker_for(ledgers.factory).call(
+            first.label, first.flavor, "spend", (ledgers.ids(1, "spawned")[0],), CALL_BOUND
+        )
+    except WorkerDied as exc:
+        return f"the new interpreter did not start: {exc}"
+    return None if got.opened else f"the new interpreter could not open the store: {got.error}"
+
+
+_NOT_STEPS = ("state.history_is_linearizable(", "state.teardown(")
+
+
 def _shrunk(exc: BaseException) -> str:
     """Hypothesis's shrunk sequence (its notes), one step per line, for the report."""
     notes = [str(n) for n in getattr(exc, "__notes__", ())]
@@ -345,7 +373,7 @@ def _shrunk(exc: BaseException) -> str:
         line.strip()
         for note in notes
         for line in note.splitlines()
-        if line.strip().startswith("state.")
+        if line.strip().startswith("state.") and not line.strip().startswith(_NOT_STEPS)
     ]
     return "; ".join(steps)
 
@@ -363,18 +391,16 @@ class M1Model:
         """Generated sequences of every operation the ledger offers, checked call by call
         against the model and the history checker; a failure shows the shrunk sequence."""
         first = open_flavor(ledgers, ledgers.label("model-probe"), flavor)
-        unsent = portable(ledgers.factory)
+        unsent = _unspawnable(ledgers, first)
         if unsent is not None:
             partly(request, f"no call from a new interpreter: {unsent}")
-        elif first.store_id is None:
-            partly(request, "no call from a new interpreter: store_id is None")
         if ledger_restart is None:
             partly(request, "no restart in the sequences: no ledger_restart hook was given")
         run = Run(
             ledgers,
             flavor,
             ledger_restart,
-            spawn=unsent is None and first.store_id is not None,
+            spawn=unsent is None,
             spend_as=first.has(SPEND_AS),
             batches=first.has(SPEND_MANY)
             and callable(getattr(first.ledger, "is_spent_many", None)),
@@ -390,6 +416,7 @@ class M1Model:
         )
         try:
             run_state_machine_as_test(_machine(run), settings=generated)
+            note(request, f"{flavor}: " + ", ".join(f"{n} {what}" for what, n in run.done.items()))
         except AssertionError as exc:
             steps = _shrunk(exc)
             raise AssertionError(f"{exc}\nShrunk to: {steps}" if steps else str(exc)) from None
