@@ -190,7 +190,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
         ["--ledger-factory", "tests.zoo.restartable:persistent", *restart, *forget],
-        "C2 or C6",
+        "C2 or C6 or M1_sequences_across",
         "quick",
     )
     for control in ("renames_on_lossy_failover", "synchronous"):

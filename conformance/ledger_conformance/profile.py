@@ -31,6 +31,7 @@ class Profile:
     volume_workers: int  # threads those calls go out on
     model_examples: int = 8  # M1: random operation sequences run against the model
     model_steps: int = 12  # M1: operations per sequence, at most
+    model_hook_examples: int = 2  # M1: sequences with a restart (or a forget) in them
     new_stores: int = 3  # C6: brand-new stores each opened by several processes at once
 
 
@@ -78,6 +79,7 @@ PROFILES = {
         volume_workers=8,
         model_examples=40,
         model_steps=30,
+        model_hook_examples=8,
         new_stores=10,
     ),
 }

@@ -335,6 +335,8 @@ def _interruptions(
 ) -> Iterator[tuple[Handle, tuple[object, ...], Interrupted]]:
     """Every interruption of ``method`` this store allows, each on new arguments, with
     the instance to retry on (the cancelled one; beside a killed process, the parent's)."""
+    if flavor == "sync":  # a sync call is interrupted by killing its process
+        require_store_id(open_flavor(ledgers, label, flavor), "retries of a killed process")
     if _routed(ledgers, label):
         yield from _held(ledgers, request, flavor, label, method, make)
         return

@@ -33,10 +33,12 @@ from hypothesis.stateful import (
 from ledger_core.errors import LedgerError
 
 from ..context import Flavor
-from ..declare import SPEND_AS, SPEND_MANY, declare
-from ..harness import CALL_BOUND, KEY_SEPARATOR, Handle, Ledgers, describe_violations
+from ..declare import FORGET, RESTART, SPEND_AS, SPEND_MANY, declare
+from ..harness import CALL_BOUND, KEY_SEPARATOR, Handle, Ledgers, describe_violations, error_text
 from ..history import Op, OpKind, Recording, check
+from ..hooks import takes_namespace
 from ..spawned import WorkerDied, portable, worker_for
+from .c6_forget import forget_now, store_id_now
 from .c10_reentry import new_keys
 from .common import note, open_flavor, partly
 
@@ -49,6 +51,7 @@ INSTANCES = 3  # instances per store, at most
 PLAIN = ""  # the holder of an id a plain spend recorded (no key re-enters it)
 UNKNOWN = "?"  # spent, by an attempt whose answer was lost
 AS_WRITE = "spend_as: a write whose True may be a re-entry"  # its op in the history
+STALE = " (opened before the store forgot)"  # its calls: held to C6, not to the checker
 
 
 @dataclass
@@ -59,6 +62,14 @@ class Store:
     handles: list[Handle]
     holder: dict[str, str] = field(default_factory=dict)
     maybe: set[str] = field(default_factory=set)
+    before: set[str] = field(default_factory=set)  # ids that may have been spent before a forget
+    stale: dict[Handle, object] = field(default_factory=dict)  # opened before it: its store_id
+
+    def forget(self) -> None:
+        """The store forgot: a new store under the same label, its old instances stale."""
+        self.before = set(self.holder) | self.maybe
+        self.holder, self.maybe = {}, set()
+        self.stale = {handle: store_id_now(handle) for handle in self.handles}
 
     def expect_spend(self, request_id: str, key: str) -> bool | None:
         """What ``spend`` (``key`` PLAIN) or ``spend_as`` must answer; None: either."""
@@ -92,6 +103,7 @@ class Run:
     ledgers: Ledgers
     flavor: Flavor
     restart: Callable[[], object] | None
+    forget: Callable[..., object] | None
     spawn: bool
     spend_as: bool
     batches: bool
@@ -121,7 +133,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 Store(label, [open_flavor(ledgers, label, run.flavor)])
                 for label in (ledgers.label(f"model{n}-{s}") for s in range(STORES))
             ]
-            self.restarted = False
+            self.restarted = self.forgot = False
             self.start = len(ledgers.history)
 
         # -- the operations -------------------------------------------------------------
@@ -130,7 +142,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             store, handle, who = self._pick(s, i)
             request_id = self.ids[n]
             answer = self._answer(who, "spend", request_id, lambda: handle.spend(request_id, who))
-            self._spent(store, who, "spend", request_id, PLAIN, answer)
+            self._spent(store, who, "spend", request_id, PLAIN, answer, handle)
 
         @rule(s=stores, i=instances, n=indices)
         def is_spent(self, s: int, i: int, n: int) -> None:
@@ -141,7 +153,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             answer = self._answer(
                 who, "is_spent", request_id, lambda: handle.is_spent(request_id, who)
             )
-            self._read(store, who, request_id, answer)
+            self._read(store, who, request_id, answer, handle)
 
         @precondition(lambda self: run.spend_as)
         @rule(s=stores, i=instances, n=indices, k=keys)
@@ -154,7 +166,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 who, what, request_id, lambda: handle.call("spend_as", request_id, key)
             )
             self._wrote_as(store, who, request_id, invoke, time.monotonic_ns())
-            self._spent(store, who, what, request_id, key, answer)
+            self._spent(store, who, what, request_id, key, answer, handle)
 
         @precondition(lambda self: run.batches)
         @rule(s=stores, i=instances, ns=batch)
@@ -163,7 +175,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             ids = [self.ids[n] for n in ns]
             answers = self._batch(handle, who, "spend", "spend_many", ids)
             for request_id, answer in zip(ids, answers, strict=True):
-                self._spent(store, who, "spend_many", request_id, PLAIN, answer)
+                self._spent(store, who, "spend_many", request_id, PLAIN, answer, handle)
 
         @precondition(lambda self: run.batches)
         @rule(s=stores, i=instances, ns=batch)
@@ -172,7 +184,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             ids = [self.ids[n] for n in ns]
             answers = self._batch(handle, who, "is_spent", "is_spent_many", ids)
             for request_id, answer in zip(ids, answers, strict=True):
-                self._read(store, who, request_id, answer)
+                self._read(store, who, request_id, answer, handle)
 
         @rule(s=stores, i=instances)
         def reopen(self, s: int, i: int) -> None:
@@ -221,11 +233,33 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             assert run.restart is not None
             self.restarted = True
             run.count("restarts")
-            run.restart()
+            try:
+                run.restart()
+            except Exception as exc:  # a broken hook is no ledger's failure: no shrinking
+                pytest.fail(f"the restart hook failed: {error_text(exc)}", pytrace=False)
+
+        @precondition(lambda self: run.forget is not None and not self.forgot)
+        @rule(s=stores)
+        def forget_the_store(self, s: int) -> None:
+            """The store forgets (told its namespace when the hook takes one, else the
+            whole store: both stores)."""
+            assert run.forget is not None
+            self.forgot = True
+            run.count("forgets")
+            if takes_namespace(run.forget):
+                forget_now(ledgers, run.forget, ledgers.namespace(self.stores[s].label))
+                forgotten = [self.stores[s]]
+            else:
+                forget_now(ledgers, run.forget)
+                forgotten = self.stores
+            for store in forgotten:
+                store.forget()
+            self.start = len(ledgers.history)  # the checker starts again: a new store
 
         @invariant()
         def history_is_linearizable(self) -> None:
-            violations = check(ledgers.history.ops[self.start :])
+            ops = [op for op in ledgers.history.ops[self.start :] if STALE not in op.process]
+            violations = check(ops)
             assert not violations, describe_violations(violations)
 
         def teardown(self) -> None:
@@ -237,7 +271,12 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
         def _pick(self, s: int, i: int) -> tuple[Store, Handle, str]:
             store = self.stores[s]
             i %= len(store.handles)
-            return store, store.handles[i], f"store {s} instance {i}"
+            handle = store.handles[i]
+            return (
+                store,
+                handle,
+                f"store {s} instance {i}" + (STALE if handle in store.stale else ""),
+            )
 
         def _answer(self, who: str, what: str, request_id: str, call: Callable[[], object]) -> Any:
             try:
@@ -301,9 +340,18 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             ledgers.history.add(Op(who, "spend", key, invoke, complete, None, AS_WRITE))
 
         def _spent(
-            self, store: Store, who: str, what: str, request_id: str, key: str, answer: object
+            self,
+            store: Store,
+            who: str,
+            what: str,
+            request_id: str,
+            key: str,
+            answer: object,
+            handle: Handle | None = None,
         ) -> None:
-            if not isinstance(answer, bool):
+            if not isinstance(answer, bool) or self._stale(
+                store, handle, who, what, request_id, answer is True and key == PLAIN
+            ):
                 store.maybe.add(request_id)
                 return
             expected = store.expect_spend(request_id, key)
@@ -313,8 +361,18 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             )
             store.spent(request_id, key, answer)
 
-        def _read(self, store: Store, who: str, request_id: str, answer: object) -> None:
-            if not isinstance(answer, bool):
+        def _read(
+            self,
+            store: Store,
+            who: str,
+            request_id: str,
+            answer: object,
+            handle: Handle | None = None,
+        ) -> None:
+            what = "is_spent"
+            if not isinstance(answer, bool) or self._stale(
+                store, handle, who, what, request_id, answer is False
+            ):
                 return
             expected = store.expect_read(request_id)
             assert expected is None or answer is expected, (
@@ -322,6 +380,30 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 f"({_why(store, request_id)})"
             )
             store.read(request_id, answer)
+
+        def _stale(
+            self,
+            store: Store,
+            handle: Handle | None,
+            who: str,
+            what: str,
+            request_id: str,
+            wrong: bool,
+        ) -> bool:
+            """Whether ``handle`` was opened before its store forgot, so only C6 holds its
+            answer: under the old store_id, never a True spend or a False read of an id
+            spent before. Once it names another store_id it is the new store's."""
+            if handle is None or handle not in store.stale:
+                return False
+            if store_id_now(handle) != store.stale[handle]:
+                del store.stale[handle]
+                return True  # this answer may still be the old store's: not judged
+            assert not (wrong and request_id in store.before), (
+                f"{who}: {what} of {request_id!r}, spent before the store forgot, answered "
+                f"{what != 'is_spent'} under the old store_id "
+                f"{store.stale[handle]!r} (C6: the store forgot, the ledger kept answering)"
+            )
+            return True
 
     return Model
 
@@ -378,45 +460,83 @@ def _shrunk(exc: BaseException) -> str:
     return "; ".join(steps)
 
 
+def _sequences(
+    request: pytest.FixtureRequest,
+    ledgers: Ledgers,
+    flavor: Flavor,
+    examples: int,
+    restart: Callable[[], object] | None = None,
+    forget: Callable[..., object] | None = None,
+) -> None:
+    """Run the generated sequences; a failure is raised with the shrunk sequence."""
+    first = open_flavor(ledgers, ledgers.label("model-probe"), flavor)
+    unsent = _unspawnable(ledgers, first)
+    if unsent is not None:
+        partly(request, f"no call from a new interpreter: {unsent}")
+    batches = callable(getattr(first.ledger, "is_spent_many", None))
+    run = Run(
+        ledgers,
+        flavor,
+        restart,
+        forget,
+        spawn=unsent is None,
+        spend_as=first.has(SPEND_AS),
+        batches=first.has(SPEND_MANY) and batches,
+    )
+    generated = settings(
+        max_examples=examples,
+        stateful_step_count=ledgers.profile.model_steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    try:
+        run_state_machine_as_test(_machine(run), settings=generated)
+    except AssertionError as exc:
+        steps = _shrunk(exc)
+        raise AssertionError(f"{exc}\nShrunk to: {steps}" if steps else str(exc)) from None
+    done = ", ".join(f"{n} {what}" for what, n in run.done.items())
+    note(request, f"{request.node.name}: {done}")
+
+
 class M1Model:
     @M1()
     @pytest.mark.parametrize("flavor", ["sync", "async"])
     def test_M1_random_sequences_agree_with_the_model(
+        self, request: pytest.FixtureRequest, ledgers: Ledgers, flavor: Flavor
+    ) -> None:
+        """Generated sequences of every operation the ledger offers, checked call by call
+        against the model and the history checker; a failure shows the shrunk sequence."""
+        _sequences(request, ledgers, flavor, ledgers.profile.model_examples)
+
+    @M1(RESTART)
+    @pytest.mark.parametrize("flavor", ["sync", "async"])
+    def test_M1_sequences_across_restarts(
         self,
         request: pytest.FixtureRequest,
         ledgers: Ledgers,
         flavor: Flavor,
         ledger_restart: Callable[[], object] | None,
     ) -> None:
-        """Generated sequences of every operation the ledger offers, checked call by call
-        against the model and the history checker; a failure shows the shrunk sequence."""
-        first = open_flavor(ledgers, ledgers.label("model-probe"), flavor)
-        unsent = _unspawnable(ledgers, first)
-        if unsent is not None:
-            partly(request, f"no call from a new interpreter: {unsent}")
-        if ledger_restart is None:
-            partly(request, "no restart in the sequences: no ledger_restart hook was given")
-        run = Run(
-            ledgers,
-            flavor,
-            ledger_restart,
-            spawn=unsent is None,
-            spend_as=first.has(SPEND_AS),
-            batches=first.has(SPEND_MANY)
-            and callable(getattr(first.ledger, "is_spent_many", None)),
-        )
-        profile = ledgers.profile
-        generated = settings(
-            max_examples=profile.model_examples,
-            stateful_step_count=profile.model_steps,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-        )
-        try:
-            run_state_machine_as_test(_machine(run), settings=generated)
-            note(request, f"{flavor}: " + ", ".join(f"{n} {what}" for what, n in run.done.items()))
-        except AssertionError as exc:
-            steps = _shrunk(exc)
-            raise AssertionError(f"{exc}\nShrunk to: {steps}" if steps else str(exc)) from None
+        """The same, with the server restarted once in a sequence (a few sequences: a
+        restart costs seconds on some servers)."""
+        examples = ledgers.profile.model_hook_examples
+        _sequences(request, ledgers, flavor, examples, restart=ledger_restart)
+
+    @M1(FORGET)
+    @pytest.mark.ledger_forgets
+    @pytest.mark.parametrize("flavor", ["sync", "async"])
+    def test_M1_sequences_across_forgets(
+        self,
+        request: pytest.FixtureRequest,
+        ledgers: Ledgers,
+        flavor: Flavor,
+        ledger_forget: Callable[..., object] | None,
+    ) -> None:
+        """The same, with a store forgetting once in a sequence (its namespace, or the
+        whole store): instances opened before it are held to C6 (never a True spend or
+        a False read of an id spent before, under the old store_id); the rest to a new
+        model of a new store. Runs with the other forget clauses, last."""
+        examples = ledgers.profile.model_hook_examples
+        _sequences(request, ledgers, flavor, examples, forget=ledger_forget)
