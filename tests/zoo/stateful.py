@@ -27,7 +27,11 @@ BATCH = "batch|"
 
 class BatchZooLedger(ZooLedger):
     """The zoo's ledger with batches: each id of ``spend_many`` written as a spend would
-    be, its token marked as a batch's."""
+    be, its token marked as a batch's, its key kept in the store's list of batch keys
+    (what a recovery at open goes through)."""
+
+    def batch_keys(self) -> str:
+        return f"zoo-batches:{self.label.encode().hex()}"
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         answers = []
@@ -35,6 +39,7 @@ class BatchZooLedger(ZooLedger):
             key = self.key(request_id)
             token = BATCH + uuid.uuid4().hex
             try:
+                self.client.sadd(self.batch_keys(), key)
                 answers.append(self.write(key, token))
             except redis.RedisError as exc:
                 answers.append(self.on_spend_failure(key, token, exc))
@@ -50,7 +55,7 @@ class RecoversWrongPhase(BatchZooLedger):
 
     def __init__(self, label: str, host: str, port: int) -> None:
         super().__init__(label, host, port)
-        for key in self.client.scan_iter(match=self.listing_pattern(), count=500):
+        for key in self.client.smembers(self.batch_keys()):
             value = self.client.get(key)
             if isinstance(value, bytes) and value.startswith(BATCH.encode()):
                 self.client.delete(key)
