@@ -178,19 +178,24 @@ def half_written_on_cancel(ctx: LedgerContext) -> Any:
 
 
 class RacyGenesis(ZooLedger):
-    """Creates its genesis with GET then SET (no NX): two first opens racing both find
-    none, and each writes its own; the later write replaces the earlier."""
+    """Creates its genesis with GET then SET (no NX) and trusts what it wrote: two first
+    opens racing both find none, and each takes its own value for the store's identity."""
 
     def __init__(self, label: str, host: str, port: int) -> None:
         client = redis.Redis(host=host, port=port, socket_timeout=TIMEOUT)
         genesis_key = f"zoo-id:{label.encode().hex()}"
+        ours = None
         try:
             if client.get(genesis_key) is None:
                 time.sleep(0.005)  # widen the window the mutant has anyway
-                client.set(genesis_key, uuid.uuid4().hex)
+                ours = uuid.uuid4().hex.encode()
+                client.set(genesis_key, ours)
         finally:
             client.close()
         super().__init__(label, host, port)
+        if ours is not None:  # the one it wrote, not the one the store holds now
+            self.genesis = ours
+            self.store_id = self.identity()
 
 
 def racy_genesis(ctx: LedgerContext) -> Any:

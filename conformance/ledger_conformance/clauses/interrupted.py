@@ -22,8 +22,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import pytest
@@ -42,6 +42,7 @@ from .common import (
     FORK,
     assert_linearizable,
     call,
+    forked,
     in_child,
     not_exercised,
     open_flavor,
@@ -153,19 +154,6 @@ async def _child_call(ledger: Any, pipe: Any, method: str, args: tuple[object, .
     return await call(ledger, method, *args)
 
 
-@contextmanager
-def _child(target: Callable[[], object]) -> Iterator[Any]:
-    """A forked child, killed and reaped on the way out whatever happened."""
-    child = FORK.Process(target=target, name="ledger-suite-interrupted")
-    child.start()
-    try:
-        yield child
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join(CALL_BOUND)
-
-
 def _kill_held(
     ledgers: Ledgers,
     router: ProxyRouter,
@@ -180,8 +168,8 @@ def _kill_held(
     bound = ledgers.profile.settle
     ours, its = FORK.Pipe()
     ctx = LedgerContext(store=label, route=router, flavor="sync")
-    body = _bind(_child_call, pipe=its, method=method, args=args)
-    with _child(lambda: in_child(ledgers.factory, ctx, body, its.send)) as child:
+    body = partial(_child_call, pipe=its, method=method, args=args)
+    with forked(lambda: in_child(ledgers.factory, ctx, body, its.send), name="killed") as (child,):
         status, why = reply(ours)
         assert status == "ready", f"the process to be killed could not open the store: {why}"
         router.set(Toxic.HOLD)
@@ -198,10 +186,6 @@ def _kill_held(
             return Interrupted(invoke, time.monotonic_ns())
         status, _ = reply(ours, bound)
     return None if status == "done" else Interrupted(invoke, time.monotonic_ns())
-
-
-def _bind(fn: Callable[..., Any], **kwargs: Any) -> Callable[[Any], Any]:
-    return lambda ledger: fn(ledger, **kwargs)
 
 
 # -- without a proxy: cancel after a few loop passes, kill right after a call began ---------
@@ -233,26 +217,26 @@ def _kill_after_begun(
     said call ``point`` began: what each call came to (unanswered ones interrupted)."""
     ours, its = FORK.Pipe()
     ctx = LedgerContext(store=label, flavor="sync")
-    body = _bind(_announce, pipe=its, method=method, calls=calls)
+    body = partial(_announce, pipe=its, method=method, calls=calls)
     began: dict[int, int] = {}
     answers: dict[int, tuple[int, object]] = {}
-    with _child(lambda: in_child(ledgers.factory, ctx, body, its.send)) as child:
+
+    def take(message: tuple[Any, ...]) -> None:
+        status, n, *rest = message
+        if status == "invoke":
+            began[n] = rest[0]
+        elif status == "answer":
+            answers[n] = (rest[0], rest[1])
+        else:
+            pytest.fail(f"the process to be killed failed before call {point}: {message}")
+
+    with forked(lambda: in_child(ledgers.factory, ctx, body, its.send), name="killed") as (child,):
         while point not in began:
-            status, *rest = reply(ours)
-            if status == "invoke":
-                began[rest[0]] = rest[1]
-            elif status == "answer":
-                answers[rest[0]] = (rest[1], rest[2])
-            else:
-                pytest.fail(f"the process to be killed failed before call {point}: {rest}")
+            take(reply(ours))
         os.kill(child.pid, signal.SIGKILL)
         child.join(CALL_BOUND)
         while ours.poll(0):
-            status, *rest = ours.recv()
-            if status == "invoke":
-                began[rest[0]] = rest[1]
-            elif status == "answer":
-                answers[rest[0]] = (rest[1], rest[2])
+            take(ours.recv())
     killed = time.monotonic_ns()
     return [
         Interrupted(began[n], answers[n][0], True, answers[n][1], None)
@@ -264,7 +248,20 @@ def _kill_after_begun(
 
 # -- what the interrupted calls are tried on ------------------------------------------------
 
-Made = Callable[[], tuple[object, ...]]
+
+@dataclass(frozen=True)
+class Calls:
+    """What is interrupted: ``method`` on the store ``label``, each time on new
+    arguments from ``make``, in the ``flavor`` asked for."""
+
+    ledgers: Ledgers
+    flavor: Flavor
+    label: str
+    method: str
+    make: Callable[[], tuple[object, ...]]
+
+
+Tried = Iterator[tuple[Handle, tuple[object, ...], Interrupted]]
 
 
 def _routed(ledgers: Ledgers, label: str) -> bool:
@@ -283,21 +280,15 @@ def _open_routed(ledgers: Ledgers, label: str, flavor: Flavor, route: Route) -> 
     return handle
 
 
-def _held(
-    ledgers: Ledgers,
-    request: pytest.FixtureRequest,
-    flavor: Flavor,
-    label: str,
-    method: str,
-    make: Made,
-) -> Iterator[tuple[Handle, tuple[object, ...], Interrupted]]:
+def _held(calls: Calls, request: pytest.FixtureRequest) -> Tried:
+    ledgers, flavor, label, method = calls.ledgers, calls.flavor, calls.label, calls.method
     for ending in ENDINGS:
         for cut in range(MAX_CUTS):
             with ProxyRouter() as router:
                 # the instance to cancel; for a kill, the parent's own (its proxy exists
                 # before the fork, so the child's route finds it)
                 handle = _open_routed(ledgers, label, flavor, router)
-                args = make()
+                args = calls.make()
                 if flavor == "async":
                     got = _cancel_held(ledgers, router, handle, method, args, cut, ending)
                 else:
@@ -309,43 +300,36 @@ def _held(
             partly(request, f"a call sent more than {MAX_CUTS} requests: later cuts not tried")
 
 
-def _unheld(
-    ledgers: Ledgers, flavor: Flavor, label: str, method: str, make: Made
-) -> Iterator[tuple[Handle, tuple[object, ...], Interrupted]]:
-    handle = open_flavor(ledgers, label, flavor)
-    if flavor == "async":
+def _unheld(calls: Calls) -> Tried:
+    ledgers, method = calls.ledgers, calls.method
+    handle = open_flavor(ledgers, calls.label, calls.flavor)
+    if calls.flavor == "async":
         for passes in LOOP_PASSES:
-            args = make()
+            args = calls.make()
             fn = getattr(handle.ledger, method)
             yield handle, args, ledgers.runtime.loop.run(_cancel_after(fn, args, passes))
         return
     for point in KILL_POINTS:
-        calls = [make() for _ in range(point + 1)]
-        got = _kill_after_begun(ledgers, label, method, calls, point)
-        yield from ((handle, args, one) for args, one in zip(calls, got, strict=False))
+        made = [calls.make() for _ in range(point + 1)]
+        got = _kill_after_begun(ledgers, calls.label, method, made, point)
+        yield from ((handle, args, one) for args, one in zip(made, got, strict=False))
 
 
-def _interruptions(
-    ledgers: Ledgers,
-    request: pytest.FixtureRequest,
-    flavor: Flavor,
-    label: str,
-    method: str,
-    make: Made,
-) -> Iterator[tuple[Handle, tuple[object, ...], Interrupted]]:
-    """Every interruption of ``method`` this store allows, each on new arguments, with
+def _interruptions(calls: Calls, request: pytest.FixtureRequest) -> Tried:
+    """Every interruption of the calls this store allows, each on new arguments, with
     the instance to retry on (the cancelled one; beside a killed process, the parent's)."""
-    if flavor == "sync":  # a sync call is interrupted by killing its process
-        require_store_id(open_flavor(ledgers, label, flavor), "retries of a killed process")
-    if _routed(ledgers, label):
-        yield from _held(ledgers, request, flavor, label, method, make)
+    if calls.flavor == "sync":  # a sync call is interrupted by killing its process
+        opened = open_flavor(calls.ledgers, calls.label, calls.flavor)
+        require_store_id(opened, "retries of a killed process")
+    if _routed(calls.ledgers, calls.label):
+        yield from _held(calls, request)
         return
     partly(
         request,
         "no request held mid-flight (the store has no address for the fault proxy): "
         "interrupted after a few loop passes, or right after the call began",
     )
-    yield from _unheld(ledgers, flavor, label, method, make)
+    yield from _unheld(calls)
 
 
 def _tolerant(fn: Callable[..., object], *args: object) -> object:
@@ -382,9 +366,8 @@ class Interruptions:
         label = ledgers.label()
         healthy = open_flavor(ledgers, label, flavor)
         tried = 0
-        for handle, args, got in _interruptions(
-            ledgers, request, flavor, label, "spend", lambda: tuple(ledgers.ids(1, "cut"))
-        ):
+        calls = Calls(ledgers, flavor, label, "spend", lambda: tuple(ledgers.ids(1, "cut")))
+        for handle, args, got in _interruptions(calls, request):
             request_id = str(args[0])
             tried += 1
             _record(ledgers, handle, request_id, got, f"interrupted-{flavor}")
@@ -414,9 +397,8 @@ class Interruptions:
             return (ledgers.ids(1, "cut")[0], new_keys(1)[0])
 
         problems: list[str] = []
-        for handle, (request_id, key), got in _interruptions(
-            ledgers, request, flavor, label, "spend_as", make
-        ):
+        calls = Calls(ledgers, flavor, label, "spend_as", make)
+        for handle, (request_id, key), got in _interruptions(calls, request):
             what = f"{request_id!r} ({flavor}, interrupted {_when(got)})"
             if got.answered and got.error is None and got.value is not True:
                 problems.append(f"{what}: the first spend_as of a fresh id answered {got.value!r}")
@@ -470,19 +452,10 @@ def _opened_at_once(ledgers: Ledgers, label: str, ids: list[str], count: int) ->
         flavor: Flavor = "sync" if n % 2 == 0 else "async"
         ctx = LedgerContext(store=label, flavor=flavor)
         barrier.wait(CALL_BOUND)
-        in_child(ledgers.factory, ctx, _bind(_first_open, ids=ids), pipes[n][1].send)
+        in_child(ledgers.factory, ctx, partial(_first_open, ids=ids), pipes[n][1].send)
 
-    children = [FORK.Process(target=child, args=(n,)) for n in range(count)]
-    for process in children:
-        process.start()
-    try:
+    with forked(*(partial(child, n) for n in range(count)), name="opener"):
         return [reply(ours) for ours, _ in pipes]
-    finally:
-        for process in children:
-            process.join(CALL_BOUND)
-            if process.is_alive():
-                process.kill()
-                process.join(CALL_BOUND)
 
 
 def _judged(results: list[Any], ids: list[str]) -> list[str]:
