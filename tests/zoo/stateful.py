@@ -89,13 +89,6 @@ def recovers_wrong_phase(ctx: LedgerContext) -> Any:
 # -- C5 and C10: an async write in two steps, left half-written by a cancel -------------
 
 PENDING = "pending|"
-# 1 when the id was free (or held by an abandoned pending claim, taken over), else 0.
-GUARDED_CLAIM = GUARD + (
-    "local v = redis.call('GET', KEYS[2])\n"
-    "if (not v) or string.sub(v, 1, 8) == 'pending|' then\n"
-    "  redis.call('SET', KEYS[2], ARGV[2]) return 1 end\n"
-    "return 0"
-)
 # 1 when KEYS[2] still holds ARGV[2] and now holds ARGV[3].
 GUARDED_COMMIT = GUARD + (
     "if redis.call('GET', KEYS[2]) == ARGV[2] then\n"
@@ -125,23 +118,33 @@ class TwoStepZooLedger(ZooLedger):
 
 
 class AsyncTwoStep(Hops):
-    """Two thread hops per spend: a cancel between them abandons a pending claim."""
+    """Two thread hops per spend, a claim then its commit. A spend cancelled between
+    them leaves its claim, and the next spend of that id on this instance resumes it as
+    if it were the same call's retry: but the claim landed, and its caller never heard."""
+
+    def __init__(self, sync: Any) -> None:
+        super().__init__(sync)
+        self._cancelled: dict[str, str] = {}  # key -> the claim its cancelled spend left
 
     async def spend(self, request_id: str) -> Any:
         sync = self.sync
         key, token = sync.key(request_id), uuid.uuid4().hex
-        claim = PENDING + token
+        resumed = self._cancelled.pop(key, None)
+        claim = resumed or PENDING + token
         try:
-            if not await self._hop(sync.guarded, GUARDED_CLAIM, key, claim):
+            if resumed is None and not await self._hop(sync.write, key, claim):
                 return False
             return await self._hop(sync.commit, key, claim, token)
+        except asyncio.CancelledError:
+            self._cancelled[key] = claim
+            raise
         except redis.RedisError as exc:
             return await self._hop(sync.resolve, key, claim, token, exc)
 
 
-def takes_over_pending(ctx: LedgerContext) -> Any:
-    """C5: a spend that finds a pending claim takes it over, though a cancelled spend may
-    have left it after it landed (an is_spent already said spent)."""
+def resumes_cancelled_claim(ctx: LedgerContext) -> Any:
+    """C5: a retry that resumes the claim a cancelled spend left answers True, though
+    that claim had landed (an is_spent already said spent)."""
     return _faced(TwoStepZooLedger, AsyncTwoStep, ctx)
 
 
@@ -204,14 +207,14 @@ def racy_genesis(ctx: LedgerContext) -> Any:
 
 EXPECTED: dict[str, tuple[str, str, str]] = {
     "recovers_wrong_phase": ("M1", "M1", "quick"),
-    "takes_over_pending": ("C5", "C5_interrupted", "quick"),
+    "resumes_cancelled_claim": ("C5", "C5_interrupted", "quick"),
     "half_written_on_cancel": ("C10", "C10_interrupted", "quick"),
     "racy_genesis": ("C6", "C6_new_store", "quick"),
 }
 
 ONLY_CAUGHT_BY: dict[str, str] = {
     "recovers_wrong_phase": "not M1",
-    "takes_over_pending": "not C5_interrupted",
+    "resumes_cancelled_claim": "not C5_interrupted",
     "half_written_on_cancel": "not C10_interrupted",
     "racy_genesis": "not C6_new_store",
 }
