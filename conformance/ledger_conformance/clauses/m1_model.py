@@ -136,6 +136,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             ]
             self.restarted = self.forgot = False
             self.start = len(ledgers.history)
+            self.since: dict[str, int] = {}  # label -> where its history starts again
 
         # -- the operations -------------------------------------------------------------
         @rule(s=stores, i=instances, n=indices)
@@ -255,11 +256,16 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 forgotten = self.stores
             for store in forgotten:
                 store.forget()
-            self.start = len(ledgers.history)  # the checker starts again: a new store
+                self.since[store.label] = len(ledgers.history)  # a new store: checked anew
 
         @invariant()
         def history_is_linearizable(self) -> None:
-            ops = [op for op in ledgers.history.ops[self.start :] if STALE not in op.process]
+            ops = [
+                op
+                for n, op in enumerate(ledgers.history.ops[self.start :], self.start)
+                if STALE not in op.process
+                and n >= self.since.get(op.key.partition(KEY_SEPARATOR)[0], 0)
+            ]
             violations = check(ops)
             assert not violations, describe_violations(violations)
 
