@@ -32,7 +32,7 @@ class Profile:
     model_examples: int = 8  # M1: random operation sequences run against the model
     model_steps: int = 12  # M1: operations per sequence, at most
     model_hook_examples: int = 2  # M1: sequences with a restart (or a forget) in them
-    new_stores: int = 3  # C6: brand-new stores each opened by several processes at once
+    new_stores: int = 2  # C6: brand-new stores each opened by several processes at once
 
 
 PROFILES = {

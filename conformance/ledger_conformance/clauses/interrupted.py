@@ -281,13 +281,14 @@ def _open_routed(ledgers: Ledgers, label: str, flavor: Flavor, route: Route) -> 
 
 
 def _held(calls: Calls, request: pytest.FixtureRequest) -> Tried:
+    """Each cut, each ending, through one proxy and one instance (the one to cancel; for
+    a kill, the parent's own, whose proxy exists before the fork so the child's route
+    finds it): a cancelled call must leave the instance working for the next."""
     ledgers, flavor, label, method = calls.ledgers, calls.flavor, calls.label, calls.method
-    for ending in ENDINGS:
-        for cut in range(MAX_CUTS):
-            with ProxyRouter() as router:
-                # the instance to cancel; for a kill, the parent's own (its proxy exists
-                # before the fork, so the child's route finds it)
-                handle = _open_routed(ledgers, label, flavor, router)
+    with ProxyRouter() as router:
+        handle = _open_routed(ledgers, label, flavor, router)
+        for ending in ENDINGS:
+            for cut in range(MAX_CUTS):
                 args = calls.make()
                 if flavor == "async":
                     got = _cancel_held(ledgers, router, handle, method, args, cut, ending)
@@ -296,8 +297,8 @@ def _held(calls: Calls, request: pytest.FixtureRequest) -> Tried:
                 if got is None:
                     break
                 yield handle, args, got
-        else:
-            partly(request, f"a call sent more than {MAX_CUTS} requests: later cuts not tried")
+            else:
+                partly(request, f"a call sent more than {MAX_CUTS} requests: later cuts not tried")
 
 
 def _unheld(calls: Calls) -> Tried:
