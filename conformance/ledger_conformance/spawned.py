@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from ledger_core.errors import LedgerError
+
 from .context import Factory, Flavor, LedgerContext, enter_factory
 from .history import error_text, jsonable
 
@@ -44,6 +46,7 @@ class Answer:
     value: object
     error: str | None
     opened: bool = True
+    ledger_error: bool = False  # the error was a LedgerError (C4: the only kind allowed)
 
 
 def portable(factory: Factory) -> str | None:
@@ -170,12 +173,12 @@ async def _one(
             value = getattr(ledger, method)(*args)
             if asyncio.iscoroutine(value):
                 value = await value
-            error = None
+            error, ledger_error = None, False
         except Exception as exc:
-            value, error = None, error_text(exc)
+            value, error, ledger_error = None, error_text(exc), isinstance(exc, LedgerError)
         complete = time.monotonic_ns()
         shipped = [jsonable(v) for v in value] if isinstance(value, list) else jsonable(value)
-        return Answer(invoke, complete, shipped, error)
+        return Answer(invoke, complete, shipped, error, ledger_error=ledger_error)
     finally:
         await cleanup()
 

@@ -30,6 +30,21 @@ def test_a_spawned_interpreter_sees_the_parents_spends(tmp_path: Path) -> None:
     assert first.invoke_ns <= first.complete_ns
 
 
+def test_a_ledger_error_is_told_from_any_other(tmp_path: Path) -> None:
+    """Only a LedgerError may come out of a call (C4): the worker says which it was, since
+    a backend's own subclass is not known by name to the suite's process."""
+    worker = SpawnedWorker(URLFactory(f"sqlite:///{tmp_path / 'l.db'}", "spawn"))
+    try:
+        refused = worker.call("store", "sync", "spend", ("",), 60.0)
+        broken = worker.call("store", "sync", "no_such_method", (), 60.0)
+    finally:
+        worker.close()
+    assert refused.error is not None
+    assert refused.ledger_error
+    assert broken.error is not None
+    assert not broken.ledger_error
+
+
 def test_a_closure_cannot_be_sent() -> None:
     def factory(ctx: LedgerContext) -> Any:
         raise AssertionError("never called")

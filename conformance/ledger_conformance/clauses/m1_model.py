@@ -223,7 +223,10 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 key_ = f"{store.label}{KEY_SEPARATOR}{request_id}"
                 done = Op(who, kind, key_, got.invoke_ns, got.complete_ns, got.value, None)
                 ledgers.add(store.label, request_id, done)
-            answer = self._settled(who, op, got.value, got.error)
+            assert got.error is None or got.ledger_error, (
+                f"{who}: {op} raised {got.error}, not a LedgerError"
+            )
+            answer = got.error or self._settled(who, op, got.value)
             if op == "is_spent":
                 self._read(store, who, request_id, answer)
             else:
@@ -290,14 +293,10 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 value = call()
             except LedgerError as exc:
                 return exc
-            return self._settled(who, what, value, None)
+            return self._settled(who, what, value)
 
-        def _settled(self, who: str, what: str, value: object, error: str | None) -> object:
-            """The answer, or the LedgerError text (indeterminate); any other raise or a
-            value that is not a bool fails."""
-            if error is not None:
-                assert _ledger_error(error), f"{who}: {what} raised {error}, not a LedgerError"
-                return error
+        def _settled(self, who: str, what: str, value: object) -> object:
+            """The answer; a value that is not a bool fails."""
             assert isinstance(value, bool), f"{who}: {what} returned {value!r}, not a bool"
             return value
 
@@ -321,7 +320,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 shape = f"{who}: {method} of {len(ids)} ids returned {value!r}, not a list"
                 assert isinstance(value, list), shape
                 assert len(value) == len(ids), shape
-                answers = [self._settled(who, method, v, None) for v in value]
+                answers = [self._settled(who, method, v) for v in value]
             for request_id, answer in zip(ids, answers, strict=True):
                 ledgers.add(
                     handle.label,
@@ -425,15 +424,6 @@ def _why(store: Store, request_id: str) -> str:
     if held == UNKNOWN:
         return "an earlier answer showed it spent"
     return "a spend_as recorded it"
-
-
-def _ledger_error(error: str) -> bool:
-    """Whether the error text names a LedgerError (the spawned interpreter ships text)."""
-    import ledger_core.errors as errors
-
-    name = error.partition(":")[0]
-    found = getattr(errors, name, None)
-    return isinstance(found, type) and issubclass(found, LedgerError)
 
 
 def _unspawnable(ledgers: Ledgers, first: Handle) -> str | None:
