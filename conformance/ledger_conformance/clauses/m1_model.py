@@ -108,6 +108,7 @@ class Run:
     spawn: bool
     spend_as: bool
     batches: bool
+    reads: bool  # the ledger has is_spent
     counter: itertools.count[int] = field(default_factory=itertools.count)
     done: dict[str, int] = field(default_factory=dict)  # rule -> times run, for the report
 
@@ -209,7 +210,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
         def in_a_new_interpreter(self, s: int, n: int, op: str, k: int) -> None:
             store = self.stores[s]
             request_id, key = self.ids[n], self.keys[k]
-            if op == "spend_as" and not run.spend_as:
+            if (op == "spend_as" and not run.spend_as) or (op == "is_spent" and not run.reads):
                 op = "spend"
             args: tuple[object, ...] = (request_id, key) if op == "spend_as" else (request_id,)
             who = f"a new interpreter (store {s})"
@@ -480,6 +481,7 @@ def _sequences(
         spawn=unsent is None,
         spend_as=first.has(SPEND_AS),
         batches=first.has(SPEND_MANY) and batches,
+        reads=first.has_is_spent,
     )
     hooked = restart is not None or forget is not None
     generated = settings(
