@@ -24,7 +24,7 @@ import redis
 
 from ledger_conformance.runner import run_check
 from tests.servers.common import binary, free_port
-from tests.zoo import axes, blind_spots, mutants, opening, restoring
+from tests.zoo import axes, blind_spots, mutants, opening, restoring, stateful
 from tests.zoo.base import ENV
 from tests.zoo.local import ENV as LOCAL_ENV
 
@@ -39,6 +39,8 @@ EXPECTED |= {f"tests.zoo.axes:{k}": v for k, v in axes.EXPECTED.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.axes:{k}": v for k, v in axes.ONLY_CAUGHT_BY.items()}
 EXPECTED |= {f"tests.zoo.opening:{k}": v for k, v in opening.EXPECTED.items()}
 ONLY_CAUGHT_BY |= {f"tests.zoo.opening:{k}": v for k, v in opening.ONLY_CAUGHT_BY.items()}
+EXPECTED |= {f"tests.zoo.stateful:{k}": v for k, v in stateful.EXPECTED.items()}
+ONLY_CAUGHT_BY |= {f"tests.zoo.stateful:{k}": v for k, v in stateful.ONLY_CAUGHT_BY.items()}
 
 # The module's fixture runs 92 suites (3 at a time) before the first test: far over the
 # project's 300 s per-test timeout on a loaded machine (18 min at a load average of 25-49).
@@ -202,7 +204,7 @@ def runs(zoo_redis: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     forget = ["--ledger-forget", "tests.zoo.restartable:forget"]
     jobs["control:restart"] = (
         ["--ledger-factory", "tests.zoo.restartable:persistent", *restart, *forget],
-        "C2 or C6",
+        "C2 or C6 or M1_sequences_across",
         "quick",
     )
     for control in ("renames_on_lossy_failover", "synchronous"):

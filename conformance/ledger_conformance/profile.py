@@ -31,6 +31,10 @@ class Profile:
     volume_workers: int  # threads those calls go out on
     axes_wide: bool  # every member of every generated family (quick: a sample of each)
     race_ids: int  # ids raced by every kind of caller at once (threads, forks, spawns)
+    model_examples: int = 8  # M1: random operation sequences run against the model
+    model_steps: int = 12  # M1: operations per sequence, at most
+    model_hook_examples: int = 2  # M1: sequences with a restart (or a forget) in them
+    new_stores: int = 2  # C6: brand-new stores each opened by several processes at once
 
 
 PROFILES = {
@@ -79,6 +83,10 @@ PROFILES = {
         volume_workers=8,
         axes_wide=True,
         race_ids=64,
+        model_examples=40,
+        model_steps=30,
+        model_hook_examples=8,
+        new_stores=10,
     ),
 }
 

@@ -44,8 +44,10 @@ from .clauses.c10_reentry import C10Reentry, C10SharedPrefix
 from .clauses.c45_faults import C4LocalFaults, C45Faults
 from .clauses.h3_two_stores import H3TwoStores
 from .clauses.host_rules import HostRules
+from .clauses.interrupted import Interruptions, NewStoreAtOnce
 from .clauses.l1_drawn import L1Drawn
 from .clauses.l1_listing import L1Listing
+from .clauses.m1_model import M1Model
 from .hooks import factory_hook
 
 
@@ -65,6 +67,9 @@ def _hook_fixture(name: str) -> Any:
 # pytest collects the bases last-to-first: this order runs C1 first and H5 last.
 class LedgerConformance(
     C6Restore,
+    M1Model,
+    Interruptions,
+    NewStoreAtOnce,
     C6Failover,
     C6Held,
     C6Forget,

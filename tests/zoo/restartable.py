@@ -30,6 +30,7 @@ from .base import ZooLedger, build, flush, flush_namespace
 
 PERSISTENT = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
 VOLATILE = ["--appendonly", "no", "--save", ""]
+PORT_ENV = "LEDGER_ZOO_OWN_REDIS_PORT"  # the owning process's server, for processes it spawns
 
 
 class _Server:
@@ -97,11 +98,6 @@ def _ensure(options: list[str]) -> _Server:
             _server = _Server(options)
             atexit.register(_server.close)
         return _server
-
-
-# The port of the server this process started: a freshly spawned interpreter (one of the
-# suite's callers) inherits the environment and reaches that server, not one of its own.
-PORT_ENV = "LEDGER_ZOO_OWN_REDIS_PORT"
 
 
 def _open(ctx: LedgerContext, options: list[str], cls: type[Any] = ZooLedger) -> Any:

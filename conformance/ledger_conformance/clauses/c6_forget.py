@@ -30,7 +30,7 @@ OLD_IDS = 10
 Forget = Callable[[], object] | None
 
 
-def _store_id_now(handle: Handle) -> object:
+def store_id_now(handle: Handle) -> object:
     try:
         return handle.store_id
     except Exception as exc:  # a ledger may refuse to name an identity it lost
@@ -99,7 +99,7 @@ def answers_for_forgotten(
         calls = ["is_spent"]
     for request_id in ids:
         for method in calls:
-            before = _store_id_now(handle)
+            before = store_id_now(handle)
             try:
                 value = handle.call(method, request_id)
             except LedgerError:
@@ -107,7 +107,7 @@ def answers_for_forgotten(
             except Exception as exc:
                 problems.append(f"{who}: {method} raised a non-LedgerError: {error_text(exc)}")
                 continue
-            after = _store_id_now(handle)
+            after = store_id_now(handle)
             if first not in (before, after):
                 continue  # it answers as another store: a host sees ledger-changed (H5)
             if not isinstance(value, bool):
@@ -141,7 +141,7 @@ def new_instance_problems(
             if not str(exc).strip():
                 problems.append(f"{who}: the open raised {type(exc).__name__} with no reason")
             continue  # refusing to open a store that forgot is fail-closed
-        now = _store_id_now(fresh)
+        now = store_id_now(fresh)
         if now == first:
             problems.append(
                 f"{who} reports the old store_id {first!r}: a store that forgot is a new "

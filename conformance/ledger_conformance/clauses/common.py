@@ -231,17 +231,18 @@ def in_child(
 
 
 @contextmanager
-def forked(*targets: Callable[[], object], name: str) -> Iterator[None]:
-    """Each target in a forked OS process; on the way out each is joined, and killed
-    when it has not ended within ``CALL_BOUND``, or at once when the body raised (its
-    verdict is in; a child waiting to be told to go on would wait out its bound)."""
+def forked(*targets: Callable[[], object], name: str) -> Iterator[list[Any]]:
+    """Each target in a forked OS process (the processes are yielded); on the way out
+    each is joined, and killed when it has not ended within ``CALL_BOUND``, or at once
+    when the body raised (its verdict is in; a child waiting to be told to go on would
+    wait out its bound)."""
     children = [
         FORK.Process(target=t, name=f"ledger-suite-{name}{i}") for i, t in enumerate(targets)
     ]
     for child in children:
         child.start()
     try:
-        yield
+        yield children
     except BaseException:
         for child in children:
             child.kill()
