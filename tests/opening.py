@@ -27,7 +27,7 @@ def missing_namespace_refused_then_created_once(
     for _ in range(2):
         Flavored(flavor, url, namespace=namespace, **options).dispose()
     said = [r.getMessage() for r in caplog.records if r.name == "decision_ledger"]
-    created = [m for m in said if "created a new, empty ledger" in m]
+    created = [m for m in said if "new ledger: created an empty store" in m]
     assert len(created) == 1, said
     assert f"(namespace {namespace!r})" in created[0]
     Flavored(flavor, url, namespace=namespace, create=False, **options).dispose()

@@ -59,8 +59,10 @@ def test_cli_never_creates_a_mistyped_namespace(
         "lineage": [typo],
         "migrate": [typo, f"{url}&namespace=target"],
     }[command]
-    assert main([command, *args]) == 3
-    err = capsys.readouterr().err
+    # doctor answers: a failed "store" line saying what setup would create (exit 1)
+    assert main([command, *args]) == (1 if command == "doctor" else 3)
+    said = capsys.readouterr()
+    err = said.out + said.err if command == "doctor" else said.err
     assert "namespace 'defualt'" in err
     assert "--namespace defualt" in err
     assert _rows(admin, table, "defualt") == 0
@@ -76,6 +78,6 @@ def test_an_open_that_creates_a_namespace_says_so_once(
     open_pg(namespace="fresh")
     open_pg(namespace="fresh")
     said = [r.getMessage() for r in caplog.records if r.name == "decision_ledger"]
-    created = [m for m in said if "created a new, empty ledger" in m]
+    created = [m for m in said if "new ledger: created an empty store" in m]
     assert len(created) == 1, said
     assert "(namespace 'fresh')" in created[0]
