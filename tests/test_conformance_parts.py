@@ -244,7 +244,13 @@ def test_forget_clauses_run_after_the_final_check() -> None:
     names = [line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if "::" in line]
     # The final checks (reads only: none acknowledges a spend) in any order, then the
     # tests that forget (fail over, restore) the store, and nothing after them.
-    forgets = ("test_C6_forgotten", "test_C6_forget", "test_C6_failover", "test_C6_restore")
+    forgets = (
+        "test_C6_forgotten",
+        "test_C6_forget",
+        "test_C6_failover",
+        "test_C6_restore",
+        "test_M1_sequences_across_forgets",
+    )
     first = next(i for i, name in enumerate(names) if name.startswith(forgets))
     assert all(name.startswith(forgets) for name in names[first:]), names[first:]
     assert names[first : first + 2] == [
