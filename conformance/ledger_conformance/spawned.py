@@ -79,6 +79,7 @@ class SpawnedWorker:
         theirs.close()
         self._conn = Connection(ours.detach())
         self._conn.send_bytes(pickle.dumps(factory))
+        self.factory = factory  # held: the session's map is keyed by id(), never reused
         self._lock = threading.Lock()
         self._started = False
 
@@ -129,7 +130,7 @@ def worker_for(factory: Factory) -> SpawnedWorker:
     """The session's worker for ``factory`` (started on first use, then reused)."""
     with _workers_lock:
         worker = _workers.get(id(factory))
-        if worker is None or not worker.alive:
+        if worker is None or worker.factory is not factory or not worker.alive:
             worker = _workers[id(factory)] = SpawnedWorker(factory)
         return worker
 
