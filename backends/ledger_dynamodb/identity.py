@@ -14,7 +14,7 @@ from ledger_core.doctor import Check, Fact, report, topics, version_fact
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
-from .commands import GENESIS, KEY, OUR_ATTRIBUTES, binary
+from .items import GENESIS, KEY, OUR_ATTRIBUTES, binary
 from .options import Settings, is_aws_endpoint
 
 GENESIS_BYTES = 16
@@ -80,6 +80,23 @@ class TableFacts:
     def identity(self) -> str:
         """The table's native identity; changes when the table is re-created or restored."""
         return f"{self.arn}|{self.table_id}|{self.created}"
+
+
+def table_of(answer: Any) -> dict[str, Any]:
+    """A ``DescribeTable`` answer's table description (none: unavailable)."""
+    table = answer.get("Table") if isinstance(answer, dict) else None
+    if not isinstance(table, dict):
+        raise LedgerUnavailable("DescribeTable answered without a table description")
+    return table
+
+
+def server_header(answer: Any) -> str:
+    """The answering server's ``Server`` header (emulators name themselves there)."""
+    meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
+    headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
+    found = headers.items() if isinstance(headers, dict) else ()
+    # botocore lowercases header names; aiobotocore keeps the server's spelling.
+    return next((v for n, v in found if str(n).lower() == "server" and isinstance(v, str)), "")
 
 
 def is_moto(facts: TableFacts, endpoint_url: str | None) -> bool:

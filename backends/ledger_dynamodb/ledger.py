@@ -1,49 +1,103 @@
-"""The sync DynamoDB ledger: performs :mod:`.decisions`' requests on a boto3 client (one
-per process), each attempt bounded by its due time (:mod:`.deadlines`)."""
+# Generated from aio.py by scripts/async_to_sync.py: edit that file, not this.
+"""The DynamoDB ledger: one conditional ``PutItem`` of an attempt token per spend, then a
+consistent read of the namespace's genesis (C6), on a boto3 or aiobotocore client.
+
+Identity after open (C6): an answer that could let a call run (``spend`` True,
+``is_spent`` False, a listed page) is followed, in the same operation, by a consistent
+read of the namespace's genesis (random, written once, never rewritten: present now means
+present since open). ``DescribeTable`` is re-read every ``config_interval`` seconds
+(:mod:`.recheck`); a ``ResourceNotFoundException`` (the table is gone) fails the ledger
+for good. Every operation has one deadline (``timeout`` from its start) shared by its
+attempts; a request is sent again only while the answer it failed with says it may
+succeed, and an outcome it leaves unknown is settled by the attempt token (C5).
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+import random
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
+from ledger_core import forks, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed
-from ledger_core.forks import PerProcess
-from ledger_core.steps import Steps, run_steps
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerClosed,
+    LedgerError,
+    LedgerUnavailable,
+    UnsafeStoreConfig,
+    missing_namespace,
+    missing_store,
+)
+from ledger_core.guard import Guard
+from ledger_core.ids import is_marker, ledger_key
+from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
-from . import decisions, identity
+from . import deadlines, identity, items
 from .clients import ClientFactory, client_target, host_sync_factory
-from .commands import SCAN_SEGMENTS, Call, Request
-from .deadlines import bounded
-from .decisions import Handle, Session
-from .options import Settings, Target
+from .errors import (
+    code_of,
+    conditional,
+    fail,
+    is_conditional,
+    is_not_found,
+    mark_attempts,
+    rejected,
+    transient,
+)
+from .identity import TableFacts
+from .items import DIGEST, GENESIS, KEY, SCAN_SEGMENTS, TOKEN, binary
+from .options import MAX_ATTEMPTS, Target, per_attempt
+from .recheck import Recheck
 
-R = TypeVar("R")
+CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
+POLL = 0.1  # seconds between DescribeTable polls while it is created
+RECHECK_POLL = 0.005  # seconds between a waiter's looks at the re-check under way
+
+Page = tuple[list[bytes], "dict[str, Any] | None"]
 
 
 class DynamoDBLedger(ReentrantLedgerBase):
-    """A sync ledger in a DynamoDB table: one conditional ``PutItem`` per spend, then a
-    consistent read of the namespace's genesis (C6). Open with ``open_ledger`` or
-    :meth:`from_client`."""
+    """A ledger in a DynamoDB table. Open it with ``open_ledger`` / ``open_async_ledger``
+    or :meth:`from_client`; one client per process (a forked child builds its own)."""
 
-    def __init__(self, session: Session, handle: Handle):
-        self._session = session
-        self._handle = handle
-        self._process = PerProcess(None, lambda: handle.adopt(handle.make_client()))
+    def __init__(
+        self, target: Target, make_client: ClientFactory, client: Any, owned: bool
+    ) -> None:
+        settings = target.settings
+        self._table, self._settings, self._namespace = target.table, settings, settings.namespace
+        self._location, self._endpoint_url = target.location, target.endpoint_url
+        self._timeout, self._share = settings.timeout, per_attempt(settings.timeout)
+        self._make_client, self._client, self._owned = make_client, client, owned
+        self._closed = False
+        self._born = forks.generation  # the process the client belongs to
+        self._guard = Guard(0.0)  # failed for good (the re-check's timing is _recheck's)
+        self._recheck = Recheck(settings.config_interval, time.monotonic())
+        self._facts: TableFacts | None = None
+        self._genesis = b""
+        self._genesis_attr: dict[str, bytes] = {}  # the genesis item's value, as read
+        # The per-table parameters, built once: an operation adds only its key or item.
+        genesis_key = items.genesis_key(self._namespace)
+        self._describe = {"TableName": target.table}
+        self._put_new = items.put(target.table, items.NEW)
+        self._put_as = items.put(target.table, items.NEW_OR_SAME_DIGEST, **{"#d": DIGEST})
+        self._exists = items.get(target.table, b"", only_key=True)
+        self._genesis_read = items.get(target.table, genesis_key)
+        self._genesis_item = {KEY: {"B": genesis_key}}
 
     @classmethod
     def open(
         cls, target: Target, make_client: ClientFactory, *, owned: bool = True
     ) -> DynamoDBLedger:
-        session = Session(target.table, target.settings, target.location, target.endpoint_url)
-        client = make_client()
-        ledger = cls(session, Handle(make_client, client, owned))
+        ledger = cls(target, make_client, make_client(), owned)
         try:
-            ledger._info = ledger._run(decisions.open_steps(session))
+            ledger._info = ledger._open()
         except BaseException:
             ledger.close()
             raise
@@ -51,72 +105,458 @@ class DynamoDBLedger(ReentrantLedgerBase):
 
     @classmethod
     def from_client(cls, client: Any, table: str, **options: Any) -> DynamoDBLedger:
-        """A ledger on a boto3 DynamoDB client the host already has (never closed by us),
-        with the URL's options (``namespace``, ``create``, ``durability``...)."""
+        """A ledger on a DynamoDB client the host already has (an aiobotocore one already
+        entered; never closed by us), with the URL's options (``namespace``, ``create``,
+        ``durability``...)."""
         target = client_target(client, table, options)
         return cls.open(target, host_sync_factory(client), owned=False)
 
     def __enter__(self) -> DynamoDBLedger:
         return self
 
-    def _current(self) -> Any:
-        handle = self._handle
-        if handle.closed:
-            raise LedgerClosed("this DynamoDB ledger is closed")
-        self._process.get()  # a forked child: never share the parent's sockets
-        return handle.client
-
-    def _perform(self, request: Request) -> Any:
-        if isinstance(request, Call):
-            client = self._current()
-            with bounded(request.due, request.share):
-                return getattr(client, request.op)(**request.params)
-        time.sleep(request.seconds)
-        return None
-
-    def _run(self, steps: Steps[Request, R]) -> R:
-        self._current()  # a forked child's client is built before the call's deadline starts
-        return run_steps(steps, self._perform)
+    # -- the hot path: spend and is_spent ------------------------------------------------
 
     def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
-        return self._run(decisions.spend_steps(self._session, request_id, new_token(), digest))
+        """The conditional put (C10 with ``digest``), then (on True) the genesis proof."""
+        deadline = self._checked()
+        key, token = ledger_key(self._namespace, request_id), new_token()
+        item = {KEY: {"B": key}, TOKEN: {"B": token}}
+        if digest is None:
+            params = {**self._put_new, "Item": item}
+        else:
+            item[DIGEST] = {"B": digest}
+            params = {
+                **self._put_as,
+                "Item": item,
+                "ExpressionAttributeValues": {":d": item[DIGEST]},
+            }
+        try:
+            self._call("put_item", deadline, params)
+        except Exception as exc:
+            if not self._settled(exc, key, token, digest, deadline):
+                return False
+        self._prove(deadline, wrote=True)
+        return True
 
     _spend = _spend_as  # no digest: a plain spend
 
     def _is_spent(self, request_id: bytes) -> bool:
-        return self._run(decisions.is_spent_steps(self._session, request_id))
+        """A strongly consistent ``GetItem`` of the record's key (C3); absent, then proven."""
+        deadline = self._checked()
+        params = {**self._exists, "Key": {KEY: {"B": ledger_key(self._namespace, request_id)}}}
+        try:
+            answer = self._call("get_item", deadline, params)
+        except Exception as exc:
+            self._failed_read(exc, "is_spent")
+        if not isinstance(answer, dict):
+            raise self._not_a_map("is_spent", answer)
+        if answer.get("Item"):
+            return True
+        self._prove(deadline, wrote=False)
+        return False
+
+    def _checked(self) -> float:
+        """Every operation's guard, before anything is sent: failed for good stays failed;
+        a forked child's first operation builds its client; the table re-check when due.
+        Returns the operation's deadline."""
+        if self._guard.failed is not None:
+            self._guard.check()
+        if self._born != forks.generation or self._closed:
+            self._reopen()  # before the deadline starts
+        now = time.monotonic()
+        if self._recheck.due or now >= self._recheck.next:
+            self._recheck_wait(now + self._timeout)
+        return now + self._timeout
+
+    def _call(self, op: str, deadline: float, params: dict[str, Any]) -> Any:
+        """``op`` within ``deadline``, sent again (backing off) only while the failure says
+        it may succeed; the last failure is raised, marked as retried when an earlier
+        attempt may have landed (C5)."""
+        if self._closed:
+            raise LedgerClosed("this DynamoDB ledger is closed")
+        method = getattr(self._client, op)
+        attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
+        while True:
+            attempt += 1
+            now = time.monotonic()
+            if now >= deadline and attempt == 1:
+                raise LedgerUnavailable(
+                    f"DynamoDB {op} on {self._location}: the call's timeout "
+                    f"({self._timeout:g} s) ran out before it could be sent"
+                )
+            try:
+                # botocore's timeouts bound each read, not a reply: a watchdog does.
+                with deadlines.bounded(min(deadline, now + self._share)):
+                    return method(**params)
+            except Exception as exc:
+                pause = random.uniform(0.0, min(0.05 * 2**attempt, 1.0))
+                late = time.monotonic() + pause >= deadline - 0.01
+                if attempt >= MAX_ATTEMPTS or late or not transient(exc):
+                    raise (mark_attempts(exc, attempt) if uncertain else exc) from None
+                uncertain = uncertain or not rejected(exc)
+            time.sleep(pause)
+
+    def _prove(self, deadline: float, *, wrote: bool) -> None:
+        """The genesis proof (C6): the namespace's genesis as this ledger opened it."""
+        try:
+            answer = self._call("get_item", deadline, self._genesis_read)
+        except Exception as exc:
+            answer = exc
+        item = answer.get("Item") if isinstance(answer, dict) else None
+        if not (isinstance(item, dict) and item.get(GENESIS) == self._genesis_attr):
+            self._disproven(answer, wrote)
+
+    # -- what a failed or refused call means ---------------------------------------------
+
+    def _settled(
+        self, exc: Exception, key: bytes, token: bytes, digest: bytes | None, deadline: float
+    ) -> bool:
+        """Whether the put that failed with ``exc`` is ours after all. A conditional failure
+        is settled by the stored token (ours: an earlier attempt of ours landed and the
+        resend met it); a ``spend_as`` one is False (a stored digest never changes, so no
+        attempt of ours landed there); a lost reply by a consistent read of the token;
+        else :class:`AmbiguousSpend` (C5)."""
+        refused = conditional(exc)
+        if refused is not None:
+            stored, sent_again = refused
+            if digest is not None:
+                return False
+            if stored is not None:
+                return stored.get(TOKEN) == {"B": token}
+            if not sent_again:
+                # Sent once and refused: no write of ours exists to find (dynalite and
+                # other emulators return no ALL_OLD item; this spares them a read).
+                return False
+        else:
+            self._vanished(exc)
+            what = "spend" if digest is None else "spend_as"
+            if rejected(exc):
+                fail(exc, what, self._location)
+            if digest is not None:  # the same put was sent again within the deadline
+                raise AmbiguousSpend(
+                    f"DynamoDB spend_as on {self._location}: the write's outcome is unknown "
+                    "and sending it again within the call's timeout failed; it may or may "
+                    "not be recorded (treat as spent)"
+                ) from exc
+        try:
+            answer = self._call("get_item", deadline, items.get(self._table, key))
+        except Exception as again:
+            if refused is not None or isinstance(again, LedgerClosed):
+                fail(again, "spend (reading the record)", self._location)
+            raise AmbiguousSpend(
+                f"DynamoDB spend on {self._location}: the write's outcome is unknown and "
+                "re-reading its token failed; it may or may not be recorded (treat as spent)"
+            ) from exc
+        item = answer.get("Item") if isinstance(answer, dict) else None
+        if item:
+            return binary(item, TOKEN) == token
+        if refused is not None:
+            self._recheck.again()
+            raise LedgerUnavailable(
+                f"DynamoDB spend on {self._location}: the record existed a moment ago and "
+                "is gone now (the store is forgetting?)"
+            ) from exc
+        raise AmbiguousSpend(
+            f"DynamoDB spend on {self._location}: the write's outcome is unknown and the "
+            "record is not there yet; it may still land (treat as spent)"
+        ) from exc
+
+    def _disproven(self, answer: Any, wrote: bool) -> NoReturn:
+        """The genesis read did not answer this ledger's genesis: fail closed, for good
+        when it answered another or none. A read that failed after our write landed is an
+        ambiguity: the id is recorded, in a store we could not name."""
+        try:
+            found = self._genesis_of(answer)
+        except LedgerError as exc:
+            if not wrote or isinstance(exc, (LedgerClosed, UnsafeStoreConfig)):
+                raise
+            raise AmbiguousSpend(
+                f"DynamoDB spend on {self._location}: recorded, but the namespace's genesis "
+                "could not be read after it to prove the store; treat as spent"
+            ) from exc
+        why = f"the namespace's genesis is {'gone' if found is None else 'another value'}"
+        raise self._guard.fail(identity.forgot(self._location, why))
+
+    def _genesis_of(self, answer: Any) -> bytes | None:
+        """The genesis value in a genesis read's answer, or its failure as a ledger error."""
+        if isinstance(answer, BaseException):
+            self._failed_read(answer, "genesis read")
+        if not isinstance(answer, dict):
+            raise self._not_a_map("genesis read", answer)
+        return identity.check_genesis(answer.get("Item"))
+
+    def _failed_read(self, exc: BaseException, what: str) -> NoReturn:
+        self._vanished(exc)
+        fail(exc, what, self._location)
+
+    def _vanished(self, exc: BaseException) -> None:
+        """A ``ResourceNotFoundException``: the table is gone (deleted, or being restored
+        under its name), so the ledger fails for good; it never waits for a table there."""
+        if is_not_found(exc):
+            why = "the table is gone (ResourceNotFoundException)"
+            raise self._guard.fail(identity.forgot(self._location, why)) from exc
+
+    def _not_a_map(self, what: str, answer: Any) -> LedgerUnavailable:
+        """An answer that is no map proves nothing (read as empty, it would be an absent
+        item)."""
+        return LedgerUnavailable(
+            f"DynamoDB {what} on {self._location} answered {type(answer).__name__}, "
+            "not a map: nothing was read"
+        )
+
+    # -- open, the table re-check, a forked child -----------------------------------------
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._timeout
+
+    def _open(self) -> LedgerInfo:
+        """Read the table's identity and configuration and the namespace's genesis (C6)."""
+        started, create = time.monotonic(), self._settings.create
+        facts = self._read_facts(self._deadline(), create=create)
+        identity.check_usable(facts, self._location)
+        genesis = self._ensure_genesis(create=create)
+        info = identity.ledger_info(
+            facts, genesis, self._settings, location=self._location, endpoint_url=self._endpoint_url
+        )
+        self._facts, self._genesis, self._genesis_attr = facts, genesis, {"B": genesis}
+        self._recheck.next = started + self._settings.config_interval
+        return info
+
+    def _read_facts(self, deadline: float, *, create: bool, wait: bool = True) -> TableFacts:
+        """The table's description (created when asked and missing) and TTL."""
+        try:
+            answer = self._call("describe_table", deadline, self._describe)
+            waiting = wait and identity.table_of(answer).get("TableStatus") == "CREATING"
+        except Exception as exc:
+            if not is_not_found(exc):
+                fail(exc, "DescribeTable", self._location)
+            if not create:
+                raise missing_store(f"table {self._location}") from exc
+            try:
+                self._call("create_table", deadline, items.create_table(self._table))
+            except Exception as exc2:
+                # Another opener created it first: fine, wait for it like for ours.
+                if code_of(exc2) != "ResourceInUseException":
+                    fail(exc2, "CreateTable", self._location)
+            waiting = True
+        if waiting:
+            answer = self._wait_active()
+        try:
+            ttl = self._call("describe_time_to_live", self._deadline(), self._describe)
+        except Exception as exc:
+            fail(exc, "DescribeTimeToLive", self._location)
+        ttl = ttl if isinstance(ttl, dict) else {}
+        return TableFacts.read(identity.table_of(answer), ttl, identity.server_header(answer))
+
+    def _wait_active(self) -> dict[str, Any]:
+        deadline = time.monotonic() + CREATE_WAIT
+        while True:
+            try:
+                answer = self._call("describe_table", self._deadline(), self._describe)
+            except Exception as exc:
+                if not is_not_found(exc):  # just created: it may not be visible yet
+                    fail(exc, "DescribeTable", self._location)
+            else:
+                if identity.table_of(answer).get("TableStatus") in identity.USABLE_STATUS:
+                    return answer  # type: ignore[no-any-return]
+            if time.monotonic() > deadline:
+                raise LedgerUnavailable(f"table {self._location} not ACTIVE after {CREATE_WAIT} s")
+            time.sleep(POLL)
+
+    def _read_genesis(self, deadline: float) -> bytes | None:
+        try:
+            answer = self._call("get_item", deadline, self._genesis_read)
+        except Exception as exc:
+            answer = exc
+        return self._genesis_of(answer)
+
+    def _ensure_genesis(self, *, create: bool) -> bytes:
+        """The namespace's genesis value; the first opener writes a random one."""
+        found = self._read_genesis(self._deadline())
+        if found is not None:
+            return found
+        if not create:
+            raise missing_namespace(self._namespace, f"in {self._location}")
+        value = os.urandom(identity.GENESIS_BYTES)
+        params = {**self._put_new, "Item": {**self._genesis_item, GENESIS: {"B": value}}}
+        try:
+            self._call("put_item", self._deadline(), params)
+            notices.created(self._location, self._namespace)
+            return value
+        except Exception as exc:
+            refused = conditional(exc)
+            if refused is not None:
+                raced = identity.check_genesis(refused[0])
+                if raced is not None:
+                    return raced
+            elif rejected(exc):
+                fail(exc, "genesis write", self._location)
+            failure = exc
+        # Another opener won, or our write's reply was lost: whatever is stored is THE genesis.
+        stored = self._read_genesis(self._deadline())
+        if stored is None:
+            fail(failure, "genesis write", self._location)
+        return stored
+
+    def _recheck_wait(self, deadline: float) -> None:
+        """While a re-check is due, no caller answers until one passes: one caller runs it,
+        every other waits for it within its own deadline (and runs one itself if that one
+        fails)."""
+        state = self._recheck
+        role, seen = state.role(None), None
+        while role is not None:
+            runs, seen = role
+            if runs:
+                passed = False
+                try:
+                    self._recheck_table(deadline)
+                    passed = True
+                except Exception as exc:
+                    fail(exc, "table check", self._location)
+                finally:
+                    state.done(passed)
+                return
+            if time.monotonic() + RECHECK_POLL >= deadline:
+                raise LedgerUnavailable(
+                    f"DynamoDB table check on {self._location}: another call's re-check of "
+                    "the table did not finish within this call's timeout; nothing was sent"
+                )
+            time.sleep(RECHECK_POLL)
+            self._guard.check()  # the re-check waited for failed the ledger for good
+            role = state.role(seen)
+
+    def _recheck_table(self, deadline: float) -> None:
+        """The table's identity (a restored table carries our genesis item) and its
+        configuration, again."""
+        try:
+            # Never waits: a table being created under our name is not ours anyway.
+            facts = self._read_facts(deadline, create=False, wait=False)
+            identity.check_usable(facts, self._location)
+        except BaseException as exc:
+            if exc.__cause__ is not None:  # _read_facts' missing_store, from the driver's error
+                self._vanished(exc.__cause__)
+            raise
+        old = self._facts
+        assert old is not None
+        if facts.identity != old.identity:
+            raise self._guard.fail(
+                identity.forgot(
+                    self._location,
+                    f"the table was re-created or restored: TableId {old.table_id or '?'} "
+                    f"(created {old.created}) is now {facts.table_id or '?'} (created "
+                    f"{facts.created})",
+                )
+            )
+        reasons = identity.refusals(facts, self._settings, self._endpoint_url)
+        if reasons and self._info.store_id is not None:
+            raise self._guard.fail(
+                UnsafeStoreConfig(
+                    f"table {self._location} changed since this ledger opened and can no "
+                    f"longer back a proof: {'; '.join(reasons)}"
+                )
+            )
+
+    def _reopen(self) -> None:
+        """A forked child's first operation: a client of its own (the parent's sockets are
+        never shared, nor closed here) and a re-check state of its own."""
+        if self._closed:
+            raise LedgerClosed("this DynamoDB ledger is closed")
+        client = self._make_client()
+        if self._born == forks.generation:  # another thread or task of this child was first
+            client.close()
+            return
+        self._client, self._owned, self._born = client, True, forks.generation
+        self._recheck = self._recheck.renewed()
+
+    # -- the rest of the ledger ----------------------------------------------------------
 
     def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``)."""
-        self._run(decisions.reidentify_steps(self._session))
+        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
+        one conditional put over the genesis this ledger opened; every instance, this one
+        included, then fails closed (C6)."""
+        deadline = self._checked()
+        value = os.urandom(identity.GENESIS_BYTES)
+        params = {
+            **items.put(self._table, items.SAME_GENESIS, **{"#g": GENESIS}),
+            "Item": {**self._genesis_item, GENESIS: {"B": value}},
+            "ExpressionAttributeValues": {":g": self._genesis_attr},
+        }
+        try:
+            self._call("put_item", deadline, params)
+        except Exception as exc:
+            if not is_conditional(exc):
+                fail(exc, "reidentify", self._location)
+            stored = self._read_genesis(deadline)  # ours, if a retry found it
+            if stored != value:
+                why = f"the namespace's genesis is {'gone' if stored is None else 'another value'}"
+                raise self._guard.fail(identity.forgot(self._location, why)) from exc
+        self._guard.fail(identity.forgot(self._location, "reidentify replaced the genesis"))
 
     def spent_ids(self) -> Iterator[str]:
         """Every id spent in this namespace, streamed from parallel consistent Scans."""
-        return self._scan(decisions.ParallelScan.ids(self._session))
+        return self._listed(items.record_prefix(self._namespace), ids=True)
 
     def namespaces(self) -> Iterator[str]:
         """Every namespace of this table, each once, streamed."""
-        return self._scan(decisions.ParallelScan.namespaces(self._session))
+        return self._listed(items.GENESIS_PREFIX, ids=False)
 
-    def _scan(self, scan: decisions.ParallelScan) -> Iterator[str]:
-        with ThreadPoolExecutor(SCAN_SEGMENTS) as pool:
-            while pages := scan.next_pages():
-                yield from scan.listed(list(pool.map(self._run, pages)))
+    def _listed(self, prefix: bytes, *, ids: bool) -> Iterator[str]:
+        """The keys under ``prefix``: one page of every live Scan segment at once, streamed
+        (bounded memory); markers are no ids."""
+        starts: dict[int, dict[str, Any] | None] = dict.fromkeys(range(SCAN_SEGMENTS))
+        while starts:
+            asked = list(starts)
+            pages = [functools.partial(self._page, prefix, s, starts[s]) for s in asked]
+            answers: list[Any]
+            # A thread per live segment: their pages at once.
+            with ThreadPoolExecutor(len(pages)) as pool:
+                answers = list(pool.map(lambda page: page(), pages))
+            for segment, (keys, following) in zip(asked, answers, strict=True):
+                for raw in keys:
+                    if raw and not (ids and is_marker(raw)):
+                        yield raw.decode("utf-8")
+                if following is None:
+                    del starts[segment]
+                else:
+                    starts[segment] = following
+
+    def _page(self, prefix: bytes, segment: int, start: dict[str, Any] | None) -> Page:
+        """One proven page of one segment: its keys under ``prefix``, and where it goes on."""
+        deadline = self._checked()
+        try:
+            answer = self._call("scan", deadline, items.scan(self._table, [prefix], segment, start))
+        except Exception as exc:
+            self._failed_read(exc, "Scan")
+        if not isinstance(answer, dict):
+            raise self._not_a_map("Scan", answer)
+        self._prove(deadline, wrote=False)
+        found = answer.get("Items")
+        if not isinstance(found, list):  # every Scan answer has them; {} is an empty body
+            raise LedgerUnavailable(
+                f"DynamoDB Scan on {self._location} answered without Items: the listing "
+                "cannot tell an empty page from a lost one"
+            )
+        keys = [binary(item, KEY) for item in found]
+        following = answer.get("LastEvaluatedKey")
+        if None in keys or not (following is None or (following and isinstance(following, dict))):
+            raise LedgerUnavailable(  # dropping it would end the listing or skip an id unseen
+                f"DynamoDB Scan on {self._location} answered an item without its key or a "
+                "malformed LastEvaluatedKey: the listing cannot tell what it skipped"
+            )
+        return [k[len(prefix) :] for k in keys if k and k.startswith(prefix)], following
 
     def doctor_checks(self) -> list[Check]:
-        """From the facts read at open or at the last re-check (no I/O)."""
+        """From the facts read at open (no I/O)."""
         import botocore
 
-        s = self._session
-        assert s.facts is not None  # read at open
-        assert s.info is not None
+        assert self._facts is not None  # read at open
         return identity.doctor_checks(
-            s.facts, s.info, s.settings, s.endpoint_url, botocore.__version__
+            self._facts, self._info, self._settings, self._endpoint_url, botocore.__version__
         )
 
     def close(self) -> None:
-        if self._handle.closes(self._process.inherited()):
-            self._handle.client.close()
-
-
-__all__ = ["DynamoDBLedger", "Settings"]
+        """Close the client if it is ours, in its own process (a forked child never closes
+        its parent's)."""
+        first, self._closed = not self._closed, True
+        if first and self._owned and self._born == forks.generation:
+            self._client.close()

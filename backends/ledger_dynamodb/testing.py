@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -14,10 +13,10 @@ from ledger_core.opening import OpenRequest, Route
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
-from . import commands
+from . import items
 from .clients import sync_factory
-from .commands import KEY, SCAN_SEGMENTS, Call, Request, binary
 from .errors import fail
+from .items import KEY, SCAN_SEGMENTS, binary
 from .options import parse
 
 _ENDPOINT_START = re.compile(r"(?i)(https?)(?:://|%3A%2F%2F)")
@@ -31,8 +30,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 LENGTHS_PER_SCAN = 120
 DELETES_PER_BATCH = 25
 UNPROCESSED_ATTEMPTS = 8
-
-Perform = Callable[[Request], Any]
 
 
 def _reroute_endpoint(value: str, route: Route) -> str | None:
@@ -68,22 +65,22 @@ def record_prefixes(prefix: str) -> list[bytes]:
     return [b"%d:%s" % (n, raw) for n in range(max(len(raw), 1), MAX_NAMESPACE_BYTES + 1)]
 
 
-def remove_namespaces(perform: Perform, table: str, location: str, prefix: str) -> int:
+def remove_namespaces(client: Any, table: str, location: str, prefix: str) -> int:
     """Delete the namespaces named ``prefix...`` (checked): their genesis items FIRST,
     so a ledger still open on one fails closed before any record of it goes (a Scan
     page of records deleted before its genesis would read as unspent under the old
     ``store_id``: docs/dynamodb.md), then every record and marker under them, found by
     key, so a removal interrupted after the genesis items still finds what is left."""
-    genesis = _sweep(perform, table, location, [commands.genesis_key(prefix)], delete=False)
-    _delete(perform, table, location, genesis)
+    genesis = _sweep(client, table, location, [items.genesis_key(prefix)], delete=False)
+    _delete(client, table, location, genesis)
     prefixes = record_prefixes(prefix)
     for i in range(0, len(prefixes), LENGTHS_PER_SCAN):
-        _sweep(perform, table, location, prefixes[i : i + LENGTHS_PER_SCAN], delete=True)
+        _sweep(client, table, location, prefixes[i : i + LENGTHS_PER_SCAN], delete=True)
     return len(genesis)
 
 
 def _sweep(
-    perform: Perform, table: str, location: str, prefixes: list[bytes], *, delete: bool
+    client: Any, table: str, location: str, prefixes: list[bytes], *, delete: bool
 ) -> list[bytes]:
     """Every key under ``prefixes``, each page deleted when ``delete``, else returned."""
     found: list[bytes] = []
@@ -91,7 +88,7 @@ def _sweep(
         start: dict[str, Any] | None = None
         while True:
             try:
-                answer = perform(commands.scan(table, prefixes, segment, start))
+                answer = client.scan(**items.scan(table, prefixes, segment, start))
             except Exception as exc:
                 fail(exc, "remove_scratch Scan", location)
             keys = [
@@ -101,7 +98,7 @@ def _sweep(
                 and any(key.startswith(p) for p in prefixes)
             ]
             if delete:
-                _delete(perform, table, location, keys)
+                _delete(client, table, location, keys)
             else:
                 found += keys
             start = answer.get("LastEvaluatedKey")
@@ -110,7 +107,7 @@ def _sweep(
     return found
 
 
-def _delete(perform: Perform, table: str, location: str, keys: list[bytes]) -> None:
+def _delete(client: Any, table: str, location: str, keys: list[bytes]) -> None:
     """Delete ``keys`` in batches; unprocessed items are sent again (backing off), then
     it fails (never silently)."""
     for i in range(0, len(keys), DELETES_PER_BATCH):
@@ -119,13 +116,13 @@ def _delete(perform: Perform, table: str, location: str, keys: list[bytes]) -> N
         ]
         for attempt in range(UNPROCESSED_ATTEMPTS):
             try:
-                answer = perform(Call("batch_write_item", {"RequestItems": {table: requests}}))
+                answer = client.batch_write_item(RequestItems={table: requests})
             except Exception as exc:
                 fail(exc, "remove_scratch BatchWriteItem", location)
             requests = (answer.get("UnprocessedItems") or {}).get(table) or []
             if not requests:
                 break
-            perform(commands.Sleep(min(0.05 * 2**attempt, 1.0)))
+            time.sleep(min(0.05 * 2**attempt, 1.0))
         else:
             raise LedgerUnavailable(
                 f"DynamoDB remove_scratch on {location}: {len(requests)} deletes still "
@@ -157,15 +154,8 @@ class _Hooks:
         checked = require_scratch_prefix(prefix)
         target = parse(OpenRequest.build(url, create=False))
         client = sync_factory(target)()
-
-        def perform(request: Request) -> Any:
-            if isinstance(request, Call):
-                return getattr(client, request.op)(**request.params)
-            time.sleep(request.seconds)
-            return None
-
         try:
-            return remove_namespaces(perform, target.table, target.location, checked)
+            return remove_namespaces(client, target.table, target.location, checked)
         finally:
             client.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ledger_conformance import LedgerConformance
-from ledger_dynamodb import commands
+from ledger_dynamodb import items
 from tests.dynamodb import tools
 from tests.restoring import AfterRestore
 from tests.servers import dynamodb as servers
@@ -31,13 +31,13 @@ def forget_namespace(url: str, namespace: str, admin: Any) -> None:
     table, _query = tools.url_parts(url)
     pages = admin.get_paginator("scan").paginate(
         TableName=table,
-        FilterExpression=f"begins_with({commands.KEY}, :p)",
-        ExpressionAttributeValues={":p": {"B": commands.record_prefix(namespace)}},
-        ProjectionExpression=commands.KEY,
+        FilterExpression=f"begins_with({items.KEY}, :p)",
+        ExpressionAttributeValues={":p": {"B": items.record_prefix(namespace)}},
+        ProjectionExpression=items.KEY,
     )
-    keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
-    for key in [commands.genesis_key(namespace), *keys]:
-        admin.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
+    keys = [item[items.KEY]["B"] for page in pages for item in page.get("Items", [])]
+    for key in [items.genesis_key(namespace), *keys]:
+        admin.delete_item(TableName=table, Key={items.KEY: {"B": key}})
 
 
 def namespace_of(label: str) -> str:
@@ -60,12 +60,12 @@ class Restore:
             if phase == "snapshot":
                 scan: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
                 if label is not None:
-                    scan["FilterExpression"] = f"{commands.KEY} IN (:g) OR begins_with(#k, :p)"
-                    scan["ExpressionAttributeNames"] = {"#k": commands.KEY}
+                    scan["FilterExpression"] = f"{items.KEY} IN (:g) OR begins_with(#k, :p)"
+                    scan["ExpressionAttributeNames"] = {"#k": items.KEY}
                     namespace = self.namespace_of(label)
                     scan["ExpressionAttributeValues"] = {
-                        ":g": {"B": commands.genesis_key(namespace)},
-                        ":p": {"B": commands.record_prefix(namespace)},
+                        ":g": {"B": items.genesis_key(namespace)},
+                        ":p": {"B": items.record_prefix(namespace)},
                     }
                 pages = admin.get_paginator("scan").paginate(**scan)
                 self.items = [item for page in pages for item in page.get("Items", [])]

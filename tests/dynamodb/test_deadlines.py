@@ -170,28 +170,31 @@ def test_a_child_forked_while_a_parent_thread_is_in_a_call_spends(
         assert ledger.is_spent("child") is True
 
 
-def test_a_resend_cut_by_the_deadline_raises_its_own_failure() -> None:
+def test_a_resend_cut_by_the_deadline_raises_its_own_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Out of time between attempts: the last attempt's failure is raised, marked as
     retried when an earlier attempt may have landed (C5: a settle, never a refusal)."""
     import botocore.exceptions
 
-    from ledger_core.steps import run_steps
-    from ledger_dynamodb import commands
-    from ledger_dynamodb.decisions import Session, send
     from ledger_dynamodb.errors import retried
-    from ledger_dynamodb.options import Settings
 
-    session = Session("table", Settings(timeout=0.2), "somewhere", None)
     meta = {"HTTPStatusCode": 500, "RetryAttempts": 0}
     response: Any = {"Error": {"Code": "InternalServerError"}, "ResponseMetadata": meta}
+    attempts: list[str] = []
 
-    def perform(request: Any) -> Any:
-        if isinstance(request, commands.Sleep):
-            time.sleep(0.25)  # a pause that overran: the deadline passes in it
-            return None
+    def answer(call: tools.Call) -> Any:
+        attempts.append(call.op)
         raise botocore.exceptions.ClientError(response, "PutItem")
 
-    put = commands.put_new("table", b"k", b"t")
+    real_sleep = time.sleep
+
+    def overran(seconds: float) -> None:  # a pause that overran: the deadline passes in it
+        real_sleep(0.25)
+
+    monkeypatch.setattr("ledger_dynamodb.ledger.time.sleep", overran)
+    ledger = tools.offline_ledger(answer, timeout=0.2)
     with pytest.raises(botocore.exceptions.ClientError) as caught:
-        run_steps(send(session, put, time.monotonic() + 0.2), perform)
+        ledger._call("put_item", time.monotonic() + 0.2, {})
+    assert attempts == ["put_item", "put_item"]
     assert retried(caught.value)

@@ -6,8 +6,7 @@ import datetime
 from typing import Any
 
 from ledger_core.protocol import Durability, LedgerInfo
-from ledger_dynamodb.decisions import server_header
-from ledger_dynamodb.identity import TableFacts, ledger_info, refusals
+from ledger_dynamodb.identity import TableFacts, ledger_info, refusals, server_header
 from ledger_dynamodb.options import Settings
 
 

@@ -1,7 +1,7 @@
 """The DynamoDB ledger against a real server (dynalite locally), sync and async (C9).
 
-Failure injection wraps the shell's ``_perform`` (the one place a request meets the
-client), so the decisions under test are the shipped ones, on a real table.
+Failure injection wraps the ledger's client (``tools.inject``), so the code under test is
+the shipped one, on a real table.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from ledger_core.errors import (
 )
 from ledger_core.ids import MAX_MARKER_BYTES, MarkerKind, marker_id
 from ledger_core.protocol import Durability
-from ledger_dynamodb import AsyncDynamoDBLedger, DynamoDBLedger, commands
-from ledger_dynamodb.commands import Call
+from ledger_dynamodb import AsyncDynamoDBLedger, DynamoDBLedger, items
 from tests.dynamodb import tools
+from tests.dynamodb.tools import Call
 from tests.flavors import Flavored
 from tests.servers import dynamodb as servers
 
@@ -54,16 +54,7 @@ def _open(url: str, **options: Any) -> DynamoDBLedger:
     return ledger
 
 
-def _inject(ledger: Any, hook: Callable[[Call, Callable[[Call], Any]], Any]) -> None:
-    """Route every request of a sync ledger through ``hook(request, perform)``."""
-    real = ledger._perform
-
-    def perform(request: Any) -> Any:
-        if not isinstance(request, Call):  # Sleep: the shell's own
-            return real(request)
-        return hook(request, real)
-
-    ledger._perform = perform
+_inject = tools.inject
 
 
 def _client_error(code: str, status: int, retries: int = 0) -> botocore.exceptions.ClientError:
@@ -244,7 +235,7 @@ def test_deleted_table_fails_the_ledger_for_good(own_table: str) -> None:
         tools._wait(lambda: tools._status(client, table) is None, "deletion")
         with pytest.raises(UnsafeStoreConfig, match="ResourceNotFound"):
             old.spend("y")
-        client.create_table(**commands.create_table(table).params)
+        client.create_table(**items.create_table(table))
         tools._wait(lambda: tools._status(client, table) == "ACTIVE", "creation")
         client.close()
         # A table under the name again (a restore): the ledger stays failed.
@@ -447,13 +438,13 @@ def test_from_client_is_never_closed(dynamodb_url: str, namespace: str) -> None:
 def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -> None:
     with _open(dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)) as ledger:
         assert ledger.spend("parent") is True
-        parent_client = ledger._handle.client
+        parent_client = ledger._client
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: exit code says what happened
             code = 1
             try:
-                ok = ledger.spend("child") is True and ledger._handle.client is not parent_client
+                ok = ledger.spend("child") is True and ledger._client is not parent_client
                 code = 0 if ok else 2
             finally:
                 os._exit(code)
@@ -462,7 +453,7 @@ def test_forked_child_builds_its_own_client(dynamodb_url: str, namespace: str) -
         _, status = os.waitpid(pid, 0)
         assert os.WEXITSTATUS(status) == 0
         assert ledger.is_spent("child") is True
-        assert ledger._handle.client is parent_client
+        assert ledger._client is parent_client
 
 
 def test_forked_child_of_an_async_ledger_builds_its_own_client(
@@ -473,7 +464,7 @@ def test_forked_child_of_an_async_ledger_builds_its_own_client(
     import asyncio
 
     async def child(ledger: AsyncDynamoDBLedger, parent_client: Any) -> bool:
-        return await ledger.spend("child") is True and ledger._handle.client is not parent_client
+        return await ledger.spend("child") is True and ledger._client is not parent_client
 
     async def main() -> None:
         opts = tools.ledger_options(dynamodb_url)
@@ -481,7 +472,7 @@ def test_forked_child_of_an_async_ledger_builds_its_own_client(
         assert isinstance(ledger, AsyncDynamoDBLedger)
         async with ledger:
             assert await ledger.spend("parent") is True
-            parent_client = ledger._handle.client
+            parent_client = ledger._client
             pid = os.fork()
             if pid == 0:  # the child: exit code says what happened
                 code = 1
@@ -492,7 +483,7 @@ def test_forked_child_of_an_async_ledger_builds_its_own_client(
             _, status = await asyncio.to_thread(os.waitpid, pid, 0)
             assert os.WEXITSTATUS(status) == 0
             assert await ledger.is_spent("child") is True
-            assert ledger._handle.client is parent_client
+            assert ledger._client is parent_client
 
     asyncio.run(main())
 

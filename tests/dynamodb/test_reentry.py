@@ -11,11 +11,11 @@ import pytest
 
 from ledger_core.errors import AmbiguousSpend
 from ledger_dynamodb import DynamoDBLedger
-from ledger_dynamodb.commands import Call
 from ledger_dynamodb.options import MAX_ATTEMPTS
 from tests import reentry
 from tests.dynamodb import tools
 from tests.dynamodb.test_ledger import _inject, _open
+from tests.dynamodb.tools import Call
 from tests.flavors import Flavored
 from tests.servers import dynamodb as servers
 

@@ -19,7 +19,7 @@ import pytest
 
 from ledger_core import open_async_ledger, open_ledger
 from ledger_core.errors import LedgerError, UnsafeStoreConfig
-from ledger_dynamodb import commands
+from ledger_dynamodb import items
 from tests.dynamodb import tools
 from tests.servers import dynamodb as servers
 
@@ -45,7 +45,7 @@ def _delete_table(admin: Any, table: str) -> None:
 def _restore_to_same_name(admin: Any, table: str, backup: list[dict[str, Any]]) -> None:
     """The table deleted and created again under its name with the backup's items."""
     _delete_table(admin, table)
-    admin.create_table(**commands.create_table(table).params)
+    admin.create_table(**items.create_table(table))
     tools._wait(lambda: tools._status(admin, table) == "ACTIVE", "table creation")
     for item in backup:
         admin.put_item(TableName=table, Item=item)
@@ -142,7 +142,7 @@ def test_a_vanished_table_fails_the_ledger_for_good(own_table: str, flavor: str)
         await asyncio.to_thread(_delete_table, admin, table)
         with pytest.raises(UnsafeStoreConfig, match="ResourceNotFound"):
             await run("is_spent", "x")
-        admin.create_table(**commands.create_table(table).params)
+        admin.create_table(**items.create_table(table))
         tools._wait(lambda: tools._status(admin, table) == "ACTIVE", "table creation")
         for method in ("spend", "is_spent", "spend"):  # a table there again: still failed
             with pytest.raises(UnsafeStoreConfig, match="ResourceNotFound"):
@@ -171,24 +171,29 @@ def test_callers_wait_for_one_recheck_not_each_their_own(own_table: str) -> None
     described: list[str] = []
     waiting: set[str] = set()
     changed = threading.Condition()
-    real = ledger._perform
+    state = ledger._recheck
+    told = state.role
 
-    def perform(request: Any) -> Any:
-        name = threading.current_thread().name
-        if isinstance(request, commands.Sleep):  # a waiter's look at the re-check
+    def role(seen: int | None) -> Any:
+        answer = told(seen)
+        if answer is not None and not answer[0]:  # told to wait: it looks again and again
             with changed:
-                waiting.add(name)
+                waiting.add(threading.current_thread().name)
                 changed.notify_all()
-        elif request.op == "describe_table":
-            described.append(name)
+        return answer
+
+    def hold(call: tools.Call, perform: tools.Perform) -> Any:
+        if call.op == "describe_table":
+            described.append(threading.current_thread().name)
             with changed:
                 assert changed.wait_for(lambda: len(waiting) >= CALLERS - 1, timeout=5.0)
-        return real(request)
+        return perform(call)
 
     try:
         assert ledger.spend("before") is True
-        ledger._perform = perform
-        ledger._session.guard.again()  # the re-check is due now
+        tools.inject(ledger, hold)
+        state.role = role
+        state.again()  # the re-check is due now
         start = threading.Barrier(CALLERS)
 
         def call(n: int) -> object:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -17,12 +19,64 @@ import pytest
 from ledger_conformance import LedgerContext, create_option, offers_create
 from ledger_conformance.urlmode import rewrite
 from ledger_core import open_async_ledger, open_ledger
-from ledger_dynamodb import commands
-from ledger_dynamodb.options import is_aws_endpoint
+from ledger_dynamodb import DynamoDBLedger, items
+from ledger_dynamodb.identity import GENESIS_BYTES
+from ledger_dynamodb.options import Settings, Target, is_aws_endpoint
 from tests.servers import dynamodb as servers
 
 RUN = os.urandom(4).hex()  # fresh namespaces each session: a server may be shared
 TIMEOUT = "5"  # seconds per whole call: black holes end quickly, a loaded JVM answers
+
+
+GENESIS = b"g" * GENESIS_BYTES  # an offline ledger's genesis value
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call a ledger made on its client, as a test's hook or script sees it."""
+
+    op: str
+    params: dict[str, Any]
+
+
+Perform = Callable[[Call], Any]
+
+
+class Scripted:
+    """A client whose every call is answered by ``answer(call)``; ``close`` calls
+    ``on_close`` (nothing by default)."""
+
+    def __init__(self, answer: Perform, on_close: Callable[[], object] = lambda: None):
+        self._answer, self._on_close = answer, on_close
+
+    def __getattr__(self, op: str) -> Callable[..., Any]:
+        return lambda **params: self._answer(Call(op, params))
+
+    def close(self) -> None:
+        self._on_close()
+
+
+def inject(ledger: Any, hook: Callable[[Call, Perform], Any]) -> None:
+    """Route every call of a sync ledger's client through ``hook(call, perform)``
+    (``perform`` sends it on the real client), so the code under test is the shipped one."""
+    real = ledger._client
+
+    def perform(call: Call) -> Any:
+        return getattr(real, call.op)(**call.params)
+
+    ledger._client = Scripted(lambda call: hook(call, perform), real.close)
+
+
+def offline_ledger(answer: Perform, **settings: Any) -> DynamoDBLedger:
+    """A sync ledger as if opened on a namespace whose genesis is :data:`GENESIS`, with
+    no re-check due, on a client answered by ``answer``: no server, no I/O at open."""
+    client = Scripted(answer)
+    target = Target("ledger", None, None, None, Settings(**settings))
+    ledger = DynamoDBLedger(target, lambda: client, client, owned=False)
+    ledger._genesis, ledger._genesis_attr = GENESIS, {"B": GENESIS}
+    ledger._recheck.next = math.inf
+    ledger._cleared = True  # no migration check: it would read markers
+    return ledger
 
 
 def on_emulators(*emulators: str) -> Any:
@@ -116,7 +170,7 @@ def forget(url: str, admin: Any = None) -> None:
         _wait(lambda: _status(client, table) in ("ACTIVE", None), "table update")
         client.delete_table(TableName=table)
         _wait(lambda: _status(client, table) is None, "table deletion")
-        client.create_table(**commands.create_table(table).params)
+        client.create_table(**items.create_table(table))
         _wait(lambda: _status(client, table) == "ACTIVE", "table creation")
     finally:
         if admin is None:
@@ -138,7 +192,7 @@ def delete_every_item(url: str, admin: Any) -> None:
     transaction's snapshot would see it too), so a forget removes the genesis first."""
     table, _query = url_parts(url)
     pages = admin.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
-    keys = [item[commands.KEY]["B"] for page in pages for item in page.get("Items", [])]
-    keys.sort(key=lambda key: not key.startswith(commands.GENESIS_PREFIX))
+    keys = [item[items.KEY]["B"] for page in pages for item in page.get("Items", [])]
+    keys.sort(key=lambda key: not key.startswith(items.GENESIS_PREFIX))
     for key in keys:
-        admin.delete_item(TableName=table, Key={commands.KEY: {"B": key}})
+        admin.delete_item(TableName=table, Key={items.KEY: {"B": key}})
