@@ -22,7 +22,7 @@ import functools
 import os
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -39,7 +39,7 @@ from ledger_core.errors import (
     missing_store,
 )
 from ledger_core.guard import Guard
-from ledger_core.ids import is_marker, ledger_key
+from ledger_core.ids import is_marker, ledger_key, validate_request_id
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
@@ -65,6 +65,9 @@ ASYNC = True
 CREATE_WAIT = 120.0  # seconds a new table may take to become ACTIVE
 POLL = 0.1  # seconds between DescribeTable polls while it is created
 RECHECK_POLL = 0.005  # seconds between a waiter's looks at the re-check under way
+BATCH = 64  # ids per spend_many batch: one deadline and one genesis proof each
+PUTS_AT_ONCE = 16  # a sync spend_many's threads (an async one sends a batch's puts at once)
+READS = 100  # keys per BatchGetItem (its limit)
 
 Page = tuple[list[bytes], "dict[str, Any] | None"]
 
@@ -94,6 +97,11 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         self._put_new = items.put(target.table, items.NEW)
         self._put_as = items.put(target.table, items.NEW_OR_SAME_DIGEST, **{"#d": DIGEST})
         self._exists = items.get(target.table, b"", only_key=True)
+        self._exists_many = {
+            "ConsistentRead": True,
+            "ProjectionExpression": "#k",
+            "ExpressionAttributeNames": {"#k": KEY},
+        }
         self._genesis_read = items.get(target.table, genesis_key)
         self._genesis_item = {KEY: {"B": genesis_key}}
 
@@ -122,9 +130,12 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
 
     # -- the hot path: spend and is_spent ------------------------------------------------
 
-    async def _spend_as(self, request_id: bytes, digest: bytes | None = None) -> bool:
-        """The conditional put (C10 with ``digest``), then (on True) the genesis proof."""
-        deadline = await self._checked()
+    async def _spend_as(
+        self, request_id: bytes, digest: bytes | None = None, batch: float | None = None
+    ) -> bool:
+        """The conditional put (C10 with ``digest``), then (on True) the genesis proof; in
+        a batch (``spend_many``, its deadline ``batch``) the batch checked and proves."""
+        deadline = await self._checked() if batch is None else batch
         key, token = ledger_key(self._namespace, request_id), new_token()
         item = {KEY: {"B": key}, TOKEN: {"B": token}}
         if digest is None:
@@ -141,7 +152,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         except Exception as exc:
             if not await self._settled(exc, key, token, digest, deadline):
                 return False
-        await self._prove(deadline, wrote=True)
+        if batch is None:
+            await self._prove(deadline, wrote=True)
         return True
 
     _spend = _spend_as  # no digest: a plain spend
@@ -479,6 +491,99 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         self._recheck = self._recheck.renewed()
 
     # -- the rest of the ledger ----------------------------------------------------------
+
+    async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """One answer per id, in order, each what ``spend`` would say (a repeat: False):
+        ``BATCH`` ids at a time, one conditional put per distinct id (sent at once), each
+        settled as a spend's is (C5); then one genesis read proves them (C6). An id whose
+        outcome stays unknown fails the call (:class:`AmbiguousSpend` once any id of its
+        batch was recorded): nothing is guessed."""
+        ids = [validate_request_id(request_id) for request_id in request_ids]
+        answers: list[bool] = []
+        for i in range(0, len(ids), BATCH):
+            answers += await self._spend_batch(ids[i : i + BATCH])
+        return answers
+
+    async def _spend_batch(self, ids: list[bytes]) -> list[bool]:
+        deadline = await self._checked()
+        distinct = list(dict.fromkeys(ids))
+        outcomes: list[Any]
+        if ASYNC:
+            puts = (self._spend_as(raw, None, deadline) for raw in distinct)
+            outcomes = await asyncio.gather(*puts, return_exceptions=True)
+        else:
+            # Threads, each waiting on its own put; every outcome is collected.
+            with ThreadPoolExecutor(min(PUTS_AT_ONCE, len(distinct))) as pool:
+                sent = [pool.submit(self._spend_as, raw, None, deadline) for raw in distinct]
+            outcomes = [put.exception() or put.result() for put in sent]
+        won = {raw for raw, outcome in zip(distinct, outcomes, strict=True) if outcome is True}
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if failed:
+            if won or not isinstance(failed[0], LedgerError):
+                raise AmbiguousSpend(
+                    f"DynamoDB spend_many on {self._location}: {len(failed)} of "
+                    f"{len(distinct)} puts failed and {len(won)} recorded their id; the "
+                    "batch's ids may be recorded (treat them as spent)"
+                ) from failed[0]
+            raise failed[0]
+        if won:
+            await self._prove(deadline, wrote=True)
+        answers = []
+        for raw in ids:
+            answers.append(raw in won)
+            won.discard(raw)  # a repeat: False, as a second spend would answer
+        return answers
+
+    async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
+        """One answer per id, in order: ``BatchGetItem`` of up to ``READS`` keys with
+        consistent reads (unprocessed keys asked again within the deadline), then, when an
+        id is absent, the genesis read after it (C6: a ``BatchGetItem`` reads its keys in
+        no stated order, so a genesis in the same request would prove nothing)."""
+        ids = [validate_request_id(request_id) for request_id in request_ids]
+        answers: list[bool] = []
+        for i in range(0, len(ids), READS):
+            answers += await self._read_batch(ids[i : i + READS])
+        return answers
+
+    async def _read_batch(self, ids: list[bytes]) -> list[bool]:
+        deadline = await self._checked()
+        keys = [ledger_key(self._namespace, raw) for raw in ids]
+        wanted: list[Any] = [{KEY: {"B": key}} for key in dict.fromkeys(keys)]
+        found: set[bytes | None] = set()
+        attempt = 0
+        while wanted:
+            params = {"RequestItems": {self._table: {**self._exists_many, "Keys": wanted}}}
+            try:
+                answer = await self._call("batch_get_item", deadline, params)
+            except Exception as exc:
+                self._failed_read(exc, "is_spent_many")
+            read = items.batch_read(answer, self._table)
+            if read is None:
+                raise LedgerUnavailable(
+                    f"DynamoDB is_spent_many on {self._location} answered without its "
+                    "Responses or with malformed UnprocessedKeys: nothing was read"
+                )
+            got, wanted = read
+            named = [binary(item, KEY) for item in got]
+            if None in named:  # taken as absent, a spent id would read as not spent
+                raise LedgerUnavailable(
+                    f"DynamoDB is_spent_many on {self._location} answered an item without "
+                    "its key: which id it is cannot be told"
+                )
+            found.update(named)
+            attempt += 1
+            pause = min(0.05 * 2**attempt, 1.0)
+            if wanted and time.monotonic() + pause >= deadline:
+                raise LedgerUnavailable(
+                    f"DynamoDB is_spent_many on {self._location}: {len(wanted)} keys still "
+                    "unprocessed (throttled) when the call's timeout ran out"
+                )
+            if wanted:
+                await asyncio.sleep(pause)
+        answers = [key in found for key in keys]
+        if not all(answers):
+            await self._prove(deadline, wrote=False)
+        return answers
 
     async def reidentify(self) -> None:
         """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):

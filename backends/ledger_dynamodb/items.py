@@ -85,6 +85,21 @@ def scan(
     return params
 
 
+def batch_read(answer: Any, table: str) -> tuple[list[Any], list[Any]] | None:
+    """A ``BatchGetItem`` answer's items of ``table`` and the keys it left unprocessed
+    (to ask again); ``None`` when it holds neither as it should (nothing was read). The
+    table's list of items may be missing only when some of its keys were left."""
+    if not isinstance(answer, dict):
+        return None
+    responses, unprocessed = answer.get("Responses"), answer.get("UnprocessedKeys") or {}
+    left = unprocessed.get(table) or {} if isinstance(unprocessed, dict) else None
+    keys = left.get("Keys") or [] if isinstance(left, dict) else None
+    got = responses.get(table, [] if keys else None) if isinstance(responses, dict) else None
+    if not isinstance(got, list) or not isinstance(keys, list):
+        return None
+    return got, keys
+
+
 def binary(item: dict[str, Any] | None, name: str) -> bytes | None:
     """A binary attribute of a returned item (botocore decodes ``B`` to bytes)."""
     if not item:
