@@ -36,6 +36,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
     missing_namespace,
+    missing_of,
     missing_store,
 )
 from ledger_core.guard import Guard
@@ -124,6 +125,27 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         ``durability``...)."""
         target = client_target(client, table, options)
         return await cls.open(target, host_async_factory(client), owned=False)
+
+    @classmethod
+    async def preflight(cls, target: Target, make_client: AsyncClientFactory) -> list[Check]:
+        """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
+        signed ``DescribeTable``), and the table's settings when it exists, read as an
+        open reads them; nothing is created or written."""
+        import botocore
+
+        ledger = cls(target, make_client, await make_client(), owned=True)
+        try:
+            facts: TableFacts | None = await ledger._read_facts(ledger._deadline(), create=False)
+        except LedgerUnavailable as exc:
+            if missing_of(exc) is None:
+                raise
+            facts = None
+        finally:
+            await ledger.aclose()
+        version = botocore.__version__
+        return identity.preflight_checks(
+            facts, target.location, target.settings, target.endpoint_url, version
+        )
 
     async def __aenter__(self) -> AsyncDynamoDBLedger:
         return self

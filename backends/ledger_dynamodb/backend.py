@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger_core.doctor import Check
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
@@ -15,6 +16,14 @@ class _DynamoDBBackend:
     """``dynamodb://TABLE?region=...&endpoint_url=...&profile=...``."""
 
     testing = "ledger_dynamodb.testing:HOOKS"
+
+    def preflight(self, request: OpenRequest) -> list[Check]:
+        """``decision-ledger doctor`` before ``setup``: the endpoint, the credentials and
+        the table's settings when it exists; nothing is created."""
+        target = parse(request.with_options(create=False))
+        from .ledger import DynamoDBLedger
+
+        return DynamoDBLedger.preflight(target, sync_factory(target))
 
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger_core.doctor import Check, Fact, report, topics, version_fact
-from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
 from .items import GENESIS, KEY, OUR_ATTRIBUTES, binary
@@ -250,6 +250,9 @@ EMPTYING = (
 )
 
 
+PAGE = "docs/dynamodb.md"
+
+
 def doctor_checks(
     facts: TableFacts,
     info: LedgerInfo,
@@ -259,24 +262,69 @@ def doctor_checks(
 ) -> list[Check]:
     """The doctor's lines, from the facts read at open; no I/O. (Point-in-time recovery
     restores into a new table, a new store_id: it decides nothing here.)"""
+    version = _version(facts, endpoint_url, botocore_version)
+    lines = _table_lines(facts, settings, endpoint_url)
+    return report(info, version, [*lines, Fact(EMPTYING, None, name="identity")])
+
+
+def preflight_checks(
+    facts: TableFacts | None,
+    location: str,
+    settings: Settings,
+    endpoint_url: str | None,
+    botocore_version: str,
+) -> list[Check]:
+    """``decision-ledger doctor`` before ``setup``, no I/O: the table's settings when it
+    exists (``facts``; its namespace does not yet), else what ``setup`` would create and
+    the endpoint judged as an open would judge it."""
+    if facts is not None:
+        lines = _table_lines(facts, settings, endpoint_url)
+        try:
+            check_usable(facts, location)
+        except LedgerError as exc:
+            lines.append(Fact(str(exc), False, f"see {PAGE} (status)"))
+        lines.append(Fact(f"setup writes namespace {settings.namespace!r}'s genesis item", None))
+    else:
+        blank = TableFacts.read({}, {})  # no table: only the endpoint can be judged
+        endpoint = [r for r in judged(blank, settings, endpoint_url) if r[0] == "endpoint"]
+        lines = topics([("endpoint", _endpoint_line(endpoint_url))], endpoint, PAGE)
+        lines += [
+            Fact(f"{location} answered a signed DescribeTable: the credentials are accepted"),
+            Fact(
+                f"setup creates table {location} (on-demand capacity, deletion protection "
+                f"on, binary partition key {KEY!r}) and the namespace's genesis item",
+                None,
+            ),
+        ]
+    version = _version(facts, endpoint_url, botocore_version)
+    return [version.check(), *(line.check() for line in lines)]
+
+
+def _version(facts: TableFacts | None, endpoint_url: str | None, botocore_version: str) -> Fact:
     parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
-    version = version_fact(
+    kind = endpoint_kind(facts or TableFacts.read({}, {}), endpoint_url)
+    return version_fact(
         "botocore",
         parsed or None,
         BOTOCORE_MINIMUM,
         BOTOCORE_NEEDS,
-        f"endpoint: {endpoint_kind(facts, endpoint_url)}",
+        f"endpoint: {kind}",
         shown=botocore_version,
         unknown="its version is unknown",
     )
+
+
+def _endpoint_line(endpoint_url: str | None) -> str:
+    if is_aws_endpoint(endpoint_url):
+        return "AWS DynamoDB: writes are replicated before they are acknowledged"
+    return "an emulator, accepted with durability=process"
+
+
+def _table_lines(facts: TableFacts, settings: Settings, endpoint_url: str | None) -> list[Fact]:
     if facts.replicas:
         replicas = f"global table (replicas: {', '.join(facts.replicas)}; {facts.multi_region})"
     else:
         replicas = "a single-Region table"
-    if is_aws_endpoint(endpoint_url):
-        endpoint = "AWS DynamoDB: writes are replicated before they are acknowledged"
-    else:
-        endpoint = "an emulator, accepted with durability=process"
     ttl = f"Time to Live {facts.ttl_status}"
     if facts.ttl_attribute:
         ttl += f" on {facts.ttl_attribute!r} (not an attribute the ledger writes)"
@@ -284,8 +332,7 @@ def doctor_checks(
         ("status", f"table {facts.name} {facts.status}, key {KEY!r} (binary hash key)"),
         ("ttl", ttl),
         ("replicas", replicas),
-        ("endpoint", endpoint),
+        ("endpoint", _endpoint_line(endpoint_url)),
         ("identity", f"TableId {facts.table_id or '?'}, created {facts.created or '?'}"),
     ]
-    lines = topics(passing, judged(facts, settings, endpoint_url), "docs/dynamodb.md")
-    return report(info, version, [*lines, Fact(EMPTYING, None, name="identity")])
+    return topics(passing, judged(facts, settings, endpoint_url), PAGE)

@@ -32,6 +32,7 @@ from ledger_core.errors import (
     LedgerUnavailable,
     UnsafeStoreConfig,
     missing_namespace,
+    missing_of,
     missing_store,
 )
 from ledger_core.guard import Guard
@@ -118,6 +119,27 @@ class DynamoDBLedger(ReentrantLedgerBase):
         ``durability``...)."""
         target = client_target(client, table, options)
         return cls.open(target, host_sync_factory(client), owned=False)
+
+    @classmethod
+    def preflight(cls, target: Target, make_client: ClientFactory) -> list[Check]:
+        """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
+        signed ``DescribeTable``), and the table's settings when it exists, read as an
+        open reads them; nothing is created or written."""
+        import botocore
+
+        ledger = cls(target, make_client, make_client(), owned=True)
+        try:
+            facts: TableFacts | None = ledger._read_facts(ledger._deadline(), create=False)
+        except LedgerUnavailable as exc:
+            if missing_of(exc) is None:
+                raise
+            facts = None
+        finally:
+            ledger.close()
+        version = botocore.__version__
+        return identity.preflight_checks(
+            facts, target.location, target.settings, target.endpoint_url, version
+        )
 
     def __enter__(self) -> DynamoDBLedger:
         return self

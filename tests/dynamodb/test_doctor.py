@@ -79,3 +79,65 @@ def test_the_endpoint_is_shown_without_user_info_or_path() -> None:
     text = " ".join(c.detail + c.fix for c in checks) + (info.reason or "")
     assert "http://127.0.0.1:8000, server dynalite" in text
     assert "s3cret" not in text
+
+
+def test_doctor_before_setup_vets_the_endpoint_and_creates_nothing(
+    own_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table not set up yet: what setup would create, the credentials and the endpoint
+    judged as an open judges them (exit 1: the store line fails), and no table made."""
+    from ledger_core.cli import main
+    from tests.doctor_report import SLACK, parse
+    from tests.dynamodb import tools
+
+    emulator = tools.emulator(own_table)
+    assert main(["doctor", f"{own_table}&durability=process", *SLACK]) == 1
+    lines = parse(capsys.readouterr().out)
+    assert lines[0].status == "FAIL"
+    assert "does not exist yet" in lines[0].detail
+    details = {line.detail: line.status for line in lines}
+    assert any("the credentials are accepted" in d and s == "PASS" for d, s in details.items())
+    assert any(d.startswith("setup creates table") for d in details)
+    assert sum(status == "FAIL" for status in details.values()) == 1  # the store alone
+    if emulator:  # without durability=process an emulator never proves: said before setup
+        assert main(["doctor", own_table, *SLACK]) == 1
+        failed = [line for line in parse(capsys.readouterr().out) if line.status == "FAIL"]
+        assert any("is not AWS DynamoDB" in line.detail for line in failed[1:])
+    client = tools.admin_client(own_table)
+    with pytest.raises(client.exceptions.ResourceNotFoundException):
+        client.describe_table(TableName=tools.url_parts(own_table)[0])
+    client.close()
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+def test_preflight_on_a_table_without_the_namespace_reads_its_settings(
+    dynamodb_url: str, flavor: str
+) -> None:
+    """The table exists, the namespace does not: its settings are judged (C9: both
+    flavours alike), nothing is written."""
+    import asyncio
+
+    from ledger_core import setup_ledger
+    from ledger_core.opening import OpenRequest
+    from ledger_dynamodb import AsyncDynamoDBLedger, DynamoDBLedger
+    from ledger_dynamodb.clients import async_factory, sync_factory
+    from ledger_dynamodb.options import parse
+    from tests.dynamodb import tools
+
+    options = tools.ledger_options(dynamodb_url)
+    setup_ledger(dynamodb_url, namespace="preflight-other", **options)  # the table exists
+    target = parse(OpenRequest.build(dynamodb_url, namespace="never-set-up", **options))
+    if flavor == "sync":
+        checks = DynamoDBLedger.preflight(target, sync_factory(target))
+    else:
+        checks = asyncio.run(AsyncDynamoDBLedger.preflight(target, async_factory(target)))
+    details = [check.detail for check in checks]
+    assert checks[0].name == "versions"
+    assert any(d.endswith("ACTIVE, key 'pk' (binary hash key)") for d in details)
+    assert "setup writes namespace 'never-set-up''s genesis item" in details
+    assert all(check.status != FAIL for check in checks), checks
+    from ledger_core import open_ledger
+    from ledger_core.errors import LedgerUnavailable
+
+    with pytest.raises(LedgerUnavailable, match="does not exist"):  # still not set up
+        open_ledger(dynamodb_url, namespace="never-set-up", create="false", **options)
