@@ -1,5 +1,9 @@
-"""DynamoDB: the ledger against ``put_item`` with ``attribute_not_exists`` (and a strongly
-consistent ``get_item`` for reads), on the same boto3 / aiobotocore client and table.
+"""DynamoDB: the ledger against the raw sequence with the same guarantee, on the same
+boto3 / aiobotocore client and table: ``put_item`` with ``attribute_not_exists``, then (an
+id spent here) a strongly consistent ``get_item`` of a genesis item, the proof that the
+store is still the one the ledger opened (C6); reads a consistent ``get_item``, then (an
+absent id) the same genesis read. Round trips: spend of a new id 2, of a spent id 1,
+``is_spent`` of a spent id 1 (2 when absent). ``put_item`` alone (no proof) runs beside.
 
 The server is the harness's dynalite (an on-disk store, so ``durability=process``;
 ``LEDGER_BENCH_DYNAMODB_EMULATOR=dynamodb-local``: Amazon's DynamoDB Local), or the URL
@@ -32,7 +36,8 @@ from tests.servers import dynamodb as servers
 NAME = "dynamodb"
 SCHEMES = ("dynamodb",)
 UNAVAILABLE = servers.ServerUnavailable
-RAW_CALLS = "put_item / get_item"
+RAW_CALLS = "put_item + genesis get_item / get_item"
+ALONE = "put_item alone (no proof)"
 TABLE = "decision-ledger-bench"
 TOKEN = os.urandom(16)
 
@@ -65,6 +70,16 @@ def _key(rid: str) -> dict[str, Any]:
     return {"pk": {"B": b"raw:" + rid.encode()}}
 
 
+GENESIS_KEY = {"pk": {"B": b"raw-genesis"}}  # not under raw: no raw id can name it
+GENESIS = {"gen": {"B": TOKEN}}
+
+
+def _proven(answer: Any) -> None:
+    """The raw side's proof: its genesis item, as it wrote it."""
+    if answer.get("Item", {}).get("gen") != GENESIS["gen"]:
+        raise RuntimeError("the raw genesis item is gone: the bench's table was replaced")
+
+
 def subject(url: str, stack: ExitStack) -> Subject:
     servers.local_credentials()
     table, where, options = _where(url)
@@ -73,8 +88,10 @@ def subject(url: str, stack: ExitStack) -> Subject:
     ledger = DynamoDBLedger.from_client(client, table, **options)
     stack.callback(ledger.close)
     failed = client.exceptions.ConditionalCheckFailedException
+    client.put_item(TableName=table, Item={**GENESIS_KEY, **GENESIS})
+    genesis: dict[str, Any] = {"TableName": table, "Key": GENESIS_KEY, "ConsistentRead": True}
 
-    def raw_spend(rid: str) -> object:
+    def put(rid: str) -> object:
         try:
             client.put_item(
                 TableName=table,
@@ -85,10 +102,20 @@ def subject(url: str, stack: ExitStack) -> Subject:
             return False
         return True
 
+    def raw_spend(rid: str) -> object:
+        if not put(rid):
+            return False
+        _proven(client.get_item(**genesis))
+        return True
+
     def raw_is_spent(rid: str) -> object:
-        return "Item" in client.get_item(TableName=table, Key=_key(rid), ConsistentRead=True)
+        if "Item" in client.get_item(TableName=table, Key=_key(rid), ConsistentRead=True):
+            return True
+        _proven(client.get_item(**genesis))
+        return False
 
     contenders = pair(ledger, RAW_CALLS, raw_spend, raw_is_spent)
+    contenders.append(Contender(ALONE, PEER, ops(put, None)))
     contenders.extend(_peers(client, where))
 
     def preload(numbers: range) -> None:
@@ -111,7 +138,7 @@ def subject(url: str, stack: ExitStack) -> Subject:
             aledger = await AsyncDynamoDBLedger.from_client(aclient, table, **options)
             afailed = aclient.exceptions.ConditionalCheckFailedException
 
-            async def araw_spend(rid: str) -> object:
+            async def aput(rid: str) -> object:
                 try:
                     await aclient.put_item(
                         TableName=table,
@@ -122,12 +149,23 @@ def subject(url: str, stack: ExitStack) -> Subject:
                     return False
                 return True
 
+            async def araw_spend(rid: str) -> object:
+                if not await aput(rid):
+                    return False
+                _proven(await aclient.get_item(**genesis))
+                return True
+
             async def araw_is_spent(rid: str) -> object:
                 got = await aclient.get_item(TableName=table, Key=_key(rid), ConsistentRead=True)
-                return "Item" in got
+                if "Item" in got:
+                    return True
+                _proven(await aclient.get_item(**genesis))
+                return False
 
+            contenders = async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent)
+            contenders.append(AsyncContender(ALONE, PEER, ops(aput, None)))
             try:
-                yield async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent)
+                yield contenders
             finally:
                 await aledger.aclose()
 
