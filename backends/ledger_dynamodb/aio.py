@@ -1,7 +1,6 @@
 # async-to-sync: ledger.py
 # async-to-sync rename: AsyncDynamoDBLedger=DynamoDBLedger asyncio.sleep=time.sleep
 # async-to-sync rename: AsyncReentrantLedgerBase=ReentrantLedgerBase
-# async-to-sync rename: AsyncClientFactory=ClientFactory host_async_factory=host_sync_factory
 """The DynamoDB ledger: one conditional ``PutItem`` of an attempt token per spend, then a
 consistent read of the namespace's genesis (C6), on a boto3 or aiobotocore client.
 
@@ -22,7 +21,7 @@ import functools
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -45,7 +44,7 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import deadlines, identity, items
-from .clients import AsyncClientFactory, client_target, host_async_factory
+from .clients import carry_credentials, client_target, driver, like
 from .errors import (
     code_of,
     conditional,
@@ -55,6 +54,7 @@ from .errors import (
     mark_attempts,
     rejected,
     transient,
+    unavailable,
 )
 from .identity import TableFacts
 from .items import DIGEST, GENESIS, KEY, SCAN_SEGMENTS, TOKEN, binary
@@ -77,14 +77,14 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     """A ledger in a DynamoDB table. Open it with ``open_ledger`` / ``open_async_ledger``
     or :meth:`from_client`; one client per process (a forked child builds its own)."""
 
-    def __init__(
-        self, target: Target, make_client: AsyncClientFactory, client: Any, owned: bool
-    ) -> None:
+    def __init__(self, target: Target, host: Any = None) -> None:
+        """Not opened yet: :meth:`open` builds its client, or uses the ``host``'s."""
         settings = target.settings
         self._table, self._settings, self._namespace = target.table, settings, settings.namespace
         self._location, self._endpoint_url = target.location, target.endpoint_url
         self._timeout, self._share = settings.timeout, per_attempt(settings.timeout)
-        self._make_client, self._client, self._owned = make_client, client, owned
+        self._target, self._host, self._client = target, host, host
+        self._owned = host is None  # a host's client is never closed by us
         self._closed = False
         self._born = forks.generation  # the process the client belongs to
         self._guard = Guard(0.0)  # failed for good (the re-check's timing is _recheck's)
@@ -107,11 +107,11 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         self._genesis_item = {KEY: {"B": genesis_key}}
 
     @classmethod
-    async def open(
-        cls, target: Target, make_client: AsyncClientFactory, *, owned: bool = True
-    ) -> AsyncDynamoDBLedger:
-        ledger = cls(target, make_client, await make_client(), owned)
+    async def open(cls, target: Target, host: Any = None) -> AsyncDynamoDBLedger:
+        ledger = cls(target, host)
         try:
+            if host is None:
+                ledger._client = await ledger._built()
             ledger._info = await ledger._open()
         except BaseException:
             await ledger.aclose()
@@ -124,17 +124,18 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         entered; never closed by us), with the URL's options (``namespace``, ``create``,
         ``durability``...)."""
         target = client_target(client, table, options)
-        return await cls.open(target, host_async_factory(client), owned=False)
+        return await cls.open(target, client)
 
     @classmethod
-    async def preflight(cls, target: Target, make_client: AsyncClientFactory) -> list[Check]:
+    async def preflight(cls, target: Target) -> list[Check]:
         """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
         signed ``DescribeTable``), and the table's settings when it exists, read as an
         open reads them; nothing is created or written."""
         import botocore
 
-        ledger = cls(target, make_client, await make_client(), owned=True)
+        ledger = cls(target)
         try:
+            ledger._client = await ledger._built()
             facts: TableFacts | None = await ledger._read_facts(ledger._deadline(), create=False)
         except LedgerUnavailable as exc:
             if missing_of(exc) is None:
@@ -505,12 +506,34 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         never shared, nor closed here) and a re-check state of its own."""
         if self._closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        client = await self._make_client()
+        client = await self._built()
         if self._born == forks.generation:  # another thread or task of this child was first
             await client.close()
             return
         self._client, self._owned, self._born = client, True, forks.generation
         self._recheck = self._recheck.renewed()
+
+    async def _built(self) -> Any:
+        """A client of the ledger's own: for its URL (its requests armed with their
+        deadlines), or in a forked child of a host's ledger one like the host's, with its
+        configuration and credentials."""
+        host, target = self._host, self._target
+        profile = target.profile if host is None else None
+        kwargs = target.client_kwargs() if host is None else like(host)
+        try:
+            if ASYNC:
+                session = driver("aiobotocore.session", "async DynamoDB").AioSession(
+                    profile=profile
+                )
+                client = await session.create_client("dynamodb", **kwargs).__aenter__()
+            else:
+                session = driver("boto3", "DynamoDB").session.Session(profile_name=profile)
+                client = session.client("dynamodb", **kwargs)
+                if host is None:
+                    deadlines.install(client)
+        except Exception as exc:
+            raise unavailable(exc, "client setup", self._location) from exc
+        return client if host is None else carry_credentials(host, client)
 
     # -- the rest of the ledger ----------------------------------------------------------
 
@@ -520,10 +543,16 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         settled as a spend's is (C5); then one genesis read proves them (C6). An id whose
         outcome stays unknown fails the call (:class:`AmbiguousSpend` once any id of its
         batch was recorded): nothing is guessed."""
+        return await self._in_batches(request_ids, BATCH, self._spend_batch)
+
+    async def _in_batches(
+        self, request_ids: Sequence[str], size: int, answer: Callable[[list[bytes]], Any]
+    ) -> list[bool]:
+        """Every id validated before any request (C8), then answered ``size`` at a time."""
         ids = [validate_request_id(request_id) for request_id in request_ids]
         answers: list[bool] = []
-        for i in range(0, len(ids), BATCH):
-            answers += await self._spend_batch(ids[i : i + BATCH])
+        for i in range(0, len(ids), size):
+            answers += await answer(ids[i : i + size])
         return answers
 
     async def _spend_batch(self, ids: list[bytes]) -> list[bool]:
@@ -561,11 +590,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         consistent reads (unprocessed keys asked again within the deadline), then, when an
         id is absent, the genesis read after it (C6: a ``BatchGetItem`` reads its keys in
         no stated order, so a genesis in the same request would prove nothing)."""
-        ids = [validate_request_id(request_id) for request_id in request_ids]
-        answers: list[bool] = []
-        for i in range(0, len(ids), READS):
-            answers += await self._read_batch(ids[i : i + READS])
-        return answers
+        return await self._in_batches(request_ids, READS, self._read_batch)
 
     async def _read_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = await self._checked()
@@ -700,5 +725,5 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         """Close the client if it is ours, in its own process (a forked child never closes
         its parent's)."""
         first, self._closed = not self._closed, True
-        if first and self._owned and self._born == forks.generation:
+        if first and self._owned and self._client is not None and self._born == forks.generation:
             await self._client.close()

@@ -8,7 +8,6 @@ from ledger_core.doctor import Check
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
-from .clients import async_factory, sync_factory
 from .options import parse
 
 
@@ -23,19 +22,19 @@ class _DynamoDBBackend:
         target = parse(request.with_options(create=False))
         from .ledger import DynamoDBLedger
 
-        return DynamoDBLedger.preflight(target, sync_factory(target))
+        return DynamoDBLedger.preflight(target)
 
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
         from .ledger import DynamoDBLedger
 
-        return DynamoDBLedger.open(target, sync_factory(target))
+        return DynamoDBLedger.open(target)
 
     async def open_async(self, request: OpenRequest) -> Any:
         target = parse(request)
         from .aio import AsyncDynamoDBLedger
 
-        return await AsyncDynamoDBLedger.open(target, async_factory(target))
+        return await AsyncDynamoDBLedger.open(target)
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,

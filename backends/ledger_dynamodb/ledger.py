@@ -18,7 +18,7 @@ import functools
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -41,7 +41,7 @@ from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import deadlines, identity, items
-from .clients import ClientFactory, client_target, host_sync_factory
+from .clients import carry_credentials, client_target, driver, like
 from .errors import (
     code_of,
     conditional,
@@ -51,6 +51,7 @@ from .errors import (
     mark_attempts,
     rejected,
     transient,
+    unavailable,
 )
 from .identity import TableFacts
 from .items import DIGEST, GENESIS, KEY, SCAN_SEGMENTS, TOKEN, binary
@@ -71,14 +72,14 @@ class DynamoDBLedger(ReentrantLedgerBase):
     """A ledger in a DynamoDB table. Open it with ``open_ledger`` / ``open_async_ledger``
     or :meth:`from_client`; one client per process (a forked child builds its own)."""
 
-    def __init__(
-        self, target: Target, make_client: ClientFactory, client: Any, owned: bool
-    ) -> None:
+    def __init__(self, target: Target, host: Any = None) -> None:
+        """Not opened yet: :meth:`open` builds its client, or uses the ``host``'s."""
         settings = target.settings
         self._table, self._settings, self._namespace = target.table, settings, settings.namespace
         self._location, self._endpoint_url = target.location, target.endpoint_url
         self._timeout, self._share = settings.timeout, per_attempt(settings.timeout)
-        self._make_client, self._client, self._owned = make_client, client, owned
+        self._target, self._host, self._client = target, host, host
+        self._owned = host is None  # a host's client is never closed by us
         self._closed = False
         self._born = forks.generation  # the process the client belongs to
         self._guard = Guard(0.0)  # failed for good (the re-check's timing is _recheck's)
@@ -101,11 +102,11 @@ class DynamoDBLedger(ReentrantLedgerBase):
         self._genesis_item = {KEY: {"B": genesis_key}}
 
     @classmethod
-    def open(
-        cls, target: Target, make_client: ClientFactory, *, owned: bool = True
-    ) -> DynamoDBLedger:
-        ledger = cls(target, make_client, make_client(), owned)
+    def open(cls, target: Target, host: Any = None) -> DynamoDBLedger:
+        ledger = cls(target, host)
         try:
+            if host is None:
+                ledger._client = ledger._built()
             ledger._info = ledger._open()
         except BaseException:
             ledger.close()
@@ -118,17 +119,18 @@ class DynamoDBLedger(ReentrantLedgerBase):
         entered; never closed by us), with the URL's options (``namespace``, ``create``,
         ``durability``...)."""
         target = client_target(client, table, options)
-        return cls.open(target, host_sync_factory(client), owned=False)
+        return cls.open(target, client)
 
     @classmethod
-    def preflight(cls, target: Target, make_client: ClientFactory) -> list[Check]:
+    def preflight(cls, target: Target) -> list[Check]:
         """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
         signed ``DescribeTable``), and the table's settings when it exists, read as an
         open reads them; nothing is created or written."""
         import botocore
 
-        ledger = cls(target, make_client, make_client(), owned=True)
+        ledger = cls(target)
         try:
+            ledger._client = ledger._built()
             facts: TableFacts | None = ledger._read_facts(ledger._deadline(), create=False)
         except LedgerUnavailable as exc:
             if missing_of(exc) is None:
@@ -495,12 +497,28 @@ class DynamoDBLedger(ReentrantLedgerBase):
         never shared, nor closed here) and a re-check state of its own."""
         if self._closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        client = self._make_client()
+        client = self._built()
         if self._born == forks.generation:  # another thread or task of this child was first
             client.close()
             return
         self._client, self._owned, self._born = client, True, forks.generation
         self._recheck = self._recheck.renewed()
+
+    def _built(self) -> Any:
+        """A client of the ledger's own: for its URL (its requests armed with their
+        deadlines), or in a forked child of a host's ledger one like the host's, with its
+        configuration and credentials."""
+        host, target = self._host, self._target
+        profile = target.profile if host is None else None
+        kwargs = target.client_kwargs() if host is None else like(host)
+        try:
+            session = driver("boto3", "DynamoDB").session.Session(profile_name=profile)
+            client = session.client("dynamodb", **kwargs)
+            if host is None:
+                deadlines.install(client)
+        except Exception as exc:
+            raise unavailable(exc, "client setup", self._location) from exc
+        return client if host is None else carry_credentials(host, client)
 
     # -- the rest of the ledger ----------------------------------------------------------
 
@@ -510,10 +528,16 @@ class DynamoDBLedger(ReentrantLedgerBase):
         settled as a spend's is (C5); then one genesis read proves them (C6). An id whose
         outcome stays unknown fails the call (:class:`AmbiguousSpend` once any id of its
         batch was recorded): nothing is guessed."""
+        return self._in_batches(request_ids, BATCH, self._spend_batch)
+
+    def _in_batches(
+        self, request_ids: Sequence[str], size: int, answer: Callable[[list[bytes]], Any]
+    ) -> list[bool]:
+        """Every id validated before any request (C8), then answered ``size`` at a time."""
         ids = [validate_request_id(request_id) for request_id in request_ids]
         answers: list[bool] = []
-        for i in range(0, len(ids), BATCH):
-            answers += self._spend_batch(ids[i : i + BATCH])
+        for i in range(0, len(ids), size):
+            answers += answer(ids[i : i + size])
         return answers
 
     def _spend_batch(self, ids: list[bytes]) -> list[bool]:
@@ -547,11 +571,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         consistent reads (unprocessed keys asked again within the deadline), then, when an
         id is absent, the genesis read after it (C6: a ``BatchGetItem`` reads its keys in
         no stated order, so a genesis in the same request would prove nothing)."""
-        ids = [validate_request_id(request_id) for request_id in request_ids]
-        answers: list[bool] = []
-        for i in range(0, len(ids), READS):
-            answers += self._read_batch(ids[i : i + READS])
-        return answers
+        return self._in_batches(request_ids, READS, self._read_batch)
 
     def _read_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = self._checked()
@@ -681,5 +701,5 @@ class DynamoDBLedger(ReentrantLedgerBase):
         """Close the client if it is ours, in its own process (a forked child never closes
         its parent's)."""
         first, self._closed = not self._closed, True
-        if first and self._owned and self._born == forks.generation:
+        if first and self._owned and self._client is not None and self._born == forks.generation:
             self._client.close()

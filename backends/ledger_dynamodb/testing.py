@@ -14,7 +14,7 @@ from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from . import items
-from .clients import sync_factory
+from .clients import driver
 from .errors import fail
 from .items import KEY, SCAN_SEGMENTS, binary
 from .options import parse
@@ -153,7 +153,11 @@ class _Hooks:
         refused before any I/O); how many. A missing table is an error, never created."""
         checked = require_scratch_prefix(prefix)
         target = parse(OpenRequest.build(url, create=False))
-        client = sync_factory(target)()
+        session = driver("boto3", "DynamoDB").session.Session(profile_name=target.profile)
+        try:
+            client = session.client("dynamodb", **target.client_kwargs())
+        except Exception as exc:
+            fail(exc, "client setup", target.location)
         try:
             return remove_namespaces(client, target.table, target.location, checked)
         finally:

@@ -26,9 +26,12 @@ dynamodb_target = tools.on_emulators(servers.DYNALITE)
 
 @pytest.fixture(params=["sync", "async"])
 def ledger(request: pytest.FixtureRequest, dynamodb_url: str, namespace: str) -> Iterator[Flavored]:
-    options = tools.ledger_options(dynamodb_url)
-    with Flavored(request.param, dynamodb_url, namespace=namespace, **options) as opened:
-        yield opened
+    """The sync ledger and the async one, the same body asserted on each (C9)."""
+    flavored = Flavored(
+        request.param, dynamodb_url, namespace=namespace, **tools.ledger_options(dynamodb_url)
+    )
+    with flavored:
+        yield flavored
 
 
 def test_each_answer_is_what_spend_would_say_in_order(ledger: Flavored) -> None:

@@ -120,7 +120,6 @@ def test_preflight_on_a_table_without_the_namespace_reads_its_settings(
     from ledger_core import setup_ledger
     from ledger_core.opening import OpenRequest
     from ledger_dynamodb import AsyncDynamoDBLedger, DynamoDBLedger
-    from ledger_dynamodb.clients import async_factory, sync_factory
     from ledger_dynamodb.options import parse
     from tests.dynamodb import tools
 
@@ -128,9 +127,9 @@ def test_preflight_on_a_table_without_the_namespace_reads_its_settings(
     setup_ledger(dynamodb_url, namespace="preflight-other", **options)  # the table exists
     target = parse(OpenRequest.build(dynamodb_url, namespace="never-set-up", **options))
     if flavor == "sync":
-        checks = DynamoDBLedger.preflight(target, sync_factory(target))
+        checks = DynamoDBLedger.preflight(target)
     else:
-        checks = asyncio.run(AsyncDynamoDBLedger.preflight(target, async_factory(target)))
+        checks = asyncio.run(AsyncDynamoDBLedger.preflight(target))
     details = [check.detail for check in checks]
     assert checks[0].name == "versions"
     assert any(d.endswith("ACTIVE, key 'pk' (binary hash key)") for d in details)

@@ -557,29 +557,33 @@ def test_a_child_of_a_host_client_signs_with_its_credentials(
 
 
 def test_a_rebuilt_async_host_client_signs_with_its_credentials(
-    dynamodb_url: str, host_credentials: dict[str, Any]
+    dynamodb_url: str, namespace: str, host_credentials: dict[str, Any]
 ) -> None:
+    """What a forked child of an async host's ledger builds signs with the host's."""
     import asyncio
 
     import aiobotocore.session
-
-    from ledger_dynamodb.clients import host_async_factory
 
     table, query = tools.url_parts(dynamodb_url)
     where: dict[str, Any] = {
         "region_name": query.get("region"),
         "endpoint_url": query.get("endpoint_url"),
     }
+    opts = tools.ledger_options(dynamodb_url)
+    opts.pop("timeout")
 
     async def main() -> None:
         session = aiobotocore.session.AioSession()
         async with session.create_client("dynamodb", **where, **host_credentials) as client:
-            make = host_async_factory(client)
-            assert await make() is client
-            rebuilt = await make()
-            try:
-                await rebuilt.describe_table(TableName=table)
-            finally:
-                await rebuilt.close()
+            ledger = await AsyncDynamoDBLedger.from_client(
+                client, table, namespace=namespace, **opts
+            )
+            async with ledger:
+                assert ledger._client is client
+                rebuilt = await ledger._built()  # what a forked child's first call builds
+                try:
+                    await rebuilt.describe_table(TableName=table)
+                finally:
+                    await rebuilt.close()
 
     asyncio.run(main())

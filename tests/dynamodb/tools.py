@@ -72,7 +72,7 @@ def offline_ledger(answer: Perform, **settings: Any) -> DynamoDBLedger:
     no re-check due, on a client answered by ``answer``: no server, no I/O at open."""
     client = Scripted(answer)
     target = Target("ledger", None, None, None, Settings(**settings))
-    ledger = DynamoDBLedger(target, lambda: client, client, owned=False)
+    ledger = DynamoDBLedger(target, client)
     ledger._genesis, ledger._genesis_attr = GENESIS, {"B": GENESIS}
     ledger._recheck.next = math.inf
     ledger._cleared = True  # no migration check: it would read markers
