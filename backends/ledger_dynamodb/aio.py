@@ -72,6 +72,9 @@ READS = 100  # keys per BatchGetItem (its limit)
 
 Page = tuple[list[bytes], "dict[str, Any] | None"]
 
+if ASYNC:
+    TIMEOUT = getattr(asyncio, "timeout", None)  # 3.11+: a deadline as a context manager
+
 
 class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
     """A ledger in a DynamoDB table. Open it with ``open_ledger`` / ``open_async_ledger``
@@ -227,8 +230,12 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
                 )
             try:
                 if ASYNC:
-                    # The whole request, a trickled reply too, is cancelled at the deadline.
-                    return await asyncio.wait_for(method(**params), deadline - now)
+                    # The whole request, a trickled reply too, is cancelled at the deadline:
+                    # asyncio.timeout (3.11) needs no task of its own, wait_for (3.10) does.
+                    if TIMEOUT is None:
+                        return await asyncio.wait_for(method(**params), deadline - now)
+                    async with TIMEOUT(deadline - now):
+                        return await method(**params)
                 else:
                     # botocore's timeouts bound each read, not a reply: a watchdog does.
                     with deadlines.bounded(min(deadline, now + self._share)):
