@@ -154,7 +154,8 @@ class DynamoDBLedger(ReentrantLedgerBase):
         """The conditional put (C10 with ``digest``), then (on True) the genesis proof; in
         a batch (``spend_many``, its deadline ``batch``) the batch checked and proves."""
         deadline = self._checked() if batch is None else batch
-        key, token = ledger_key(self._namespace, request_id), new_token()
+        key = ledger_key(self._namespace, request_id)
+        token = new_token()
         item = {KEY: {"B": key}, TOKEN: {"B": token}}
         if digest is None:
             params = {**self._put_new, "Item": item}
@@ -166,7 +167,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
                 "ExpressionAttributeValues": {":d": item[DIGEST]},
             }
         try:
-            self._call("put_item", deadline, params)
+            self._call(self._client.put_item, deadline, params)
         except Exception as exc:
             if not self._settled(exc, key, token, digest, deadline):
                 return False
@@ -181,7 +182,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         deadline = self._checked()
         params = {**self._exists, "Key": {KEY: {"B": ledger_key(self._namespace, request_id)}}}
         try:
-            answer = self._call("get_item", deadline, params)
+            answer = self._call(self._client.get_item, deadline, params)
         except Exception as exc:
             self._failed_read(exc, "is_spent")
         if not isinstance(answer, dict):
@@ -204,20 +205,20 @@ class DynamoDBLedger(ReentrantLedgerBase):
             self._recheck_wait(now + self._timeout)
         return now + self._timeout
 
-    def _call(self, op: str, deadline: float, params: dict[str, Any]) -> Any:
-        """``op`` within ``deadline``, sent again (backing off) only while the failure says
-        it may succeed; the last failure is raised, marked as retried when an earlier
-        attempt may have landed (C5)."""
+    def _call(self, method: Any, deadline: float, params: dict[str, Any]) -> Any:
+        """The client's ``method`` within ``deadline``, sent again (backing off) only while
+        the failure says it may succeed; the last failure is raised, marked as retried when
+        an earlier attempt may have landed (C5)."""
         if self._closed:
             raise LedgerClosed("this DynamoDB ledger is closed")
-        method = getattr(self._client, op)
         attempt, uncertain = 0, False  # uncertain: an attempt before the last may have landed
         while True:
             attempt += 1
             now = time.monotonic()
             if now >= deadline and attempt == 1:
                 raise LedgerUnavailable(
-                    f"DynamoDB {op} on {self._location}: the call's timeout "
+                    f"DynamoDB {getattr(method, '__name__', 'call')} on {self._location}: "
+                    f"the call's timeout "
                     f"({self._timeout:g} s) ran out before it could be sent"
                 )
             try:
@@ -235,7 +236,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def _prove(self, deadline: float, *, wrote: bool) -> None:
         """The genesis proof (C6): the namespace's genesis as this ledger opened it."""
         try:
-            answer = self._call("get_item", deadline, self._genesis_read)
+            answer = self._call(self._client.get_item, deadline, self._genesis_read)
         except Exception as exc:
             answer = exc
         item = answer.get("Item") if isinstance(answer, dict) else None
@@ -275,7 +276,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
                     "not be recorded (treat as spent)"
                 ) from exc
         try:
-            answer = self._call("get_item", deadline, items.get(self._table, key))
+            answer = self._call(self._client.get_item, deadline, items.get(self._table, key))
         except Exception as again:
             if refused is not None or isinstance(again, LedgerClosed):
                 fail(again, "spend (reading the record)", self._location)
@@ -361,7 +362,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
     def _read_facts(self, deadline: float, *, create: bool, wait: bool = True) -> TableFacts:
         """The table's description (created when asked and missing) and TTL."""
         try:
-            answer = self._call("describe_table", deadline, self._describe)
+            answer = self._call(self._client.describe_table, deadline, self._describe)
             waiting = wait and identity.table_of(answer).get("TableStatus") == "CREATING"
         except Exception as exc:
             if not is_not_found(exc):
@@ -369,7 +370,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
             if not create:
                 raise missing_store(f"table {self._location}") from exc
             try:
-                self._call("create_table", deadline, items.create_table(self._table))
+                self._call(self._client.create_table, deadline, items.create_table(self._table))
             except Exception as exc2:
                 # Another opener created it first: fine, wait for it like for ours.
                 if code_of(exc2) != "ResourceInUseException":
@@ -378,7 +379,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         if waiting:
             answer = self._wait_active()
         try:
-            ttl = self._call("describe_time_to_live", self._deadline(), self._describe)
+            ttl = self._call(self._client.describe_time_to_live, self._deadline(), self._describe)
         except Exception as exc:
             fail(exc, "DescribeTimeToLive", self._location)
         ttl = ttl if isinstance(ttl, dict) else {}
@@ -388,7 +389,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         deadline = time.monotonic() + CREATE_WAIT
         while True:
             try:
-                answer = self._call("describe_table", self._deadline(), self._describe)
+                answer = self._call(self._client.describe_table, self._deadline(), self._describe)
             except Exception as exc:
                 if not is_not_found(exc):  # just created: it may not be visible yet
                     fail(exc, "DescribeTable", self._location)
@@ -401,7 +402,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
 
     def _read_genesis(self, deadline: float) -> bytes | None:
         try:
-            answer = self._call("get_item", deadline, self._genesis_read)
+            answer = self._call(self._client.get_item, deadline, self._genesis_read)
         except Exception as exc:
             answer = exc
         return self._genesis_of(answer)
@@ -416,7 +417,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         value = os.urandom(identity.GENESIS_BYTES)
         params = {**self._put_new, "Item": {**self._genesis_item, GENESIS: {"B": value}}}
         try:
-            self._call("put_item", self._deadline(), params)
+            self._call(self._client.put_item, self._deadline(), params)
             notices.created(self._location, self._namespace)
             return value
         except Exception as exc:
@@ -582,7 +583,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         while wanted:
             params = {"RequestItems": {self._table: {**self._exists_many, "Keys": wanted}}}
             try:
-                answer = self._call("batch_get_item", deadline, params)
+                answer = self._call(self._client.batch_get_item, deadline, params)
             except Exception as exc:
                 self._failed_read(exc, "is_spent_many")
             read = items.batch_read(answer, self._table)
@@ -625,7 +626,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
             "ExpressionAttributeValues": {":g": self._genesis_attr},
         }
         try:
-            self._call("put_item", deadline, params)
+            self._call(self._client.put_item, deadline, params)
         except Exception as exc:
             if not is_conditional(exc):
                 fail(exc, "reidentify", self._location)
@@ -667,7 +668,9 @@ class DynamoDBLedger(ReentrantLedgerBase):
         """One proven page of one segment: its keys under ``prefix``, and where it goes on."""
         deadline = self._checked()
         try:
-            answer = self._call("scan", deadline, items.scan(self._table, [prefix], segment, start))
+            answer = self._call(
+                self._client.scan, deadline, items.scan(self._table, [prefix], segment, start)
+            )
         except Exception as exc:
             self._failed_read(exc, "Scan")
         if not isinstance(answer, dict):
