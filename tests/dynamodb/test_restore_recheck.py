@@ -207,3 +207,44 @@ def test_callers_wait_for_one_recheck_not_each_their_own(own_table: str) -> None
         assert len(waiting) == CALLERS - 1
     finally:
         ledger.close()
+
+
+class _HeldDescribe:
+    """An async client whose first ``DescribeTable`` waits until cancelled."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.held = real, asyncio.Event()
+
+    def __getattr__(self, op: str) -> Any:
+        return getattr(self.real, op)
+
+    async def describe_table(self, **params: Any) -> Any:
+        if not self.held.is_set():
+            self.held.set()
+            await asyncio.sleep(60)
+        return await self.real.describe_table(**params)
+
+
+def test_a_cancelled_recheck_lets_the_next_caller_run_one(
+    dynamodb_url: str, namespace: str
+) -> None:
+    """A task cancelled while it runs the re-check must not leave it "under way": every
+    later caller would wait for a re-check nobody runs, and fail at its deadline."""
+    opts = tools.ledger_options(dynamodb_url, config_interval="0")
+
+    async def main() -> None:
+        ledger: Any = await open_async_ledger(dynamodb_url, namespace=namespace, **opts)
+        real = ledger._client
+        try:
+            ledger._client = held = _HeldDescribe(real)
+            first = asyncio.create_task(ledger.spend("first"))
+            await asyncio.wait_for(held.held.wait(), 10)  # it runs the re-check now
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            assert await ledger.spend("next") is True  # its own re-check, in time
+        finally:
+            ledger._client = real
+            await ledger.aclose()
+
+    asyncio.run(main())
