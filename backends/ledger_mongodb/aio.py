@@ -647,6 +647,25 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         durability = self._settings.durability
         return identity.doctor_checks(self._facts, self._info, durability, pymongo.version)
 
+    async def settings_checks(self) -> list[Check]:
+        """The doctor's lines on the server's settings alone, read as an open reads them,
+        for a store not set up yet (``decision-ledger doctor`` before ``setup``); nothing
+        is written or created."""
+        try:
+            hello, build, status, repl = await self._server_facts()
+            collection = await self._listed()
+            indexes: list[Mapping[str, Any]] = []
+            if collection is not None:
+                reply = await self._command({"listIndexes": self._collection})
+                indexes = errors.first_batch(reply)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise errors.unavailable("read the server's settings", exc) from exc
+        facts = Facts(hello, build, status, repl, collection or {}, indexes)
+        durability = self._settings.durability
+        return identity.settings_checks(facts, durability, pymongo.version, collection is not None)
+
     async def __aenter__(self) -> AsyncMongoLedger:
         return self
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ledger_core.doctor import Check
 from ledger_core.errors import InvalidLedgerURL, MissingDriver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
@@ -59,6 +60,20 @@ class _MongoBackend:
         return await AsyncMongoLedger.open_on(
             client, target.database, target.settings, target.location, owned=True
         )
+
+    def preflight(self, request: OpenRequest) -> list[Check]:
+        """``decision-ledger doctor`` on a store not set up yet: the server's settings,
+        read as an open reads them; nothing is written."""
+        target = parse(request)
+        pymongo = _pymongo()
+        from .ledger import MongoLedger
+
+        client = _client(target, pymongo.MongoClient)
+        ledger = MongoLedger(client, target.database, target.settings, owned=True)
+        try:
+            return ledger.settings_checks()
+        finally:
+            ledger.close()
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """The collection and the namespace's genesis, created if missing (idempotent)."""
