@@ -1,4 +1,4 @@
-# generated from aio.py by scripts/async_to_sync.py: do not edit
+# Generated from aio.py by scripts/async_to_sync.py: edit that file, not this.
 """The MongoDB ledger, written once: this module is the async ledger (over an
 ``AsyncMongoClient``, or a host's Motor client) and the source of the sync one
 (``ledger.py``, over a ``MongoClient``), so the two can never decide differently (C9).
