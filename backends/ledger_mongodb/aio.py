@@ -1,9 +1,9 @@
 # async-to-sync: ledger.py
 # async-to-sync rename: AsyncMongoLedger=MongoLedger pages_async=pages
 # async-to-sync rename: AsyncReentrantLedgerBase=ReentrantLedgerBase
-"""The MongoDB ledger, written once: this module is the async ledger (over an
-``AsyncMongoClient``, or a host's Motor client) and the source of the sync one
-(``ledger.py``, over a ``MongoClient``), so the two can never decide differently (C9).
+"""The MongoDB ledger, written once in ``aio.py`` (async: over an ``AsyncMongoClient`` or a
+host's Motor client) and generated from it into ``ledger.py`` (sync: over a
+``MongoClient``), so the two can never decide differently (C9).
 
 A spend is one majority, journaled ``insert`` of ``{_id: key, t: token, ns}`` (C10's
 ``spend_as``: one upsert), then one ``find`` of the record and the namespace's genesis
