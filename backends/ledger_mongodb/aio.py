@@ -171,8 +171,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         any other makes the insert fail on its ``_id``); then the proof: the record and
         the genesis read back."""
         await self._ready()
-        raw = self._prefix + request_id
-        key = raw if self._binary else raw.hex()
+        key = self._key(request_id)
         token = new_token()
         ns = self._namespace
         stored: Any = None
@@ -204,9 +203,13 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
 
     async def _is_spent(self, request_id: bytes) -> bool:
         await self._ready()
-        raw = self._prefix + request_id
-        key = raw if self._binary else raw.hex()
+        key = self._key(request_id)
         return key in await self._read([key], "read")
+
+    def _key(self, request_id: bytes) -> Any:
+        """The record's ``_id``: the ledger key's bytes as BinData, or as hex text."""
+        raw = self._prefix + request_id
+        return raw if self._binary else raw.hex()
 
     async def _ready(self) -> None:
         """Before every operation: refused once closed or failed for good; the store
@@ -511,10 +514,6 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return BIN if found and _key_bytes(found[0]["_id"]) == probe else HEX
 
     # -- batches, listings, reidentify, the doctor ---------------------------------------
-
-    def _key(self, raw: bytes) -> Any:
-        raw = self._prefix + raw
-        return raw if self._binary else raw.hex()
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per :attr:`BATCH` ids, each answer what
