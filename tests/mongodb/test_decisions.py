@@ -192,3 +192,21 @@ def test_a_member_that_is_no_longer_primary_is_refused_not_forgotten(opened: Any
     assert ledger.client.seen == ["hello"]
     assert guard.failed is None  # a later call re-checks, and works once a primary answers
     assert guard.due()
+
+
+def test_reidentify_replaces_the_genesis_it_opened_then_fails_closed(opened: Any) -> None:
+    """One majority update matched on the genesis this ledger read (C6, after a restore):
+    every instance, this one included, then fails closed; a genesis already gone or
+    another is a forgotten store, not a fresh identity."""
+    ledger = opened()
+    ledger.client.push({"ok": 1, "n": 1, "nModified": 1})
+    ledger.run(ledger.ledger.reidentify())
+    (update,) = ledger.client.sent
+    assert update["updates"][0]["q"] == {"_id": GENESIS_KEY, "g": GENESIS}
+    assert update["writeConcern"] == {"w": "majority", "j": True}
+    with pytest.raises(UnsafeStoreConfig, match="reidentify replaced it"):
+        ledger.is_spent("id")
+    gone = opened()
+    gone.client.push({"ok": 1, "n": 0, "nModified": 0})
+    with pytest.raises(UnsafeStoreConfig, match="gone or different"):
+        gone.run(gone.ledger.reidentify())
