@@ -87,8 +87,8 @@ def guard_cost(url: str, rounds: int = 20, calls: int = 1000) -> None:
     (its token subquery, and the standby check), against a bare SELECT; reads as the
     raw SELECT against the ledger's. No commit is timed: a forced synchronous commit
     in the spend's guard would otherwise be compared with the session's async one."""
-    from ledger_postgres.commands import Statements
     from ledger_postgres.options import PgConfig
+    from ledger_postgres.statements import Statements
 
     table = "bench_guard"
     own: Any = open_ledger(url, table=table)

@@ -53,25 +53,9 @@ BACKEND = _PostgresBackend()
 
 
 def _setup(target: Target) -> LedgerInfo:
-    import psycopg
+    from .ledger import PostgresLedger
 
-    from ledger_core.steps import run_steps
-
-    from . import decisions
-    from .commands import Op, Row, Statements
-    from .identity import Opened
-    from .ledger import run_op
-
-    st = Statements(target.config)
-    # No deadline of ours: each connection is bounded by libpq's connect_timeout.
-    steps = decisions.open_ledger(st, target.location, target.password, float("inf"), setup=True)
-
-    def run(op: Op) -> Row:
-        with psycopg.connect(target.conninfo, autocommit=True) as conn:
-            return run_op(conn, op)
-
-    opened: Opened = run_steps(steps, run)
-    return opened.info
+    return PostgresLedger.setup_target(target).info
 
 
 def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:

@@ -11,9 +11,9 @@ from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
 from . import replication
-from .commands import Guard
 from .options import PgConfig
 from .replication import Topology
+from .statements import Guard
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ledger's statements, built without I/O, and :class:`Op`: one message to send.
+"""The ledger's statements, built once without I/O, and the prepared ones' libpq exchange.
 
 Each statement proves the store is still the one the ledger opened (:class:`Guard`) in
 the same round trip. Values are always data: server-side parameters on our sessions,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 import weakref
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from psycopg import errors as pg_errors
 from psycopg import generators, pq, sql
@@ -59,55 +59,29 @@ _STATEMENT_GONE = pg_errors.InvalidSqlStatementName.sqlstate
 _PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
 
 
-def _prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
-    for result in results:
-        if result.status == _FATAL:
-            raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
-    _PREPARED.setdefault(conn, set()).add(name)
-
-
-def prepared_gen(conn: Any, op: Op) -> PQGen[Row]:
-    """A :class:`Prepared` op as a psycopg generator for ``conn.wait()`` (under
-    ``conn.lock``). A statement the session lost (``DISCARD ALL``) is prepared again."""
-    pgconn, params, name = conn.pgconn, op.params or (), cast(Prepared, op.query)
-    setup = None if name in _PREPARED.get(conn, ()) else name.setup
-    if setup is not None:  # this session's first use of it: its error is the call's
-        pgconn.send_query(setup)
-        _prepared_now((yield from generators.execute(pgconn)), name, conn)
-    # libpq's call, not psycopg's cursor: why, with the numbers, at ledger.run_op.
-    pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
-    result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
-    if result.status == _FATAL:  # raised as psycopg's cursor would raise it
+def executed(conn: Any, name: Prepared, params: tuple[Any, ...]) -> PQGen[Any]:
+    """A prepared statement's result, straight through libpq, for ``conn.wait()`` under
+    ``conn.lock``. Prepared at the session's first use (its error is the call's); a
+    statement the session lost (``DISCARD ALL``) is prepared again and sent once more
+    (an ``EXECUTE`` of a missing statement ran nothing); gone twice, the error is raised.
+    Errors are raised as psycopg's cursor would raise them."""
+    pgconn = conn.pgconn
+    for attempt in (1, 2):
+        if name not in _PREPARED.get(conn, ()):
+            pgconn.send_query(name.setup)
+            for result in (yield from generators.execute(pgconn)):
+                if result.status == _FATAL:
+                    raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
+            _PREPARED.setdefault(conn, set()).add(name)
+        pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
+        result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
+        if result.status != _FATAL:
+            return result
         error = pg_errors.error_from_result(result, encoding=conn.info.encoding)
-        if error.sqlstate == _STATEMENT_GONE:
-            _PREPARED.get(conn, set()).discard(name)
-        raise error
-    if op.counted:
-        return () if result.command_tuples else None
-    return (result.get_value(0, 0) == b"\x01",) if result.ntuples else None
-
-
-def counted(cur: Any, op: Op) -> Row:
-    return () if op.counted and cur.rowcount > 0 else None
-
-
-class Op(NamedTuple):
-    """One message (one round trip) and which answer to read.
-
-    ``result``: the result set whose first row answers (``None``: none). ``fresh``: on a
-    new connection (a dead one's idle siblings may be dead too). ``counted``: the row
-    count answers (``()`` if it touched a row). ``guarded``: no row means the store
-    forgot. ``first``: a first attempt, answered within ``FIRST_SHARE``.
-    """
-
-    query: Query
-    params: tuple[Any, ...] | None = None
-    result: int | None = 0
-    fresh: bool = False
-    counted: bool = False
-    guarded: bool = False
-    first: bool = False
-    due: float = 0.0  # the call's one deadline (time.monotonic()), set by the decision
+        if error.sqlstate != _STATEMENT_GONE or attempt == 2:
+            raise error
+        _PREPARED[conn].discard(name)
+    raise AssertionError("unreachable")
 
 
 def new_identity_token() -> bytes:
