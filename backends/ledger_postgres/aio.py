@@ -133,7 +133,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
             async with ledger._fresh(due) as conn:
                 return await ledger._open(target.location, due, conn, setup=True)
         finally:
-            ledger._watchdog.stop()
+            await ledger.aclose()
 
     async def _start(self, location: str) -> AsyncPostgresLedger:
         due = self._due()
@@ -159,7 +159,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
         st, config = self._st, self._config
         qualified = config.qualified
         try:
-            probe_row = await self._run(PROBE, (st.regclass_text,) * 3, due, conn=conn)
+            probe_row = await self._run(PROBE, (st.regclass_text,) * 4, due, conn=conn)
             probe = identity.probe_from_row(probe_row)
             if probe.in_recovery:
                 raise errors.standby_error(f"opening ledger {qualified}")
@@ -167,7 +167,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
                 if not (config.create or setup):
                     raise errors.missing_table(qualified)
                 await self._run(st.ddl(), None, due, None, conn=conn)
-                probe_row = await self._run(PROBE, (st.regclass_text,) * 3, due, conn=conn)
+                probe_row = await self._run(PROBE, (st.regclass_text,) * 4, due, conn=conn)
                 probe = identity.probe_from_row(probe_row)
             topology = replication.topology_from_row(
                 await self._run(st.topology, None, due, conn=conn)

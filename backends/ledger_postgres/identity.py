@@ -26,6 +26,7 @@ class Probe:
     persistence: str | None = None  # pg_class.relpersistence: p(ermanent), u(nlogged), t(emp)
     has_attempt_column: bool = False  # C10's attempt_digest (tables made before lack it)
     topology: Topology | None = None  # the standbys the primary reports (replication.py)
+    filenode: int | None = None  # the table's storage file (Guard.write_condition)
 
 
 def probe_from_row(row: tuple[Any, ...]) -> Probe:
@@ -37,6 +38,7 @@ def probe_from_row(row: tuple[Any, ...]) -> Probe:
         may_read_control=bool(row[4]),
         persistence=None if row[5] is None else str(row[5]),
         has_attempt_column=bool(row[6]),
+        filenode=None if row[7] is None else int(row[7]),
     )
 
 
@@ -129,7 +131,14 @@ def ledger_info(
     if reason is None and config.failover == replication.KEEP and probe.topology is not None:
         topology = replication.spend_condition(probe.topology)
     guard = Guard(
-        config.namespace_bytes, genesis, probe.table_oid, reason is None, topology, timeline, xmin
+        config.namespace_bytes,
+        genesis,
+        probe.table_oid,
+        reason is None,
+        topology,
+        timeline,
+        xmin,
+        probe.filenode,
     )
     return Opened(info, guard, probe.has_attempt_column, probe)
 

@@ -126,7 +126,7 @@ class PostgresLedger(ReentrantLedgerBase):
             with ledger._fresh(due) as conn:
                 return ledger._open(target.location, due, conn, setup=True)
         finally:
-            ledger._watchdog.stop()
+            ledger.close()
 
     def _start(self, location: str) -> PostgresLedger:
         due = self._due()
@@ -150,7 +150,7 @@ class PostgresLedger(ReentrantLedgerBase):
         st, config = self._st, self._config
         qualified = config.qualified
         try:
-            probe_row = self._run(PROBE, (st.regclass_text,) * 3, due, conn=conn)
+            probe_row = self._run(PROBE, (st.regclass_text,) * 4, due, conn=conn)
             probe = identity.probe_from_row(probe_row)
             if probe.in_recovery:
                 raise errors.standby_error(f"opening ledger {qualified}")
@@ -158,7 +158,7 @@ class PostgresLedger(ReentrantLedgerBase):
                 if not (config.create or setup):
                     raise errors.missing_table(qualified)
                 self._run(st.ddl(), None, due, None, conn=conn)
-                probe_row = self._run(PROBE, (st.regclass_text,) * 3, due, conn=conn)
+                probe_row = self._run(PROBE, (st.regclass_text,) * 4, due, conn=conn)
                 probe = identity.probe_from_row(probe_row)
             topology = replication.topology_from_row(self._run(st.topology, None, due, conn=conn))
             system_identifier = None

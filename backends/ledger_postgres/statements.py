@@ -125,6 +125,8 @@ class Guard(NamedTuple):
     timeline: int | None = None
     # The genesis row's xmin: a restored (COPY) or re-inserted row has another (C6).
     xmin: int | None = None
+    # The table's storage file at open (pg_relation_filenode): see write_condition.
+    filenode: int | None = None
 
     def condition(self, spend: bool) -> str:
         """The guard as a condition on the genesis row, aliased ``g``."""
@@ -138,17 +140,29 @@ class Guard(NamedTuple):
         if self.timeline is not None:
             text += f" AND {timeline_condition(self.timeline)}"
         if spend:
-            # A durable commit whatever the session's settings now (a pooler's RESET ALL,
-            # a role's default): a conjunct of the token's condition, so a row written
-            # proves it was evaluated.
-            text += f" AND {SYNC_COMMIT_HERE}"
-        if self.durable and spend:
-            text += (
-                " AND current_setting('fsync') = 'on' AND EXISTS (SELECT FROM "
-                f"pg_catalog.pg_class AS c WHERE c.oid = {int(self.table_oid)}::oid "
-                "AND c.relpersistence = 'p')"
-            )
+            text += f" AND {self.write_condition()}"
         return text
+
+    def write_condition(self) -> str:
+        """What a spend that records proves beyond the genesis: a durable commit whatever
+        the session's settings now (a pooler's RESET ALL, a role's default), and on a
+        proving ledger ``fsync`` on and the table still logged and permanent. Its storage
+        file unchanged since open proves the latter without reading ``pg_class`` (a
+        change of persistence rewrites the table into a new file); after a rewrite
+        (``VACUUM FULL``, ``CLUSTER``) the catalog is read."""
+        if not self.durable:
+            return SYNC_COMMIT_HERE
+        oid = f"{int(self.table_oid)}::oid"
+        same_file = (
+            "false"
+            if self.filenode is None
+            else (f"pg_catalog.pg_relation_filenode({oid}) = {int(self.filenode)}::oid")
+        )
+        return (
+            f"{SYNC_COMMIT_HERE} AND current_setting('fsync') = 'on' AND ({same_file} OR "
+            f"EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = {oid} "
+            "AND c.relpersistence = 'p'))"
+        )
 
     def namespace_value(self, value: sql.Composable, spend: bool) -> sql.Composable:
         """NULL when the standbys no longer keep what the spend would acknowledge: the
@@ -160,6 +174,18 @@ class Guard(NamedTuple):
 
 # The token comes out of the guard: a changed store makes it NULL, which the NOT NULL
 # column refuses before any conflict check. Row count 1: this call recorded the id.
+# The prepared form proves the genesis on every spend, and what a recording spend proves
+# more (durability, the standbys: their price is most of a spend's server time) only when
+# the id is not there yet: a spent id acknowledges nothing new (a concurrent writer of
+# the same id is still met by ON CONFLICT, after the full proof).
+_SPEND_PREPARED = (
+    "INSERT INTO {table} (namespace, request_id, token) "
+    "SELECT {ns}, {rid}, CASE WHEN {write} THEN v.token END "
+    "FROM (SELECT (SELECT {token} FROM {table} AS g WHERE {genesis}) AS token) AS v "
+    "WHERE v.token IS NULL OR NOT EXISTS (SELECT FROM {table} AS e "
+    "WHERE e.namespace = {key} AND e.request_id = {rid}) "
+    "ON CONFLICT (namespace, request_id) DO NOTHING"
+)
 _SPEND = (
     "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, "
     "(SELECT {token} FROM {table} AS g WHERE {guard})) "
@@ -252,7 +278,8 @@ PROBE = sql.SQL(
     "has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), "
     "(SELECT relpersistence::text FROM pg_catalog.pg_class WHERE oid = to_regclass(%s)), "
     "EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass(%s) "
-    "AND attname = 'attempt_digest' AND NOT attisdropped)"
+    "AND attname = 'attempt_digest' AND NOT attisdropped), "
+    "pg_catalog.pg_relation_filenode(to_regclass(%s))"
 )
 SYSTEM_IDENTIFIER = sql.SQL("SELECT system_identifier::text FROM pg_catalog.pg_control_system()")
 DOCTOR_SETTINGS = sql.SQL(
@@ -328,7 +355,7 @@ class Statements:
         self._spend_framed = self._render(self.framed(self._bind(_SPEND + _RETURNING, guard)))
         self._spend_as_framed = self._render(self.framed(self._bind(_SPEND_AS + _RETURNING, guard)))
         self._is_spent_framed = self._render(self.framed(is_spent))
-        self.spend_prepared = self._prepare("spend", _SPEND, guard, 3)
+        self.spend_prepared = self._prepare("spend", _SPEND_PREPARED, guard, 3)
         self.is_spent_prepared = self._prepare("is_spent", _IS_SPENT, guard, 2)
         # A table without the column cannot prepare it (spend_as is refused before I/O).
         label = Prepared(b"decision_ledger_spend_as")
@@ -343,6 +370,7 @@ class Statements:
 
     def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
         numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
+        numbered["key"] = numbered["ns"]  # the namespace, never wrapped in the topology
         body = self._render(self._bind(template, guard, **numbered))
         digest = hashlib.sha256(body).hexdigest()[:24]
         label = f"decision_ledger_{name}_{digest}"
@@ -359,7 +387,11 @@ class Statements:
         values.update(numbered)
         values["ns"] = guard.namespace_value(values["ns"], spend)
         return sql.SQL(template).format(
-            table=self.table, guard=sql.SQL(guard.condition(spend=spend)), **values
+            table=self.table,
+            guard=sql.SQL(guard.condition(spend=spend)),
+            genesis=sql.SQL(guard.condition(spend=False)),
+            write=sql.SQL(guard.write_condition()),
+            **values,
         )
 
     @staticmethod
