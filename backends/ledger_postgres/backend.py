@@ -10,6 +10,8 @@ from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
 if TYPE_CHECKING:
+    from ledger_core.doctor import Check
+
     from .aio import AsyncPostgresLedger
     from .ledger import PostgresLedger
     from .options import Target
@@ -41,6 +43,14 @@ class _PostgresBackend:
         from .options import parse
 
         return await AsyncPostgresLedger.from_target(parse(request))
+
+    def preflight(self, request: OpenRequest) -> list[Check]:
+        """``decision-ledger doctor`` on a table or namespace not set up yet."""
+        require_driver()
+        from .ledger import PostgresLedger
+        from .options import parse
+
+        return PostgresLedger.preflight(parse(request))
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         require_driver()

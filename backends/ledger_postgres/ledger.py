@@ -492,9 +492,34 @@ class PostgresLedger(ReentrantLedgerBase):
         except Exception as exc:
             what = "reading the server's settings"
             raise errors.unavailable(what, exc, self._password) from exc
-        settings = identity.ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
+        settings = identity.settings_from_row(row)
         driver = (psycopg.__version__, psycopg.pq.version())
         return identity.doctor_checks(self._doctor_opened, settings, self._config, *driver)
+
+    @classmethod
+    def preflight(cls, target: Target) -> list[Check]:
+        """``decision-ledger doctor`` before ``setup``: the server's settings read on
+        one connection as an open reads them; nothing is written."""
+        kwargs = {"conninfo": target.conninfo, "password": target.password}
+        ledger = cls(None, target.config, owns_pool=False, **kwargs)
+        st, due = ledger._st, ledger._due()
+        try:
+            with ledger._fresh(due) as conn:
+                row = ledger._run(PROBE, (st.regclass_text,) * 4, due, conn=conn)
+                topology = ledger._run(st.topology, None, due, conn=conn)
+                settings = ledger._run(DOCTOR_SETTINGS, None, due, conn=conn)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            what = "reading the server's settings"
+            raise errors.unavailable(what, exc, target.password) from exc
+        finally:
+            ledger.close()
+        probe = identity.probe_from_row(row)
+        probe = dataclasses.replace(probe, topology=replication.topology_from_row(topology))
+        driver = (psycopg.__version__, psycopg.pq.version())
+        found = identity.settings_from_row(settings)
+        return identity.preflight_checks(probe, found, target.config, *driver)
 
     def reidentify(self) -> None:
         """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``);
