@@ -6,7 +6,8 @@
 ``--per-call`` runs the server with ``fsync = off`` (``ALTER SYSTEM``, for this run only;
 never how a ledger should run) so no commit waits for the disk, whose flush times swing
 far more than the client's work: 30 alternated rounds of 1000 single-thread spends each
-side, wall and thread-CPU microseconds per call, paired per round (median of ours - raw).
+side, wall and thread-CPU microseconds per call, paired per round (median of ours - raw),
+against the hand-written INSERT on the ledger's pool and on a plain connection.
 
 ``--guard-cost`` prices the guard each statement carries (the namespace's genesis row,
 and for a proving ledger's spends ``fsync``, the table's persistence and the standbys):
@@ -44,9 +45,14 @@ def per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
     pool = store.pool_of(own)
     insert, _ = store.statements(sql.Identifier(table))
 
+    plain_conn = psycopg.connect(url, autocommit=True)
+
     def raw() -> None:
         with pool.connection() as conn:
             conn.execute(insert, (NS, _rid("raw"), b"t" * 16))
+
+    def plain() -> None:  # by hand on a plain connection of its own, no pool
+        plain_conn.execute(insert, (NS, _rid("plain"), b"t" * 16))
 
     def ours() -> None:
         own.spend(_rid("ours").decode())
@@ -63,23 +69,27 @@ def per_call(url: str, rounds: int = 30, calls: int = 1000) -> None:
     try:
         for _ in range(calls):  # warm up: pool, prepared statements
             raw()
+            plain()
             ours()
-        got: dict[str, list[tuple[float, float]]] = {"ours": [], "raw": []}
+        got: dict[str, list[tuple[float, float]]] = {"ours": [], "raw": [], "plain": []}
         for i in range(rounds):
-            sides = (("ours", ours), ("raw", raw))
+            sides = (("ours", ours), ("raw", raw), ("plain", plain))
             for side, op in sides if i % 2 == 0 else sides[::-1]:
                 got[side].append(timed(op))
     finally:
         own.close()
-    for k, what in ((0, "wall"), (1, "cpu")):
-        o = statistics.median(x[k] for x in got["ours"])
-        r = statistics.median(x[k] for x in got["raw"])
-        diff = statistics.median(a[k] - b[k] for a, b in zip(got["ours"], got["raw"], strict=True))
-        ratio = statistics.median(b[k] / a[k] for a, b in zip(got["ours"], got["raw"], strict=True))
-        print(
-            f"spend x1 {what:<4} ours {o:6.1f} us  raw {r:6.1f} us  "
-            f"ours-raw {diff:5.1f} us  ratio {ratio:4.2f}"
-        )
+        plain_conn.close()
+    for base in ("raw", "plain"):
+        for k, what in ((0, "wall"), (1, "cpu")):
+            pairs = list(zip(got["ours"], got[base], strict=True))
+            o = statistics.median(x[k] for x in got["ours"])
+            r = statistics.median(x[k] for x in got[base])
+            diff = statistics.median(a[k] - b[k] for a, b in pairs)
+            ratio = statistics.median(b[k] / a[k] for a, b in pairs)
+            print(
+                f"spend x1 {what:<4} ours {o:6.1f} us  {base:<5} {r:6.1f} us  "
+                f"ours-{base} {diff:5.1f} us  ratio {ratio:4.2f}"
+            )
 
 
 def guard_cost(url: str, rounds: int = 20, calls: int = 1000) -> None:
