@@ -344,8 +344,6 @@ class Statements:
     def _build(self, guard: Guard) -> None:
         spend, is_spent = self._bind(_SPEND, guard), self._bind(_IS_SPENT, guard)
         spend_as = self._bind(_SPEND_AS, guard)
-        self.spend = self._render(spend)  # answers with its row count: 1 if it recorded
-        self.spend_as = self._render(spend_as)  # 1: recorded now, or by the same key
         self.is_spent = self._render(is_spent)
         self.page = self._render(self._bind(_PAGE, guard))
         self.namespaces = self._render(self._bind(_NAMESPACES, guard))
