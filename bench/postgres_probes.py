@@ -2,6 +2,7 @@
 
     python -m bench.postgres_probes --per-call     # client work per spend, 1 thread
     python -m bench.postgres_probes --guard-cost   # server work of the in-statement guard
+    python -m bench.postgres_probes --server-cpu   # the spend's server CPU, load or not
 
 ``--per-call`` runs the server with ``fsync = off`` (``ALTER SYSTEM``, for this run only;
 never how a ledger should run) so no commit waits for the disk, whose flush times swing
@@ -13,6 +14,12 @@ against the hand-written INSERT on the ledger's pool and on a plain connection.
 and for a proving ledger's spends ``fsync``, the table's persistence and the standbys):
 a spend's guard evaluated alone (genesis only, durable, full) against a bare SELECT, and
 the raw SELECT against the ledger's guarded read, medians per call.
+
+``--server-cpu`` sends the ledger's own prepared spend statement and the raw INSERT, each
+on its own session of the harness's local server, and reads each backend's CPU time from
+``/proc`` (a shared, loaded machine swings wall times far more than the gap measured;
+a backend's CPU time does not wait for others): microseconds per statement, spent ids and
+new ids, the mean over alternated rounds.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -147,6 +155,48 @@ def guard_cost(url: str, rounds: int = 20, calls: int = 1000) -> None:
         print(f"{name:<18} {statistics.median(times):6.1f} us/call  vs raw {extra:+5.1f} us")
 
 
+def server_cpu(url: str, rounds: int = 12, calls: int = 2000) -> None:
+    """Server CPU per statement: the ledger's prepared spend against the raw INSERT."""
+    import os
+
+    own: Any = open_ledger(url, table="bench_server_cpu")
+    body = own._st.spend_prepared.setup.split(b" AS ", 1)[1]
+    own.close()
+    raw = b'INSERT INTO "public"."bench_server_cpu" (namespace, request_id, token) '
+    raw += b"VALUES ($1, $2, $3) ON CONFLICT (namespace, request_id) DO NOTHING"
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    sides = {"raw": raw, "ledger": body}
+    conns = {name: psycopg.connect(url, autocommit=True) for name in sides}
+    try:
+        for name, statement in sides.items():
+            conns[name].execute(b"PREPARE p (bytea, bytea, bytea) AS " + statement)
+        for spent in (True, False):
+            got: dict[str, list[float]] = {name: [] for name in sides}
+            for i in range(rounds):
+                for name in list(sides) if i % 2 == 0 else list(sides)[::-1]:
+                    pgconn, pid = conns[name].pgconn, conns[name].info.backend_pid
+                    started = cpu(pid)
+                    for _ in range(calls):
+                        rid = b"spent" if spent else _rid(name)
+                        pgconn.exec_prepared(b"p", [NS, rid, os.urandom(16)], [1, 1, 1])
+                    got[name].append((cpu(pid) - started) / calls * 1e6)
+            what = "spent id" if spent else "new id"
+            ours, base = statistics.mean(got["ledger"]), statistics.mean(got["raw"])
+            print(
+                f"{what:<9} server cpu  ledger {ours:6.1f} us  raw {base:6.1f} us  "
+                f"ledger-raw {ours - base:+5.1f} us"
+            )
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
 def _set_fsync(url: str, off: bool) -> None:
     """Server-wide ``fsync`` for the per-call probe (needs a superuser)."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -155,12 +205,15 @@ def _set_fsync(url: str, off: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["--per-call"], ["--guard-cost"]):
+    if argv not in (["--per-call"], ["--guard-cost"], ["--server-cpu"]):
         print(__doc__)
         return 2
     with store.server() as url:
         if argv == ["--guard-cost"]:
             guard_cost(url)
+            return 0
+        if argv == ["--server-cpu"]:
+            server_cpu(url)
             return 0
         _set_fsync(url, off=True)
         try:
