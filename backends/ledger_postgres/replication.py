@@ -143,13 +143,10 @@ def spend_condition(topology: Topology) -> str:
     """What every ``keep-store-id`` spend proves: every physical walsender ``sync``
     (under ``ANY n``: the setting unchanged, at most ``n`` ``quorum``), no idle slot."""
     config = parse_sync_names(topology.sync_names)
-    # One scan of each function per statement: the slots' gives the logical walsenders'
-    # pids (another store's subscribers, not standbys) and whether a physical slot is
-    # idle; the walsenders are read once (twice under ANY).
     senders = (
         "FROM pg_catalog.pg_stat_get_wal_senders() AS w WHERE w.state IS DISTINCT FROM "
-        "'backup' AND NOT coalesce(w.pid = ANY (array_agg(s.active_pid) FILTER (WHERE "
-        "s.slot_type = 'logical' AND s.active_pid IS NOT NULL)), false)"
+        "'backup' AND NOT EXISTS (SELECT FROM pg_catalog.pg_get_replication_slots() AS l "
+        "WHERE l.active_pid = w.pid AND l.slot_type = 'logical')"
     )
     covered = "w.sync_state = 'sync'"
     quorum = ""
@@ -162,9 +159,9 @@ def spend_condition(topology: Topology) -> str:
             f"AND w.sync_state = 'quorum') <= {config.num} AND "
         )
     return (
-        "(SELECT NOT coalesce(bool_or(s.slot_type = 'physical' AND NOT s.active), false) "
-        f"AND {quorum}NOT EXISTS (SELECT {senders} AND NOT coalesce({covered}, false)) "
-        "FROM pg_catalog.pg_get_replication_slots() AS s)"
+        f"{quorum}NOT EXISTS (SELECT {senders} AND NOT coalesce({covered}, false)) "
+        "AND NOT EXISTS (SELECT FROM pg_catalog.pg_get_replication_slots() AS s "
+        "WHERE s.slot_type = 'physical' AND NOT s.active)"
     )
 
 
