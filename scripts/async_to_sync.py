@@ -11,10 +11,12 @@ A source names its target and its renames in its first lines::
     # async-to-sync rename: AsyncRedisLedger=RedisLedger redis.asyncio=redis
 
 Then, token by token (comments and layout kept): ``async`` and ``await`` go; the renames
-apply to names and dotted chains (``RENAMES`` holds the ones every source shares); where
-the flavours really differ, an ``if ASYNC:`` / ``else:`` block keeps only its ``else`` side
-in the sync file (``if not ASYNC:`` the reverse), and the source's ``ASYNC = True`` line
-goes. ``ruff`` then drops the imports the sync side no longer uses and formats the file.
+apply to names, dotted chains and strings that are exactly a renamed name (``__all__``);
+``RENAMES`` holds the ones every source shares, and a source may carry several rename lines
+among the comments it opens with. Where the flavours really differ, an ``if ASYNC:`` /
+``else:`` block keeps only its ``else`` side in the sync file (``if not ASYNC:`` the
+reverse), and the source's ``ASYNC = True`` line goes. ``ruff`` then drops the imports the
+sync side no longer uses and formats the file.
 
 Usage: ``python scripts/async_to_sync.py`` writes every target; ``--check`` writes nothing
 and exits 1 naming each stale one.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import itertools
 import subprocess
@@ -62,9 +65,7 @@ def sources() -> list[Path]:
     found = []
     for root in ROOTS:
         for path in sorted((REPO / root).rglob("*.py")):
-            with path.open(encoding="utf-8") as f:
-                head = [f.readline() for _ in range(5)]
-            if any(line.startswith(DIRECTIVE) for line in head):
+            if any(line.startswith(DIRECTIVE) for line in _leading_comments(path.read_text())):
                 found.append(path)
     return found
 
@@ -72,7 +73,7 @@ def sources() -> list[Path]:
 def directives(text: str, path: Path) -> tuple[Path, dict[str, str]]:
     target: Path | None = None
     renames = dict(RENAMES)
-    for line in text.splitlines()[:5]:
+    for line in _leading_comments(text):
         if line.startswith(RENAME):
             for pair in line[len(RENAME) :].split():
                 old, sep, new = pair.partition("=")
@@ -84,6 +85,16 @@ def directives(text: str, path: Path) -> tuple[Path, dict[str, str]]:
     if target is None or target == path:
         raise SourceError(f"{path}: the directive names no other file")
     return target, renames
+
+
+def _leading_comments(text: str) -> list[str]:
+    """The comment lines a file opens with: where the directives live."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
 
 
 def _is_async_flag(test: ast.expr) -> bool | None:
@@ -185,6 +196,9 @@ def drop_async(text: str, renames: dict[str, str]) -> str:
                     edits.append((tok.start, tok.end, renames[tok.string]))
         elif tok.type == tokenize.NAME and tok.string in renames and "." not in tok.string:
             edits.append((tok.start, tok.end, renames[tok.string]))  # obj.aclose()
+        elif tok.type == tokenize.STRING and tok.string[1:-1] in renames:
+            quote = tok.string[0]  # a name in __all__ or a getattr: "AsyncX" -> "X"
+            edits.append((tok.start, tok.end, quote + renames[tok.string[1:-1]] + quote))
         i += 1
     lines = text.splitlines(keepends=True)
     for (row, col), (end_row, end_col), new in reversed(edits):
@@ -213,6 +227,8 @@ def formatted(text: str, target: Path) -> str:
     """Unused imports dropped, imports sorted, the project's format, as CI checks it."""
     name = str(target.relative_to(REPO))
     ruff = [sys.executable, "-m", "ruff"]
+    if importlib.util.find_spec("ruff") is None:
+        raise SourceError(f"{sys.executable} has no ruff: run this inside the dev venv")
     for args in (
         ["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"],
         ["format", "--quiet"],
