@@ -75,11 +75,6 @@ def deadline_of(budget: float | None) -> float | None:
     return None if budget is None else time.monotonic() + budget
 
 
-def ran_out(deadline: float | None, what: str) -> None:
-    if deadline is not None and time.monotonic() >= deadline:
-        raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
-
-
 # ---------------------------------------------------------------- links
 
 
@@ -100,6 +95,13 @@ class Link:
 
     def close(self) -> None:
         self.closed = True
+
+    def start(self, what: str, deadline: float | None) -> None:
+        """Before a trip: nothing is sent on a closed ledger, or with no time left."""
+        if self.closed:
+            raise LedgerClosed("the ledger is closed")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
 
     def failed(self, exc: BaseException, what: str, *, sent: bool) -> LedgerError:
         """``exc`` mapped (C4); a store that forgot fails the ledger for good."""
@@ -132,7 +134,7 @@ class Pool(Link):
         """One trip: every reply, or the server's error for it; only the first one's
         error raises (a ``WAIT``'s is judged), none with ``every``. A connection whose
         trip fails or is cancelled midway is dropped, never reused."""
-        if self.closed:
+        if self.closed:  # Link.start, inline on the hot path
             raise LedgerClosed("the ledger is closed")
         if deadline is not None and time.monotonic() >= deadline:
             raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
@@ -229,9 +231,7 @@ class Cluster(Link):
         self, commands: Sequence[Command], what: str, deadline: float | None
     ) -> list[Any]:
         (command,) = commands  # no WAIT here: see plan_for
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        ran_out(deadline, what)
+        self.start(what, deadline)
         try:
             try:
                 return [await self.execute(command, deadline)]
@@ -243,9 +243,7 @@ class Cluster(Link):
 
     async def primaries(self, what: str, deadline: float | None) -> list[Any]:
         """Every master: a namespace lives in one slot, but the slot may move mid-scan."""
-        if self.closed:
-            raise LedgerClosed("the ledger is closed")
-        ran_out(deadline, what)
+        self.start(what, deadline)
         try:
             if ASYNC:
                 async with timeout_at(deadline):
@@ -273,7 +271,7 @@ class Cluster(Link):
     async def scan(
         self, node: Any, command: Command, proof: Command | None, what: str, deadline: float | None
     ) -> tuple[Any, Any, Any]:
-        ran_out(deadline, what)
+        self.start(what, deadline)
         try:
             cursors, keys = await self.execute(command, deadline, target_nodes=node)
             # The proof is routed by its slot, right after the page.
@@ -491,36 +489,45 @@ class AsyncRedisLedger(AsyncReentrantLedgerBase):
         return deadline
 
     async def _spend(self, request_id: bytes, digest: bytes | None = None) -> bool:
-        """After a lost reply the same script and value settle it (C5); with ``digest``
-        (C10) the value is token + digest."""
-        value = new_token() if digest is None else new_token() + digest
-        return (await self._spend_ids([request_id], [value], "spend"))[0]
+        """The spend script with a fresh value: a token, or with ``digest`` (C10) token +
+        digest; after a lost reply the same script and value settle it (C5)."""
+        if digest is None:
+            sha, value = self._spend_sha, new_token()
+        else:
+            sha, value = self._spend_as_sha, new_token() + digest
+        key = self._record_prefix + request_id
+        command = ("EVALSHA", sha, 2, self._genesis_key, key, self._proof, value)
+        return (await self._spends([command], [value], "spend"))[0]
 
     _spend_as = _spend
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
-        """Pipelined, 1000 scripts per trip (one per trip on a Cluster)."""
+        """Pipelined, 1000 scripts per trip (one per trip on a Cluster); a repeat within a
+        trip finds its first copy's value: ``False``."""
         ids = [validate_request_id(r) for r in request_ids]
         size, what = (1, "spend") if self._link.cluster else (BATCH, "spend_many")
+        genesis, prefix, proof, sha = (
+            self._genesis_key,
+            self._record_prefix,
+            self._proof,
+            self._spend_sha,
+        )
         out: list[bool] = []
         for i in range(0, len(ids), size):
-            batch = ids[i : i + size]
-            out += await self._spend_ids(batch, [new_token() for _ in batch], what)
+            commands, values = [], []
+            for request_id in ids[i : i + size]:
+                value = new_token()
+                commands.append(("EVALSHA", sha, 2, genesis, prefix + request_id, proof, value))
+                values.append(value)
+            out += await self._spends(commands, values, what)
         return out
 
-    async def _spend_ids(
-        self, request_ids: Sequence[bytes], values: Sequence[bytes], what: str
-    ) -> list[bool]:
-        """A value each (a token, or token + digest for spend_as), so a repeat within the
-        batch finds its first copy's: ``False``; then one ``WAIT`` for all."""
+    async def _spends(self, commands: list[Command], values: list[bytes], what: str) -> list[bool]:
+        """Spend scripts in one trip, then one ``WAIT`` for all, if asked; a lost reply
+        resolved by sending the same again."""
         deadline = await self._begin()
-        genesis, prefix, proof = self._genesis_key, self._record_prefix, self._proof
-        commands: list[Command] = []  # a loop, not a comprehension: no function call
-        for request_id, value in zip(request_ids, values, strict=True):
-            sha = self._spend_sha if len(value) == TOKEN_BYTES else self._spend_as_sha
-            commands.append(("EVALSHA", sha, 2, genesis, prefix + request_id, proof, value))
         if self._wait is not None:
-            commands.append(self._wait)
+            commands = [*commands, self._wait]
         failure: ReplyLost | None = None
         try:
             replies = await self._link.call(commands, what, deadline)

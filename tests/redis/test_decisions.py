@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import pytest
 from redis.crc import key_slot
@@ -88,7 +89,9 @@ def _spend_commands(plan: Plan, request_id: bytes, value: bytes) -> list[command
     """What one spend sends: the ledger's own commands, recorded."""
     ack = [1, 9] if plan.wait is not None and plan.wait[0] == "WAITAOF" else 9
     ledger, link = _ledger(plan, [None, ack])
-    ledger._spend_ids([request_id], [value], "spend")
+    token, digest = value[:16], value[16:] or None
+    with mock.patch("ledger_redis.ledger.new_token", return_value=token):
+        assert ledger._spend(request_id, digest) is True
     (sent,) = link.sent
     return sent
 
