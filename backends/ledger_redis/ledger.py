@@ -471,18 +471,14 @@ class RedisLedger(ReentrantLedgerBase):
         trip finds its first copy's value: ``False``."""
         ids = [validate_request_id(r) for r in request_ids]
         size, what = (1, "spend") if self._link.cluster else (BATCH, "spend_many")
-        genesis, prefix, proof, sha = (
-            self._genesis_key,
-            self._record_prefix,
-            self._proof,
-            self._spend_sha,
-        )
+        head = ("EVALSHA", self._spend_sha, 2, self._genesis_key)  # then key, proof, value
+        prefix, proof = self._record_prefix, self._proof
         out: list[bool] = []
         for i in range(0, len(ids), size):
             commands, values = [], []
             for request_id in ids[i : i + size]:
                 value = new_token()
-                commands.append(("EVALSHA", sha, 2, genesis, prefix + request_id, proof, value))
+                commands.append((*head, prefix + request_id, proof, value))
                 values.append(value)
             out += self._spends(commands, values, what)
         return out
@@ -533,16 +529,12 @@ class RedisLedger(ReentrantLedgerBase):
         its ids live in one slot, but the client sends one command at a time)."""
         ids = [validate_request_id(r) for r in request_ids]
         size = 1 if self._link.cluster else BATCH
-        genesis, prefix, proof, sha = (
-            self._genesis_key,
-            self._record_prefix,
-            self._proof,
-            self._read_sha,
-        )
+        head = ("EVALSHA", self._read_sha, 2, self._genesis_key)  # then key, proof
+        prefix, proof = self._record_prefix, self._proof
         out: list[bool] = []
         for i in range(0, len(ids), size):
             deadline = self._begin()
-            commands = [("EVALSHA", sha, 2, genesis, prefix + r, proof) for r in ids[i : i + size]]
+            commands = [(*head, prefix + r, proof) for r in ids[i : i + size]]
             replies = self._link.call(commands, "is_spent_many", deadline)
             for reply in replies:  # only the first one's error raised: each is judged
                 if isinstance(reply, Exception):
