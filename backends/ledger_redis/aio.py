@@ -1,11 +1,11 @@
 # async-to-sync: ledger.py
 # async-to-sync rename: AsyncRedisLedger=RedisLedger pages_async=pages redis.asyncio=redis
 # async-to-sync rename: AsyncReentrantLedgerBase=ReentrantLedgerBase
-"""The Redis ledger, written once: this async source calls ``redis.asyncio`` directly, and
-the sync flavour (``ledger.py``, redis-py's sync objects) is generated from it.
+"""The Redis ledger, written once: ``aio.py`` calls ``redis.asyncio`` directly, and
+``ledger.py``, the sync flavour on redis-py's sync objects, is generated from it.
 
-A spend reads top-down: ``spend`` (``ledger_core.base``) -> ``_spend`` -> ``_spend_ids``
--> ``call`` -> the driver. One genesis-proving Lua script per spend or read (one round
+A spend reads top-down: ``spend`` (``ledger_core.base``) -> ``_spend`` -> ``_spends`` ->
+``Pool.call`` -> the driver. One genesis-proving Lua script per spend or read (one round
 trip, ``WAIT`` pipelined in it), never an expiry.
 
 Standalone (:class:`Pool`) speaks on one pooled connection per trip, so nothing sent
