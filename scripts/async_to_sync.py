@@ -15,8 +15,9 @@ apply to names, dotted chains and strings that are exactly a renamed name (``__a
 ``RENAMES`` holds the ones every source shares, and a source may carry several rename lines
 among the comments it opens with. Where the flavours really differ, an ``if ASYNC:`` /
 ``else:`` block keeps only its ``else`` side in the sync file (``if not ASYNC:`` the
-reverse), and the source's ``ASYNC = True`` line goes. ``ruff`` then drops the imports the
-sync side no longer uses and formats the file.
+reverse; in an expression ``a if ASYNC else b`` keeps ``b``), and the source's
+``ASYNC = True`` line goes (``ASYNC: Final = True`` lets mypy skip the sync side there).
+``ruff`` then drops the imports the sync side no longer uses and formats the file.
 
 Usage: ``python scripts/async_to_sync.py`` writes every target; ``--check`` writes nothing
 and exits 1 naming each stale one.
@@ -115,12 +116,39 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def _offset(lines: list[str], lineno: int, col: int) -> int:
+    """A character offset into the text from ast's (line, UTF-8 byte column)."""
+    line = lines[lineno - 1]
+    return sum(map(len, lines[: lineno - 1])) + len(line.encode()[:col].decode())
+
+
+def keep_sync_expressions(text: str, path: Path) -> str:
+    """Each ``a if ASYNC else b`` replaced by ``b`` (``not ASYNC``: by ``a``)."""
+    lines = text.splitlines(keepends=True)
+    spans: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.IfExp) and (flag := _is_async_flag(node.test)) is not None:
+            kept = ast.get_source_segment(text, node.orelse if flag else node.body)
+            assert kept is not None
+            assert node.end_lineno is not None
+            start = _offset(lines, node.lineno, node.col_offset)
+            end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
+            spans.append((start, end, f"({kept})" if "\n" in kept else kept))
+    done = len(text) + 1
+    for start, end, kept in sorted(spans, reverse=True):
+        if end <= done:  # an inner one inside an outer one goes with it
+            text = text[:start] + kept + text[end:]
+            done = start
+    return text
+
+
 def keep_sync_side(text: str, path: Path) -> str:
     """Each ``if ASYNC:`` block replaced by its sync side, dedented to the ``if``."""
+    text = keep_sync_expressions(text, path)
     lines = text.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []  # 0-based [start, end) -> new lines
     for node in ast.walk(ast.parse(text, str(path))):
-        if isinstance(node, ast.Assign) and _assigns_async_flag(node):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and _assigns_async_flag(node):
             edits.append((node.lineno - 1, node.end_lineno or node.lineno, []))
         if not isinstance(node, ast.If) or (flag := _is_async_flag(node.test)) is None:
             continue
@@ -144,12 +172,9 @@ def keep_sync_side(text: str, path: Path) -> str:
     return "".join(lines)
 
 
-def _assigns_async_flag(node: ast.Assign) -> bool:
-    return (
-        len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == "ASYNC"
-    )
+def _assigns_async_flag(node: ast.Assign | ast.AnnAssign) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "ASYNC"
 
 
 def _elif(lines: list[str], node: ast.If) -> bool:

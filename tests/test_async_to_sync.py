@@ -101,3 +101,9 @@ def test_directives_may_take_several_lines(tool: ModuleType) -> None:
     target, renames = tool.directives(text, Path("/x/aio.py"))
     assert target == Path("/x/ledger.py")
     assert (renames["A"], renames["C"]) == ("B", "D")
+
+
+def test_keeps_the_sync_side_of_an_expression(tool: ModuleType) -> None:
+    source = "ASYNC: Final = True\nbound = timeout_at(d) if ASYNC else Bound(d)\n"
+    text = tool.keep_sync_side(source, Path("aio.py"))
+    assert text == "bound = Bound(d)\n"
