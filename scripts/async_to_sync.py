@@ -288,7 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for source in sources():
-        target, text = generate(source)
+        try:
+            target, text = generate(source)
+        except SourceError as exc:
+            print(f"async_to_sync: {exc}", file=sys.stderr)
+            return 2
         current = target.read_text(encoding="utf-8") if target.exists() else None
         if current == text:
             continue
