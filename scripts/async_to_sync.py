@@ -11,10 +11,13 @@ A source names its target and its renames in its first lines::
     # async-to-sync rename: AsyncRedisLedger=RedisLedger redis.asyncio=redis
 
 Then, token by token (comments and layout kept): ``async`` and ``await`` go; the renames
-apply to names and dotted chains (``RENAMES`` holds the ones every source shares); where
-the flavours really differ, an ``if ASYNC:`` / ``else:`` block keeps only its ``else`` side
-in the sync file (``if not ASYNC:`` the reverse), and the source's ``ASYNC = True`` line
-goes. ``ruff`` then drops the imports the sync side no longer uses and formats the file.
+apply to names, dotted chains and strings that are exactly a renamed name (``__all__``);
+``RENAMES`` holds the ones every source shares, and a source may carry several rename lines
+among the comments it opens with. Where the flavours really differ, an ``if ASYNC:`` /
+``else:`` block keeps only its ``else`` side in the sync file (``if not ASYNC:`` the
+reverse; in an expression ``a if ASYNC else b`` keeps ``b``), and the source's
+``ASYNC = True`` line goes (``ASYNC: Final = True`` lets mypy skip the sync side there).
+``ruff`` then drops the imports the sync side no longer uses and formats the file.
 
 Usage: ``python scripts/async_to_sync.py`` writes every target; ``--check`` writes nothing
 and exits 1 naming each stale one.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import itertools
 import subprocess
@@ -62,9 +66,7 @@ def sources() -> list[Path]:
     found = []
     for root in ROOTS:
         for path in sorted((REPO / root).rglob("*.py")):
-            with path.open(encoding="utf-8") as f:
-                head = [f.readline() for _ in range(5)]
-            if any(line.startswith(DIRECTIVE) for line in head):
+            if any(line.startswith(DIRECTIVE) for line in _leading_comments(path.read_text())):
                 found.append(path)
     return found
 
@@ -72,7 +74,7 @@ def sources() -> list[Path]:
 def directives(text: str, path: Path) -> tuple[Path, dict[str, str]]:
     target: Path | None = None
     renames = dict(RENAMES)
-    for line in text.splitlines()[:5]:
+    for line in _leading_comments(text):
         if line.startswith(RENAME):
             for pair in line[len(RENAME) :].split():
                 old, sep, new = pair.partition("=")
@@ -84,6 +86,16 @@ def directives(text: str, path: Path) -> tuple[Path, dict[str, str]]:
     if target is None or target == path:
         raise SourceError(f"{path}: the directive names no other file")
     return target, renames
+
+
+def _leading_comments(text: str) -> list[str]:
+    """The comment lines a file opens with: where the directives live."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
 
 
 def _is_async_flag(test: ast.expr) -> bool | None:
@@ -104,12 +116,39 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def _offset(lines: list[str], lineno: int, col: int) -> int:
+    """A character offset into the text from ast's (line, UTF-8 byte column)."""
+    line = lines[lineno - 1]
+    return sum(map(len, lines[: lineno - 1])) + len(line.encode()[:col].decode())
+
+
+def keep_sync_expressions(text: str, path: Path) -> str:
+    """Each ``a if ASYNC else b`` replaced by ``b`` (``not ASYNC``: by ``a``)."""
+    lines = text.splitlines(keepends=True)
+    spans: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.IfExp) and (flag := _is_async_flag(node.test)) is not None:
+            kept = ast.get_source_segment(text, node.orelse if flag else node.body)
+            assert kept is not None
+            assert node.end_lineno is not None
+            start = _offset(lines, node.lineno, node.col_offset)
+            end = _offset(lines, node.end_lineno, node.end_col_offset or 0)
+            spans.append((start, end, f"({kept})" if "\n" in kept else kept))
+    done = len(text) + 1
+    for start, end, kept in sorted(spans, reverse=True):
+        if end <= done:  # an inner one inside an outer one goes with it
+            text = text[:start] + kept + text[end:]
+            done = start
+    return text
+
+
 def keep_sync_side(text: str, path: Path) -> str:
     """Each ``if ASYNC:`` block replaced by its sync side, dedented to the ``if``."""
+    text = keep_sync_expressions(text, path)
     lines = text.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []  # 0-based [start, end) -> new lines
     for node in ast.walk(ast.parse(text, str(path))):
-        if isinstance(node, ast.Assign) and _assigns_async_flag(node):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and _assigns_async_flag(node):
             edits.append((node.lineno - 1, node.end_lineno or node.lineno, []))
         if not isinstance(node, ast.If) or (flag := _is_async_flag(node.test)) is None:
             continue
@@ -133,12 +172,9 @@ def keep_sync_side(text: str, path: Path) -> str:
     return "".join(lines)
 
 
-def _assigns_async_flag(node: ast.Assign) -> bool:
-    return (
-        len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == "ASYNC"
-    )
+def _assigns_async_flag(node: ast.Assign | ast.AnnAssign) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == "ASYNC"
 
 
 def _elif(lines: list[str], node: ast.If) -> bool:
@@ -185,6 +221,9 @@ def drop_async(text: str, renames: dict[str, str]) -> str:
                     edits.append((tok.start, tok.end, renames[tok.string]))
         elif tok.type == tokenize.NAME and tok.string in renames and "." not in tok.string:
             edits.append((tok.start, tok.end, renames[tok.string]))  # obj.aclose()
+        elif tok.type == tokenize.STRING and tok.string[1:-1] in renames:
+            quote = tok.string[0]  # a name in __all__ or a getattr: "AsyncX" -> "X"
+            edits.append((tok.start, tok.end, quote + renames[tok.string[1:-1]] + quote))
         i += 1
     lines = text.splitlines(keepends=True)
     for (row, col), (end_row, end_col), new in reversed(edits):
@@ -213,6 +252,8 @@ def formatted(text: str, target: Path) -> str:
     """Unused imports dropped, imports sorted, the project's format, as CI checks it."""
     name = str(target.relative_to(REPO))
     ruff = [sys.executable, "-m", "ruff"]
+    if importlib.util.find_spec("ruff") is None:
+        raise SourceError(f"{sys.executable} has no ruff: run this inside the dev venv")
     for args in (
         ["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"],
         ["format", "--quiet"],
@@ -247,7 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for source in sources():
-        target, text = generate(source)
+        try:
+            target, text = generate(source)
+        except SourceError as exc:
+            print(f"async_to_sync: {exc}", file=sys.stderr)
+            return 2
         current = target.read_text(encoding="utf-8") if target.exists() else None
         if current == text:
             continue

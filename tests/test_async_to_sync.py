@@ -88,3 +88,22 @@ def test_refuses_an_elif_on_the_flag(tool: ModuleType) -> None:
 def test_a_source_must_name_another_file(tool: ModuleType) -> None:
     with pytest.raises(tool.SourceError, match="names no other file"):
         tool.directives("# async-to-sync: aio.py\n", Path("/x/aio.py"))
+
+
+def test_renames_a_name_in_all_but_not_a_sentence(tool: ModuleType) -> None:
+    source = '__all__ = ["AsyncThing"]\nnote = "AsyncThing is async"\n'
+    text = tool.drop_async(source, {"AsyncThing": "Thing"})
+    assert text == '__all__ = ["Thing"]\nnote = "AsyncThing is async"\n'
+
+
+def test_directives_may_take_several_lines(tool: ModuleType) -> None:
+    text = "# async-to-sync: ledger.py\n# async-to-sync rename: A=B\n# async-to-sync rename: C=D\n"
+    target, renames = tool.directives(text, Path("/x/aio.py"))
+    assert target == Path("/x/ledger.py")
+    assert (renames["A"], renames["C"]) == ("B", "D")
+
+
+def test_keeps_the_sync_side_of_an_expression(tool: ModuleType) -> None:
+    source = "ASYNC: Final = True\nbound = timeout_at(d) if ASYNC else Bound(d)\n"
+    text = tool.keep_sync_side(source, Path("aio.py"))
+    assert text == "bound = Bound(d)\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ledger_core.doctor import Check
 from ledger_core.errors import InvalidLedgerURL, MissingDriver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
@@ -43,20 +44,36 @@ class _MongoBackend:
     def open(self, request: OpenRequest) -> Any:
         target = parse(request)
         pymongo = _pymongo()
-        from .ledger import MongoLedger, SyncConnection
+        from .ledger import MongoLedger
 
         make = functools.partial(_client, target, pymongo.MongoClient)  # again in a forked child
-        conn = SyncConnection(make(), target.database, owned=True, rebuild=make)
-        return MongoLedger.open_on(conn, target.settings, target.location)
+        return MongoLedger.open_on(
+            make(), target.database, target.settings, target.location, owned=True, rebuild=make
+        )
 
     async def open_async(self, request: OpenRequest) -> Any:
         target = parse(request)
         pymongo = _pymongo()
-        from .aio import AsyncConnection, AsyncMongoLedger
+        from .aio import AsyncMongoLedger
 
         client = _client(target, pymongo.AsyncMongoClient)
-        conn = AsyncConnection(client, target.database, owned=True)
-        return await AsyncMongoLedger.open_on(conn, target.settings, target.location)
+        return await AsyncMongoLedger.open_on(
+            client, target.database, target.settings, target.location, owned=True
+        )
+
+    def preflight(self, request: OpenRequest) -> list[Check]:
+        """``decision-ledger doctor`` on a store not set up yet: the server's settings,
+        read as an open reads them; nothing is written."""
+        target = parse(request)
+        pymongo = _pymongo()
+        from .ledger import MongoLedger
+
+        client = _client(target, pymongo.MongoClient)
+        ledger = MongoLedger(client, target.database, target.settings, owned=True)
+        try:
+            return ledger.settings_checks()
+        finally:
+            ledger.close()
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """The collection and the namespace's genesis, created if missing (idempotent)."""

@@ -1,14 +1,17 @@
-"""PyMongo exceptions -> the ledger's errors: not sent, rejected, or an unknown outcome
-(a lost reply: a spend settles it, C5). Messages never carry a URL's credentials."""
+"""PyMongo exceptions and the server's replies -> the ledger's errors: not sent, rejected,
+or an unknown outcome (a lost reply: a spend settles it, C5). No I/O; messages never
+carry a URL's credentials."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from pymongo import errors as pm
 
-from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable
+from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
 
 # The collection by this name is not the one this ledger opened (MongoDB >= 6.0 with
 # ``collectionUUID``), or it is gone.
@@ -16,6 +19,11 @@ FORGOT_CODES = frozenset({361, 26})  # CollectionUUIDMismatch, NamespaceNotFound
 DUPLICATE_KEY = 11000
 NAMESPACE_EXISTS = 48
 _CREDENTIALS = re.compile(r"(://)[^@/\s]*@")
+
+
+class NotPrimary(UnsafeStoreConfig):
+    """The server answering is not a writable primary (a direct connection to a member
+    that is, or became, a secondary): nothing may be spent or read there."""
 
 
 class Outcome(Enum):
@@ -63,3 +71,23 @@ def ambiguous(failure: BaseException, settle: BaseException) -> AmbiguousSpend:
         "MongoDB spend: the reply was lost and settling it failed too, so the write may "
         f"or may not have landed (treat as spent): {describe(failure)}; then {describe(settle)}"
     )
+
+
+def first_batch(reply: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A cursor reply's documents (a single-batch ``find``, ``listCollections``...)."""
+    cursor = reply.get("cursor") or {}
+    return list(cursor.get("firstBatch") or [])
+
+
+def check_write_concern(reply: Mapping[str, Any], what: str) -> None:
+    """A write whose write concern failed may not be durable: unavailable."""
+    wce = reply.get("writeConcernError")
+    if wce:
+        raise LedgerUnavailable(f"MongoDB {what}: write concern failed ({wce.get('code')})")
+
+
+def unless_duplicate(reply: Mapping[str, Any], what: str) -> None:
+    """An insert whose document is there now (ours, or a racing opener's)."""
+    codes = {e.get("code") for e in reply.get("writeErrors") or []}
+    if codes - {DUPLICATE_KEY}:
+        raise LedgerUnavailable(f"MongoDB refused the {what}: {sorted(codes)}")

@@ -167,14 +167,21 @@ MONGODB_MINIMUM = (4, 0)
 GUARD_UUID_FROM = (6, 0)
 
 
-def _fact_lines(facts: Facts) -> list[tuple[str, str]]:
-    """What the doctor says of each fact :meth:`Facts.refusals` judges, when it passes."""
+def _fact_lines(facts: Facts, exists: bool = True) -> list[tuple[str, str]]:
+    """What the doctor says of each fact :meth:`Facts.refusals` judges, when it passes
+    (``exists``: the collection is there; else what ``setup`` would create)."""
     options = facts.collection.get("options") or {}
     collation = (options.get("collation") or {}).get("locale", "simple")
     engine = (facts.status or {}).get("storageEngine") or {}
+    made = "a plain collection, collation simple, no TTL index"
     lines = [
         ("deployment", f"deployment {facts.deployment}"),
-        ("collection", f"a plain collection, collation {collation}, no TTL index"),
+        (
+            "collection",
+            f"a plain collection, collation {collation}, no TTL index"
+            if exists
+            else f"no collection yet: setup creates {made}",
+        ),
     ]
     if facts.kind == "nx-27017":
         lines.append(
@@ -187,8 +194,8 @@ def _fact_lines(facts: Facts) -> list[tuple[str, str]]:
     return lines
 
 
-def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) -> list[Check]:
-    """The doctor's lines, from the facts read at open; no I/O."""
+def _lines(facts: Facts, durability: str, driver: str, exists: bool) -> tuple[Fact, list[Fact]]:
+    """The ``versions`` line and the configuration lines, judged as an open judges them."""
     said = facts.build.get("version")
     needs = "the hello command every open sends"
     if facts.guard_uuid is not None:
@@ -208,8 +215,20 @@ def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) 
     concern = "write concern w: majority, j: true on every write (sent with each command)"
     lines = [
         Fact(concern),
-        *topics(_fact_lines(facts), facts.refusals(durability), "docs/mongodb.md"),
+        *topics(_fact_lines(facts, exists), facts.refusals(durability), "docs/mongodb.md"),
     ]
     if facts.kind == "nx-27017":
         lines.append(Fact("nx-27017 reports no storage engine", None))
-    return report(info, version, lines)
+    return version, lines
+
+
+def doctor_checks(facts: Facts, info: LedgerInfo, durability: str, driver: str) -> list[Check]:
+    """The doctor's lines, from the facts read at open; no I/O."""
+    return report(info, *_lines(facts, durability, driver, True))
+
+
+def settings_checks(facts: Facts, durability: str, driver: str, exists: bool) -> list[Check]:
+    """The server's settings alone, as the doctor judges them for a ledger: for a store
+    not set up yet (no genesis, so no identity to judge; ``exists``: the collection)."""
+    version, lines = _lines(facts, durability, driver, exists)
+    return [version.check(), *(line.check() for line in lines)]

@@ -3,40 +3,39 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
 from typing import Any
 
 from ledger_core.errors import LedgerError, LedgerUnavailable
 from ledger_core.opening import Route, reroute_address
 from ledger_core.scratch import prefix_bounds, require_scratch_prefix, scratch_request
-from ledger_core.steps import run_steps
 from ledger_core.urls import LedgerURL
 
 from .options import parse
 
 
-def remove_scratch_steps(collection: str, prefix: str) -> Generator[Any, Any, int]:
+def remove_scratch_in(db: Any, collection: str, prefix: str) -> int:
     """The genesis documents of the namespaces named ``prefix...`` FIRST (a ledger still
     open on one fails closed before any record of it goes: a delete is not atomic across
     documents), then every other document whose ``ns`` starts with ``prefix`` (found by
     ``ns``, so a removal interrupted between the two still removes them); how many
-    namespaces."""
-    from .commands import genesis_key, write
-    from .decisions import _listed, _raise_write_concern
+    namespaces. ``db``: a PyMongo ``Database``."""
+    from .aio import GENESIS_PREFIX, MAJORITY
+    from .errors import check_write_concern, first_batch
 
     low, high = prefix_bounds(prefix)
-    if not (yield from _listed(collection)):
-        # Asked first: some servers (nx-27017) would create the collection to delete.
+    # Asked first: some servers (nx-27017) would create the collection to delete. They
+    # also list every collection whatever the filter: matched by name again.
+    listed = db.command({"listCollections": 1, "filter": {"name": collection}})
+    if not any(entry.get("name") == collection for entry in first_batch(listed)):
         raise LedgerUnavailable(f"remove_scratch: no ledger collection {collection!r} here")
     removed = None
     for flt in (
-        {"_id": {"$gte": genesis_key(low), "$lt": genesis_key(high)}},
+        {"_id": {"$gte": GENESIS_PREFIX + low, "$lt": GENESIS_PREFIX + high}},
         {"ns": {"$regex": "^" + re.escape(prefix)}, "g": {"$exists": False}},
     ):
-        reply = yield write(
-            [("delete", collection), ("deletes", [{"q": flt, "limit": 0}])], "remove_scratch"
-        )
-        _raise_write_concern(reply, "remove_scratch")
+        delete = {"delete": collection, "deletes": [{"q": flt, "limit": 0}]}
+        reply = db.command({**delete, "writeConcern": MAJORITY})
+        check_write_concern(reply, "remove_scratch")
         failures = reply.get("writeErrors") or []
         if failures:
             codes = sorted({f.get("code") for f in failures}, key=str)
@@ -53,21 +52,20 @@ class Hooks:
     def remove_scratch(self, url: LedgerURL, prefix: str) -> int:
         from .backend import _client, _pymongo  # the driver: reroute needs none
         from .errors import unavailable
-        from .ledger import SyncConnection
 
         checked = require_scratch_prefix(prefix)
         target = parse(scratch_request(url))
-        conn = SyncConnection(_client(target, _pymongo().MongoClient), target.database, owned=True)
+        client = _client(target, _pymongo().MongoClient)
         try:
-            return run_steps(
-                remove_scratch_steps(target.settings.collection, checked), conn.perform
+            return remove_scratch_in(
+                client.get_database(target.database), target.settings.collection, checked
             )
         except LedgerError:
             raise
         except Exception as exc:
             raise unavailable(f"remove_scratch on {target.location}", exc) from exc
         finally:
-            conn.close()
+            client.close()
 
 
 HOOKS = Hooks()

@@ -10,6 +10,8 @@ from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
 if TYPE_CHECKING:
+    from ledger_core.doctor import Check
+
     from .aio import AsyncPostgresLedger
     from .ledger import PostgresLedger
     from .options import Target
@@ -42,6 +44,14 @@ class _PostgresBackend:
 
         return await AsyncPostgresLedger.from_target(parse(request))
 
+    def preflight(self, request: OpenRequest) -> list[Check]:
+        """``decision-ledger doctor`` on a table or namespace not set up yet."""
+        require_driver()
+        from .ledger import PostgresLedger
+        from .options import parse
+
+        return PostgresLedger.preflight(parse(request))
+
     def setup(self, request: OpenRequest) -> LedgerInfo:
         require_driver()
         from .options import parse
@@ -53,25 +63,9 @@ BACKEND = _PostgresBackend()
 
 
 def _setup(target: Target) -> LedgerInfo:
-    import psycopg
+    from .ledger import PostgresLedger
 
-    from ledger_core.steps import run_steps
-
-    from . import decisions
-    from .commands import Op, Row, Statements
-    from .identity import Opened
-    from .ledger import run_op
-
-    st = Statements(target.config)
-    # No deadline of ours: each connection is bounded by libpq's connect_timeout.
-    steps = decisions.open_ledger(st, target.location, target.password, float("inf"), setup=True)
-
-    def run(op: Op) -> Row:
-        with psycopg.connect(target.conninfo, autocommit=True) as conn:
-            return run_op(conn, op)
-
-    opened: Opened = run_steps(steps, run)
-    return opened.info
+    return PostgresLedger.setup_target(target).info
 
 
 def setup(url_or_conninfo: str, **options: Any) -> LedgerInfo:

@@ -11,9 +11,9 @@ from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
 from . import replication
-from .commands import Guard
 from .options import PgConfig
 from .replication import Topology
+from .statements import Guard
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Probe:
     persistence: str | None = None  # pg_class.relpersistence: p(ermanent), u(nlogged), t(emp)
     has_attempt_column: bool = False  # C10's attempt_digest (tables made before lack it)
     topology: Topology | None = None  # the standbys the primary reports (replication.py)
+    filenode: int | None = None  # the table's storage file (Guard.write_condition)
 
 
 def probe_from_row(row: tuple[Any, ...]) -> Probe:
@@ -37,6 +38,7 @@ def probe_from_row(row: tuple[Any, ...]) -> Probe:
         may_read_control=bool(row[4]),
         persistence=None if row[5] is None else str(row[5]),
         has_attempt_column=bool(row[6]),
+        filenode=None if row[7] is None else int(row[7]),
     )
 
 
@@ -129,7 +131,14 @@ def ledger_info(
     if reason is None and config.failover == replication.KEEP and probe.topology is not None:
         topology = replication.spend_condition(probe.topology)
     guard = Guard(
-        config.namespace_bytes, genesis, probe.table_oid, reason is None, topology, timeline, xmin
+        config.namespace_bytes,
+        genesis,
+        probe.table_oid,
+        reason is None,
+        topology,
+        timeline,
+        xmin,
+        probe.filenode,
     )
     return Opened(info, guard, probe.has_attempt_column, probe)
 
@@ -158,12 +167,38 @@ def _version_of(number: int) -> tuple[int, ...]:
     return (number // 10000, number // 100 % 100)
 
 
+def settings_from_row(row: tuple[Any, ...]) -> ServerSettings:
+    return ServerSettings(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
+
+
 def doctor_checks(
     opened: Opened, settings: ServerSettings, config: PgConfig, driver: str, libpq: int
 ) -> list[Check]:
     """The facts open decided on, judged by the same refusals, and the re-read settings."""
-    info = opened.info
-    version = version_fact(
+    version = _version(settings, driver, libpq)
+    facts = [] if opened.probe is None else _server_facts(opened.probe, config)
+    return report(opened.info, version, [*facts, *_settings_facts(settings)])
+
+
+def preflight_checks(
+    probe: Probe, settings: ServerSettings, config: PgConfig, driver: str, libpq: int
+) -> list[Check]:
+    """``decision-ledger doctor`` before ``setup``: the server's settings read as an open
+    reads them, judged by the same refusals, and what ``setup`` would create."""
+    if probe.table_oid is None:
+        creates = Fact(f"table {config.qualified} does not exist yet: setup creates it", None)
+    else:
+        creates = Fact(
+            f"table {config.qualified} exists: setup writes the genesis of namespace "
+            f"{config.namespace!r}",
+            None,
+        )
+    facts = [creates, *_server_facts(probe, config), *_settings_facts(settings)]
+    return [_version(settings, driver, libpq).check(), *(fact.check() for fact in facts)]
+
+
+def _version(settings: ServerSettings, driver: str, libpq: int) -> Fact:
+    return version_fact(
         "PostgreSQL",
         _version_of(settings.version_num),
         POSTGRES_MINIMUM,
@@ -171,12 +206,13 @@ def doctor_checks(
         f"psycopg {driver} (libpq {'.'.join(map(str, _version_of(libpq)))})",
         shown=settings.version,
     )
-    probe = opened.probe
-    facts: list[Fact] = []
-    if probe is not None:
-        why = _fsync_refusal(probe)
-        fix = "set fsync = on (postgresql.conf), reload"
-        facts.append(Fact.judged(why is None, f"fsync {probe.fsync}", why or "", fix))
+
+
+def _server_facts(probe: Probe, config: PgConfig) -> list[Fact]:
+    why = _fsync_refusal(probe)
+    fix = "set fsync = on (postgresql.conf), reload"
+    facts = [Fact.judged(why is None, f"fsync {probe.fsync}", why or "", fix)]
+    if probe.table_oid is not None:
         kind = _PERSISTENCE.get(probe.persistence or "", probe.persistence or "unknown")
         why = _persistence_refusal(probe)
         table = config.qualified
@@ -184,8 +220,13 @@ def doctor_checks(
         facts.append(
             Fact.judged(why is None, f"table {table} is {kind}", f"table {table}: {why}", fix)
         )
-        facts.append(Fact("a primary (not in recovery)"))
-        facts += replication.doctor_facts(probe.topology, config.failover)
+    standby = "the server is a standby (in recovery): a ledger opens on the primary only"
+    fix = "name the primary in the URL, or add target_session_attrs=read-write"
+    facts.append(Fact.judged(not probe.in_recovery, "a primary (not in recovery)", standby, fix))
+    return facts + replication.doctor_facts(probe.topology, config.failover)
+
+
+def _settings_facts(settings: ServerSettings) -> list[Fact]:
     commit = (
         "synchronous_commit on for every spend (set by the ledger; the server's "
         f"default is {settings.synchronous_commit})"
@@ -194,4 +235,4 @@ def doctor_checks(
         f"full_page_writes {settings.full_page_writes} (not checked by the ledger; off "
         "risks torn pages after a power loss)"
     )
-    return report(info, version, [*facts, Fact(commit), Fact(pages, None)])
+    return [Fact(commit), Fact(pages, None)]

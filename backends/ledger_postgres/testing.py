@@ -24,11 +24,12 @@ class _Hooks:
 
         require_driver()
         from psycopg import sql
+        from psycopg.rows import tuple_row
 
         from . import errors
-        from .commands import Op, Statements, bytea_literal
-        from .ledger import connect_within, run_op
+        from .connect import connect_within
         from .options import parse
+        from .statements import Statements, bytea_literal
 
         low, high = prefix_bounds(prefix)
         target = parse(scratch_request(url))
@@ -38,10 +39,13 @@ class _Hooks:
             low=sql.SQL(bytea_literal(low.encode()).decode()),
             high=sql.SQL(bytea_literal(high.encode()).decode()),
         )
-        op = Op(st.framed(statement), result=Statements.FRAMED_RESULT)
         try:
             with connect_within(target.conninfo, target.config.timeout) as conn:
-                row = run_op(conn, op)
+                cursor = conn.cursor(row_factory=tuple_row)
+                cursor.execute(st.framed(statement))
+                for _ in range(Statements.FRAMED_RESULT):
+                    cursor.nextset()
+                row = cursor.fetchone()
         except Exception as exc:
             if getattr(exc, "sqlstate", None) == "42P01":  # undefined_table
                 raise errors.missing_table(target.config.qualified) from exc

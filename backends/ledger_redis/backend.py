@@ -3,7 +3,7 @@ clients built here have finite timeouts and no driver retries."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.opening import OpenRequest
@@ -12,10 +12,9 @@ from ledger_core.urls import LedgerURL
 from .errors import driver_error, redis_module, url_refused
 from .options import Target, parse
 
-if TYPE_CHECKING:
-    from .decisions import Transport
-
-Opening = tuple[Target, "Transport", Any]
+# The target, the ledger's link to it (``Pool`` or ``Cluster`` of the flavour asked), and
+# what closes the client.
+Opening = tuple[Target, Any, Any]
 
 
 def _target(request: OpenRequest, *, cluster: bool) -> Target:
@@ -49,6 +48,15 @@ def _no_retry(*, aio: bool) -> Any:
     return retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
+def _flavour(aio: bool) -> Any:
+    """The ledger module of that flavour (its ``Pool``, ``Cluster``, ledger class)."""
+    if aio:
+        from . import aio as flavour
+    else:
+        from . import ledger as flavour  # type: ignore[no-redef]
+    return flavour
+
+
 class _RedisBackend:
     testing = "ledger_redis.testing:HOOKS"
 
@@ -62,37 +70,35 @@ class _RedisBackend:
         )
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
-        from .decisions import Pool
-
         target = _target(request, cluster=False)
         pool = self._pool(target, request.url, aio=aio)
-        transport = Pool(pool, target.location, budget=target.options.timeout)
-        return target, transport, pool.disconnect
+        link = _flavour(aio).Pool(pool, target.location, budget=target.options.timeout)
+        return target, link, pool.disconnect
 
     def preflight(self, request: OpenRequest) -> list[Any]:
         """``decision-ledger doctor`` on a store not set up yet: the server's settings."""
         from .ledger import preflight_checks
 
-        target, transport, close = self.transport(request)
+        target, link, close = self.transport(request)
         try:
-            return preflight_checks(transport, target.options)
+            return preflight_checks(link, target.options)
         finally:
             close()
 
     def open(self, request: OpenRequest) -> Any:
         from .ledger import RedisLedger
 
-        target, transport, close = self.transport(request)
+        target, link, close = self.transport(request)
         return RedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=close
+            link, namespace=target.namespace, options=target.options, on_close=close
         )
 
     async def open_async(self, request: OpenRequest) -> Any:
         from .aio import AsyncRedisLedger
 
-        target, transport, close = self.transport(request, aio=True)
+        target, link, close = self.transport(request, aio=True)
         return await AsyncRedisLedger.open_on(
-            transport, namespace=target.namespace, options=target.options, on_close=close
+            link, namespace=target.namespace, options=target.options, on_close=close
         )
 
 
@@ -100,14 +106,12 @@ class _ClusterBackend(_RedisBackend):
     testing = "ledger_redis.testing:CLUSTER_HOOKS"
 
     def transport(self, request: OpenRequest, *, aio: bool = False) -> Opening:
-        from .decisions import Cluster
-
         target = _target(request, cluster=True)
         redis = redis_module()
         factory = (redis.asyncio if aio else redis).cluster.RedisCluster.from_url
         cluster = _client(target, factory, request.url)
-        transport = Cluster(cluster, target.location, target.options.timeout)
-        return target, transport, cluster.aclose if aio else cluster.close
+        link = _flavour(aio).Cluster(cluster, target.location, target.options.timeout)
+        return target, link, cluster.aclose if aio else cluster.close
 
 
 class _SentinelBackend(_RedisBackend):

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any
 
+from ledger_core.errors import InvalidLedgerURL, UnsafeStoreConfig
 from ledger_core.ids import ledger_key
-from ledger_core.tokens import TOKEN_BYTES
 
 from .errors import IDENTITY_ERROR
+from .options import RedisOptions
 
 RECORD_PREFIX = b"{}dl:"
 GENESIS_PREFIX = b"{}dl-genesis:"
@@ -219,23 +220,6 @@ class Plan:
         write: Command = ("EVAL", body, 1, self.keys.genesis, self.proof, genesis)
         return [write] if self.wait is None else [write, self.wait]
 
-    def read_commands(self, request_id: bytes) -> list[Command]:
-        key = self.keys.record(request_id)
-        return [self.read_script.evalsha(self.keys.genesis, key, self.proof)]
-
-    def spend_many_commands(
-        self, request_ids: Sequence[bytes], tokens: Sequence[bytes]
-    ) -> list[Command]:
-        """A value each (a token, or token + digest for spend_as), so a repeat within the
-        batch finds its first copy's: ``False``; then one ``WAIT`` for all."""
-        out = [
-            (self.spend_script if len(value) == TOKEN_BYTES else self.spend_as_script).evalsha(
-                self.keys.genesis, self.keys.record(rid), self.proof, value
-            )
-            for rid, value in zip(request_ids, tokens, strict=True)
-        ]
-        return out if self.wait is None else [*out, self.wait]
-
 
 FACT_COMMANDS: list[Command] = [
     ("INFO",),
@@ -252,34 +236,36 @@ def scan_command(cursor: int, pattern: bytes, count: int) -> Command:
     return ("SCAN", cursor, "MATCH", pattern, "COUNT", count)
 
 
-# What the decisions ask of redis-py, one operation at a time: named tuples, as cheap as
-# a plain tuple on the hot path (four per trip).
-class Borrow(NamedTuple):
-    pass
-
-
-class Send(NamedTuple):
-    conn: Any
-    commands: Sequence[Command]
-
-
-class Read(NamedTuple):
-    conn: Any
-
-
-class Release(NamedTuple):
-    conn: Any
-    drop: bool = False  # failed mid-exchange: disconnected, never reused
-
-
-class Exec(NamedTuple):
-    command: Command
-    options: Mapping[str, Any] = {}  # redis-py keywords (target_nodes); never mutated
-
-
-class Primaries(NamedTuple):
-    pass
-
-
-Op = Borrow | Send | Read | Release | Exec | Primaries
-BORROW, PRIMARIES = Borrow(), Primaries()
+def plan_for(
+    options: RedisOptions,
+    version: tuple[int, ...] | None,
+    *,
+    cluster: bool,
+    keys: Keys | None = None,
+    genesis: bytes = b"",
+) -> Plan:
+    """An unknown ``version`` is never taken for an old one: ``WAITAOF`` is probed, and
+    the ``#!lua`` shebang (a read-only replica then refuses reads too) is used."""
+    if cluster and options.waits:
+        raise InvalidLedgerURL(
+            "wait_replicas / wait_aof are not available on Cluster ledgers: WAIT must "
+            "run on the connection that wrote, which the Cluster client does not expose"
+        )
+    wait: Command | None = None
+    timeout_ms = max(1, round(options.wait_timeout * 1000))
+    if options.wait_aof:
+        if version is not None and version < (7, 2):
+            raise UnsafeStoreConfig(
+                "option 'wait_aof' needs WAITAOF (Redis >= 7.2); the server runs "
+                + ".".join(map(str, version))
+            )
+        wait = ("WAITAOF", 1, options.wait_replicas, timeout_ms)
+    elif options.wait_replicas:
+        wait = ("WAIT", options.wait_replicas, timeout_ms)
+    return Plan(
+        keys=keys or Keys("default"),
+        genesis=genesis,
+        shebang=version is None or version >= (7, 0),
+        wait=wait,
+        probe_waitaof=options.wait_aof and version is None,
+    )

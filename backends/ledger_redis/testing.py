@@ -9,13 +9,12 @@ from typing import Any
 from ledger_core.listing import pages
 from ledger_core.opening import OpenRequest, Route, reroute_address
 from ledger_core.scratch import require_scratch_prefix
-from ledger_core.steps import run_steps
 from ledger_core.urls import LedgerURL
 
 from .backend import BACKEND, CLUSTER_BACKEND, SENTINEL_BACKEND
 from .commands import Command, glob_escape, namespace_of
-from .decisions import Operation, Scan, Steps, Transport
-from .ledger import SyncDriver
+from .ledger import Cluster, Pool, deadline_of, page
+from .scans import Scan
 
 
 def scratch_pattern(prefix: str, cluster: bool) -> bytes:
@@ -63,23 +62,20 @@ class ScratchScan(Scan):
         return namespace
 
 
-def _remove_page(io: Transport, scan: ScratchScan) -> Steps[tuple[list[str], ScratchScan | None]]:
+def _remove_page(link: Pool | Cluster, scan: ScratchScan) -> tuple[list[str], ScratchScan | None]:
     """``SCAN``, then ``UNLINK`` what it matched (safe between pages: ``SCAN`` still
     returns every key that stays); a page as ``ledger_core.listing`` takes it."""
-    with Operation(io, scan.what, spend=False):
-        names = yield from scan.page(io)
-        if names is None:
-            return [], None
-        doomed, scan.doomed = scan.doomed, []
-        for command in unlink_commands(doomed, io.cluster):
-            yield from io.call([command], scan.what)
-        return names, scan
+    deadline = deadline_of(link.budget)
+    names, going_on = page(link, scan, deadline)
+    doomed, scan.doomed = scan.doomed, []
+    for command in unlink_commands(doomed, link.cluster):
+        link.call([command], scan.what, deadline)
+    return names, None if going_on is None else scan
 
 
-def remove_scratch(io: Transport, prefix: str, count: int = 1000) -> int:
-    driver = SyncDriver(io)
-    scan = ScratchScan(prefix, io.cluster, count)
-    return sum(1 for _ in pages(lambda at: run_steps(_remove_page(io, at), driver), scan))
+def remove_scratch(link: Pool | Cluster, prefix: str, count: int = 1000) -> int:
+    scan = ScratchScan(prefix, link.cluster, count)
+    return sum(1 for _ in pages(lambda at: _remove_page(link, at), scan))
 
 
 class ScratchHooks:
@@ -92,11 +88,11 @@ class ScratchHooks:
         """Remove every key of the namespaces named ``prefix...`` (a check's own scratch
         prefix, else refused before any I/O) with the URL's options; how many namespaces."""
         checked = require_scratch_prefix(prefix)
-        _, transport, close = self._backend.transport(OpenRequest.build(url, create=False))
+        _, link, close = self._backend.transport(OpenRequest.build(url, create=False))
         try:
-            return remove_scratch(transport, checked)
+            return remove_scratch(link, checked)
         finally:
-            transport.close()
+            link.close()
             close()
 
 

@@ -2,10 +2,10 @@
 write concern (``w="majority", j=True``), on the same client and into the same collection.
 
 The server is the harness's (a local ``mongod`` replica set, else nx-27017, which proves
-only with ``durability=process``), or the URL given. The peer is cachelib's
-``MongoDbCache.add`` (no timeout) on the same client. On a server without collection
-UUIDs (nx-27017, MongoDB < 6.0) a spend is two round trips (the insert, then the record
-and genesis read back): see docs/mongodb.md.
+only with ``durability=process``), or the URL given. A ledger spend is two round trips by
+design (the insert, then the record and the genesis read back: docs/mongodb.md), so the
+raw sequence with the same guarantee, ``insert_one + find_one``, is timed beside it, sync
+and async. The peer is cachelib's ``MongoDbCache.add`` (no timeout) on the same client.
 
 ``cachelib_factory`` shapes cachelib's ``add`` as a ledger for the conformance suite's
 C1 clause (``--ledger-factory bench.stores.mongodb:cachelib_factory``), which shows it racy.
@@ -35,6 +35,7 @@ SCHEMES = ("mongodb", "mongodb+srv")
 
 UNAVAILABLE = servers.ServerUnavailable
 RAW_CALLS = "insert_one / find_one"
+RAW_SEQUENCE = "insert_one + find_one"  # a ledger spend's two round trips, raw
 MAJORITY = WriteConcern(w="majority", j=True)  # the ledger's own concerns
 READ_MAJORITY = ReadConcern("majority")
 TOKEN = os.urandom(16)
@@ -56,9 +57,7 @@ def subject(url: str, stack: ExitStack) -> Subject:
     ledger = MongoLedger.from_database(db, **options)
     stack.callback(ledger.close)
     raw = db.get_collection(name, write_concern=MAJORITY, read_concern=READ_MAJORITY)
-    # Without collection UUIDs (nx-27017, MongoDB < 6.0) a spend is the insert, then the
-    # record and the genesis read back: timed raw too, to tell that cost from the ledger's.
-    guarded = getattr(getattr(ledger, "_store", None), "uuid", None) is not None
+    guarded = getattr(ledger, "_uuid", None) is not None  # collectionUUID on each command
 
     def raw_spend(rid: str) -> object:
         try:
@@ -75,8 +74,7 @@ def subject(url: str, stack: ExitStack) -> Subject:
         return spent
 
     contenders = pair(ledger, RAW_CALLS, raw_spend, raw_is_spent)
-    if not guarded:
-        contenders.append(Contender("insert_one + find_one", PEER, ops(insert_and_read, None)))
+    contenders.append(Contender(RAW_SEQUENCE, PEER, ops(insert_and_read, None)))
     cachelib = optional("cachelib.mongodb")
     if cachelib is not None:
         cache = cachelib.MongoDbCache(client=client, db=db.name, collection="bench_cachelib")
@@ -107,14 +105,20 @@ def subject(url: str, stack: ExitStack) -> Subject:
         async def araw_is_spent(rid: str) -> object:
             return await araw.find_one({"_id": "raw:" + rid}) is not None
 
+        async def ainsert_and_read(rid: str) -> object:
+            spent = await araw_spend(rid)
+            await araw.find_one({"_id": {"$in": ["raw:" + rid, "genesis\x00raw"]}})
+            return spent
+
+        sequence = AsyncContender(RAW_SEQUENCE, PEER, ops(ainsert_and_read, None))
         try:
-            yield async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent)
+            yield [*async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent), sequence]
         finally:
             await aledger.aclose()
             await aclient.close()
 
     build: Any = client.admin.command("buildInfo")
-    uuids = "inserts guarded by collectionUUID" if guarded else "no collection UUIDs: 2 trips"
+    uuids = "commands guarded by collectionUUID" if guarded else "no collection UUIDs"
     return Subject(
         NAME,
         f"MongoDB wire protocol {build.get('version', '?')} ({uuids}, "
@@ -123,11 +127,9 @@ def subject(url: str, stack: ExitStack) -> Subject:
         preload,
         open_async,
         versions("pymongo", "nx-27017", "cachelib"),
-        []
-        if guarded
-        else [
-            "No collection UUIDs here: a ledger spend is two round trips (the insert, then "
-            "the record and genesis read back); `insert_one + find_one` times that raw pair."
+        [
+            "A ledger spend is two round trips (the insert, then the record and the genesis "
+            "read back), an `is_spent` one; `insert_one + find_one` times that raw pair."
         ],
     )
 

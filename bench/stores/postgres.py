@@ -1,5 +1,7 @@
 """PostgreSQL: the ledger on its own pool against ``INSERT ... ON CONFLICT DO NOTHING``
-sent through that same pool (so both sides get the same sessions and connections).
+sent through that same pool (so both sides get the same sessions and connections), and
+(sync modes) against the same statement a host writes by hand on plain connections of
+its own: one per thread, opened before timing, no pool.
 
 The server is the harness's (``initdb`` on a free port, default settings: every commit
 waits for the disk), or the URL given. Raw rows go to the ledger's table under their own
@@ -15,7 +17,7 @@ from typing import Any
 
 from psycopg import sql
 
-from bench.measure import AsyncContender, async_pair, pair
+from bench.measure import PEER, AsyncContender, Contender, async_pair, ops, pair
 from bench.stores import Subject, chunks, versions
 from ledger_core import open_async_ledger, open_ledger
 from ledger_core.opening import OpenRequest
@@ -29,6 +31,7 @@ RAW_CALLS = "INSERT ON CONFLICT / SELECT"
 TABLE = "bench_ledger"
 POOL = 32
 RAW_NAMESPACE = b"raw"
+PLAIN_NAMESPACE = b"plain"
 
 
 @contextmanager
@@ -110,6 +113,7 @@ def subject(url: str, stack: ExitStack) -> Subject:
         finally:
             await aledger.aclose()
 
+    plain = _plain(url, options, table, stack)
     with pool.connection() as conn:
         row = conn.execute("SHOW server_version").fetchone()
         fsync = conn.execute("SHOW fsync").fetchone()
@@ -118,8 +122,40 @@ def subject(url: str, stack: ExitStack) -> Subject:
         NAME,
         f"PostgreSQL {row[0] if row else '?'} (fsync {fsync[0] if fsync else '?'}, "
         f"synchronous_commit {commit[0] if commit else '?'}, pool of {options.get('pool_max')})",
-        pair(ledger, RAW_CALLS, raw_spend, raw_is_spent),
+        [*pair(ledger, RAW_CALLS, raw_spend, raw_is_spent), plain],
         preload,
         open_async,
         versions("psycopg", "psycopg-pool"),
     )
+
+
+def _plain(url: str, options: dict[str, Any], table: sql.Identifier, stack: ExitStack) -> Contender:
+    """The hand-written call on plain autocommit connections (psycopg prepares it after
+    five runs, as it does by default), one per worker: a free list, never waited on."""
+    import psycopg
+
+    from ledger_postgres.options import OPTIONS
+
+    driver_url = OpenRequest.build(url).driver_url(OPTIONS)
+    free = [psycopg.connect(driver_url, autocommit=True) for _ in range(int(options["pool_max"]))]
+    for conn in free:
+        stack.callback(conn.close)
+    insert, select = statements(table)
+
+    def spend(rid: str) -> object:
+        conn = free.pop()  # atomic under the GIL; as many connections as workers
+        try:
+            return (
+                conn.execute(insert, (PLAIN_NAMESPACE, rid.encode(), os.urandom(16))).rowcount == 1
+            )
+        finally:
+            free.append(conn)
+
+    def is_spent(rid: str) -> object:
+        conn = free.pop()
+        try:
+            return conn.execute(select, (PLAIN_NAMESPACE, rid.encode())).fetchone() is not None
+        finally:
+            free.append(conn)
+
+    return Contender("INSERT / SELECT, plain connection", PEER, ops(spend, is_spent))

@@ -29,6 +29,23 @@ LEDGER_OPTIONS = frozenset({"namespace", "create", "durability", "recheck_interv
 TOKEN = os.urandom(16)
 
 
+def _by_hand(driver_url: str, ledger: Any, stack: ExitStack) -> Contender:
+    """The ledger's own scripts (the same guarantee), called by hand with redis-py's
+    ``evalsha`` on a plain client of the host's own: what the ledger's code costs."""
+    own = redis.Redis.from_url(driver_url)
+    stack.callback(own.close)
+    head = (2, ledger._genesis_key)
+    prefix, proof = ledger._record_prefix, ledger._proof
+
+    def spend(rid: str) -> object:
+        return own.evalsha(ledger._spend_sha, *head, prefix + rid.encode(), proof, TOKEN)
+
+    def is_spent(rid: str) -> object:
+        return own.evalsha(ledger._read_sha, *head, prefix + rid.encode(), proof)
+
+    return Contender("its script by hand", PEER, ops(spend, is_spent))
+
+
 @contextmanager
 def server() -> Iterator[str]:
     with servers.redis_url(servers.PLAIN) as url:
@@ -49,6 +66,7 @@ def subject(url: str, stack: ExitStack) -> Subject:
         return client.exists(b"raw:" + rid.encode())
 
     contenders = pair(ledger, RAW_CALLS, raw_spend, raw_is_spent)
+    contenders.append(_by_hand(driver_url, ledger, stack))
     cachelib = optional("cachelib.redis")
     if cachelib is not None:
         cache = cachelib.RedisCache(host=client, key_prefix="cachelib:", default_timeout=0)

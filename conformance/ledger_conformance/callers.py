@@ -6,13 +6,19 @@ is right only for the first kind passes every forked test. Each caller serves jo
 a pipe: it opens its own ledger through the factory, runs the job's steps (gated ones
 wait for the parent's release, so processes and threads race released together), and
 sends back every recorded op and answer. Spawned interpreters cost an import each, so a
-run keeps a small pool of them (``Spawned``) and reuses it.
+run keeps a small pool of them (``Spawned``) and reuses it for every factory: the job
+carries the factory (pickled, or the ``module:callable`` path it was loaded from), so a
+closure cannot be sent, and the clause that wanted a new interpreter says so. The
+interpreter is a plain ``python -c``: it imports nothing of the caller's ``__main__``
+(multiprocessing's spawn re-runs it, which an embedding program or a script read from
+stdin does not survive).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import socket
 import subprocess
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ledger_core.errors import LedgerError
 from ledger_core.protocol import is_async_ledger
 
 from .context import Factory, Flavor, LedgerContext, enter_factory
@@ -37,6 +44,7 @@ RECORDED: dict[str, OpKind] = {
     "is_spent_many": "is_spent",
 }
 SPAWNED_WORKERS = 2
+START_BOUND = 60.0  # seconds a new interpreter may take to import, on top of its first call
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,12 @@ class Job:
 @dataclass
 class Outcome:
     """A job done: the flavor the factory gave, the recorded ops, one answer per step
-    (a value, or ``Raised``)."""
+    (a value, or ``Raised``), and when each step ran (CLOCK_MONOTONIC is system-wide)."""
 
     flavor: str
     ops: list[Op]
     answers: list[object]
+    times: list[tuple[int, int]] = field(default_factory=list)  # (invoke_ns, complete_ns)
 
 
 @dataclass(frozen=True)
@@ -76,10 +85,15 @@ class Raised:
     """A step that raised (its text): never a bool, so never a right answer."""
 
     error: str
+    ledger_error: bool = False  # a LedgerError (C4: the only kind a ledger may raise)
 
 
 class CallerFailed(AssertionError):
     """A caller in another process failed outside its ledger calls (or died)."""
+
+
+class NotOpened(CallerFailed):
+    """The caller's factory raised: no ledger to call (the text is the error)."""
 
 
 # -- the caller's side ---------------------------------------------------------------------
@@ -96,8 +110,14 @@ def serve(conn: Connection, inherited: Factory | None = None) -> None:
             return
         try:
             conn.send(("done", asyncio.run(_perform(conn, job, inherited))))
+        except _Unopened as exc:
+            conn.send(("unopened", str(exc)))
         except BaseException as exc:
             conn.send(("error", error_text(exc)))
+
+
+class _Unopened(Exception):
+    """In the caller: the factory raised (its text)."""
 
 
 def main(fd: int) -> None:
@@ -116,35 +136,39 @@ async def _perform(conn: Connection, job: Job, inherited: Factory | None) -> Out
         factory = load_factory(factory)
     if factory is None:
         raise CallerFailed("the caller was given no factory")
-    ledger, cleanup = await enter_factory(
-        factory, LedgerContext(store=job.label, flavor=job.flavor)
-    )
-    flavor = "async" if is_async_ledger(ledger) else "sync"
-    ops: list[Op] = []
-    answers: list[object] = []
+    try:
+        ledger, cleanup = await enter_factory(
+            factory, LedgerContext(store=job.label, flavor=job.flavor)
+        )
+    except Exception as exc:
+        raise _Unopened(error_text(exc)) from None
+    outcome = Outcome("async" if is_async_ledger(ledger) else "sync", [], [])
     try:
         for n, step in enumerate(job.steps):
             if step.gated:
                 conn.send(("ready", n))
                 if not conn.poll(CALL_BOUND) or conn.recv() != "go":
                     raise CallerFailed("the parent did not release the caller in time")
-            answers.append(await _call(ledger, job, step, ops))
+            outcome.answers.append(await _call(ledger, job, step, outcome))
     finally:
         await cleanup()
-    return Outcome(flavor, ops, answers)
+    return outcome
 
 
-async def _call(ledger: Any, job: Job, step: Step, ops: list[Op]) -> object:
+async def _call(ledger: Any, job: Job, step: Step, outcome: Outcome) -> object:
     invoke = time.monotonic_ns()
     error: str | None = None
+    ledger_error = False
     try:
         value = getattr(ledger, step.method)(*step.args)
         if asyncio.iscoroutine(value):
             value = await value
     except Exception as exc:
-        value, error = None, error_text(exc)
-    record_ops(ops, job.process, job.label, step, invoke, time.monotonic_ns(), value, error)
-    return Raised(error) if error is not None else jsonable_answer(value)
+        value, error, ledger_error = None, error_text(exc), isinstance(exc, LedgerError)
+    complete = time.monotonic_ns()
+    outcome.times.append((invoke, complete))
+    record_ops(outcome.ops, job.process, job.label, step, invoke, complete, value, error)
+    return Raised(error, ledger_error) if error is not None else jsonable_answer(value)
 
 
 def jsonable_answer(value: object) -> object:
@@ -195,8 +219,11 @@ class Caller:
     name: str
     conn: Connection
     stop: Any = None  # ends a forked caller (spawned ones live for the run)
+    started: bool = True  # False: a new interpreter still importing (START_BOUND more)
+    busy: bool = False  # a job sent and not answered: not to be given another
 
     def start(self, job: Job) -> None:
+        self.busy = True
         self.conn.send(job)
 
     def ready(self, timeout: float = CALL_BOUND) -> None:
@@ -209,18 +236,23 @@ class Caller:
 
     def outcome(self, timeout: float = CALL_BOUND) -> Outcome:
         status, data = self._next(timeout)
+        if status == "unopened":
+            raise NotOpened(data)
         if status != "done":
             raise CallerFailed(f"{self.name} failed: {data}")
         return data  # type: ignore[no-any-return]
 
     def _next(self, timeout: float) -> tuple[str, Any]:
+        wait = timeout if self.started else timeout + START_BOUND
         try:
-            if not self.conn.poll(timeout):
-                return "error", f"no word within {timeout:g} s"
+            if not self.conn.poll(wait):
+                return "hung", f"no word within {wait:g} s"
             status, data = self.conn.recv()
-            return str(status), data
         except (EOFError, OSError) as exc:
-            return "error", f"the process is gone ({type(exc).__name__})"
+            return "gone", f"the process is gone ({type(exc).__name__})"
+        self.started = True
+        self.busy = status == "ready"  # any other word ends the job
+        return str(status), data
 
 
 def release(callers: Sequence[Caller], local: threading.Barrier | None, timeout: float) -> None:
@@ -260,10 +292,16 @@ def forked_caller(factory: Factory, name: str) -> Caller:
     return Caller(name, ours, stop)
 
 
+UNPORTABLE = (
+    "the factory cannot be rebuilt in a new interpreter (give a module-level callable, "
+    "or one that pickles)"
+)
+
+
 def portable(factory: Factory) -> Any:
     """What a new interpreter can rebuild ``factory`` from: the ``module:callable`` path
     it was loaded from, else itself when it pickles, else ``module:name`` when its module
-    holds it under a name; None when none of these (a closure)."""
+    holds it under a name; None when none of these (a closure: ``UNPORTABLE`` says why)."""
     from .loading import path_of
 
     path = path_of(factory)
@@ -292,42 +330,64 @@ class Spawned:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, count: int) -> list[Caller]:
-        """``count`` (at most ``size``) spawned callers, idle: each serves one job at a time."""
+        """``count`` (at most ``size``) spawned callers, idle: each serves one job at a time.
+        One that died (a crash in the store) or never answered its last job is replaced."""
         with self._lock:
+            for n, (caller, proc) in enumerate(self._callers[:count]):
+                if caller.busy or proc.poll() is not None:
+                    _end(caller, proc)
+                    self._callers[n] = _spawn(n)
             while len(self._callers) < min(count, self.size):
                 self._callers.append(_spawn(len(self._callers)))
             return [caller for caller, _ in self._callers[:count]]
 
+    def call(self, job: Job, bound: float = CALL_BOUND) -> Outcome:
+        """One job (no gated step) on the first caller, its outcome within ``bound``."""
+        (caller,) = self.take(1)
+        caller.start(job)
+        return caller.outcome(bound)
+
     def close(self) -> None:
         with self._lock:
             for caller, proc in self._callers:
-                with contextlib.suppress(OSError):  # already gone
-                    caller.conn.send(None)
-                caller.conn.close()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+                _end(caller, proc)
             self._callers.clear()
+
+
+def _end(caller: Caller, proc: subprocess.Popen[bytes]) -> None:
+    """Tell the interpreter to stop (killed if it does not within 10 s)."""
+    with contextlib.suppress(OSError):  # already gone
+        caller.conn.send(None)
+    caller.conn.close()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def _spawn(number: int) -> tuple[Caller, subprocess.Popen[bytes]]:
     ours, its = socket.socketpair()
     code = f"from ledger_conformance.callers import main; main({its.fileno()})"
+    # the caller's import path, before any job is unpickled (a factory's module: tests.zoo)
+    path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path},
         pass_fds=(its.fileno(),),
         stdin=subprocess.DEVNULL,
     )
     its.close()
-    return Caller(f"spawned{number}", Connection(ours.detach())), proc
+    return Caller(f"spawned{number}", Connection(ours.detach()), started=False), proc
 
 
 __all__ = [
+    "START_BOUND",
+    "UNPORTABLE",
     "Caller",
     "CallerFailed",
     "Job",
+    "NotOpened",
     "Outcome",
     "Raised",
     "Spawned",

@@ -205,6 +205,7 @@ class Ledgers:
         self.referred: list[tuple[str, str]] = []  # (clause, violations) seen, not ours
         self._number = next(runtime.labels)
         self._cleanups: list[tuple[Handle, Cleanup]] = []
+        self._cleanups_lock = threading.Lock()  # threads open and close handles at once
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._ids = itertools.count()
 
@@ -243,7 +244,8 @@ class Ledgers:
         ctx = LedgerContext(store=label, route=route, flavor=flavor, create=create)
         ledger, cleanup = self.runtime.loop.run(enter_factory(self.factory, ctx))
         handle = Handle(ledger, label, self)
-        self._cleanups.append((handle, cleanup))
+        with self._cleanups_lock:
+            self._cleanups.append((handle, cleanup))
         seen = self.runtime.summaries.setdefault(self.suite_key, {})
         if handle.flavor not in seen:
             seen[handle.flavor] = summarize_ledger(ledger, handle.flavor)
@@ -275,11 +277,12 @@ class Ledgers:
 
     def close_handle(self, handle: Handle) -> None:
         """Close one ledger now (C2 reopen); the others close at teardown."""
-        for i, (owner, cleanup) in enumerate(self._cleanups):
-            if owner is handle:
-                del self._cleanups[i]
-                self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
+        with self._cleanups_lock:
+            found = [n for n, (owner, _) in enumerate(self._cleanups) if owner is handle]
+            if not found:
                 return
+            _, cleanup = self._cleanups.pop(found[0])
+        self.runtime.loop.run(cleanup(), timeout=CALL_BOUND)
 
     def adopt(self, label: str, ops: list[Op]) -> list[tuple[str, Op]]:
         """Ops another process recorded on ``label``: into the history (a True spend is

@@ -18,9 +18,9 @@ import pytest
 from pymongo import MongoClient
 
 from ledger_core.errors import UnsafeStoreConfig
-from ledger_mongodb import commands as cmd
 from tests.flavors import Flavored
 from tests.mongodb.conftest import _db
+from tests.mongodb.scripted import LoseReplies
 from tests.mongodb.test_ledger import _open
 
 KEY = "attempt-key-0123456789"
@@ -77,8 +77,14 @@ def test_reads_fetch_the_genesis_last(ledger_url: str, coll: str) -> None:
     """The order that makes one ``find`` a proof even if it yields between documents."""
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend_many(["a", "b"]) == [True, True]
-        store = ledger._store
-        keys = [cmd.record_key("n", raw, store.encoding) for raw in (b"b", b"a", b"none")]
-        read = cmd.read_many(coll, keys, store.genesis_key, store.uuid, "read", store.encoding)
-        docs = ledger._conn.perform(read)["cursor"]["firstBatch"]
-        assert [doc["_id"] == store.genesis_key for doc in docs] == [False, False, True]
+        replies: list[Any] = []
+
+        class Kept(LoseReplies):
+            def command(self, *args: Any, **kwargs: Any) -> Any:
+                replies.append(super().command(*args, **kwargs))
+                return replies[-1]
+
+        ledger._db = Kept(ledger._db, set())
+        assert ledger.is_spent_many(["b", "a", "none"]) == [True, True, False]
+        docs = replies[-1]["cursor"]["firstBatch"]
+        assert [doc["_id"] == "genesis\x00n" for doc in docs] == [False, False, True]

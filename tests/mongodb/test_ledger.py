@@ -7,15 +7,13 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 import warnings
 from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
-from pymongo.errors import AutoReconnect
 
-from ledger_core import open_ledger, setup_ledger
+from ledger_core import open_async_ledger, open_ledger, setup_ledger
 from ledger_core.cli import main as cli
 from ledger_core.errors import (
     AmbiguousSpend,
@@ -26,13 +24,11 @@ from ledger_core.errors import (
 )
 from ledger_core.ids import closed_proven_marker
 from ledger_core.migrate import migrate
-from ledger_core.steps import run_steps
-from ledger_core.tokens import new_token
-from ledger_mongodb import AsyncMongoLedger, MongoLedger, decisions
-from ledger_mongodb import commands as cmd
+from ledger_mongodb import AsyncMongoLedger, MongoLedger
 from ledger_mongodb.options import DEFAULT_DATABASE
 from tests.flavors import Flavored
 from tests.mongodb.conftest import _db
+from tests.mongodb.scripted import losing
 from tests.servers import mongodb as servers
 
 FLAVORS = ["sync", "async"]
@@ -72,9 +68,9 @@ def test_key_encoding_probed_and_recorded(
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("id-1") is True
         assert ledger.is_spent("id-1") is True
-        encoding = ledger._store.encoding
+        encoding = "bin" if ledger._binary else "hex"
         if mongo.server is not None and mongo.server.kind == "nx-27017":
-            assert encoding == cmd.HEX
+            assert encoding == "hex"
         genesis = _db(client)[coll].find_one({"_id": "genesis\x00n"})
         assert genesis is not None
         assert genesis["enc"] == encoding
@@ -163,46 +159,49 @@ def test_ttl_index_never_proves_and_recheck_fails_closed(
 
 def test_one_recheck_at_a_time(ledger_url: str, coll: str) -> None:
     """When the period ends, one call re-checks and the concurrent ones go on: before,
-    every call in flight re-read six facts at once and 256 tasks timed out on nx-27017."""
-    with _open(ledger_url, namespace="n", collection=coll, recheck=60) as ledger:
-        store = ledger._store
-        now = time.monotonic() + 61
-        first = decisions.spend_steps(store, b"a", new_token(), now)
-        second = decisions.spend_steps(store, b"b", new_token(), now)
-        assert next(first).what == "hello"  # this one re-checks
-        assert next(second).what == "spend"  # this one does not wait for it
-        assert not store.guard.due(now + 59)
-        assert store.guard.due(now + 60)
-        first.close()
-        second.close()
+    every call in flight re-read six facts at once and 256 tasks timed out on nx-27017.
+    The re-check's ``hello`` is held until another spend's insert is sent: a spend that
+    waited for the re-check would never send it."""
 
+    async def main() -> list[bool]:
+        ledger: Any = await open_async_ledger(
+            ledger_url, namespace="n", collection=coll, recheck=60
+        )
+        try:
+            await ledger.spend("warm")
+            admin, db, inserted = ledger._admin, ledger._db, asyncio.Event()
 
-class LoseReplies:
-    """Perform for real, then lose the reply of chosen requests (or never send them)."""
+            class Held:
+                async def command(self, command: Any, **kwargs: Any) -> Any:
+                    if "hello" in command:
+                        await inserted.wait()
+                    return await admin.command(command, **kwargs)
 
-    def __init__(self, ledger: MongoLedger, lose: set[int], drop: set[int] | None = None):
-        self.ledger, self.lose, self.drop, self.n = ledger, lose, drop or set(), 0
+            class Watched:
+                def command(self, command: Any, **kwargs: Any) -> Any:
+                    if "insert" in command:
+                        inserted.set()
+                    return db.command(command, **kwargs)
 
-    def __call__(self, request: cmd.Request) -> Any:
-        self.n += 1
-        if self.n in self.drop:
-            raise AutoReconnect("connection reset before the request")
-        answer = self.ledger._conn.perform(request)
-        if self.n in self.lose:
-            raise AutoReconnect("connection reset after the request")
-        return answer
+            ledger._admin, ledger._db = Held(), Watched()
+            ledger._guard.again()  # the period ended: the next call re-checks
+            first = asyncio.create_task(ledger.spend("a"))  # this one re-checks
+            second = asyncio.create_task(ledger.spend("b"))  # this one does not wait for it
+            answers = await asyncio.wait_for(asyncio.gather(first, second), 30)
+            assert not ledger._guard.due()  # the next re-check is a period away
+            return list(answers)
+        finally:
+            await ledger.aclose()
 
-
-def _spend(ledger: MongoLedger, request_id: str, perform: LoseReplies) -> bool:
-    steps = decisions.spend_steps(ledger._store, request_id.encode(), new_token(), 0.0)
-    result: bool = run_steps(steps, perform)
-    return result
+    assert asyncio.run(main()) == [True, True]
 
 
 def test_lost_reply_of_our_own_write_is_true(ledger_url: str, coll: str) -> None:
     """The insert landed but its reply was lost: the same token again finds ours (C5)."""
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
-        assert _spend(ledger, "landed", LoseReplies(ledger, lose={1})) is True
+        ledger.spend("warm")  # the migration check is behind it
+        with losing(ledger, lose={1}):
+            assert ledger.spend("landed") is True
         assert ledger.spend("landed") is False
 
 
@@ -211,24 +210,26 @@ def test_lost_request_then_foreign_write_is_false(
 ) -> None:
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("theirs") is True
-        assert _spend(ledger, "theirs", LoseReplies(ledger, lose=set(), drop={1})) is False
+        with losing(ledger, lose=set(), drop={1}):
+            assert ledger.spend("theirs") is False
 
 
 def test_unsettled_reply_is_ambiguous(ledger_url: str, coll: str) -> None:
-    with _open(ledger_url, namespace="n", collection=coll) as ledger, pytest.raises(AmbiguousSpend):
-        _spend(ledger, "unknown", LoseReplies(ledger, lose={1}, drop={2, 3, 4}))
+    with _open(ledger_url, namespace="n", collection=coll) as ledger:
+        ledger.spend("warm")  # the migration check is behind it
+        with losing(ledger, lose={1}, drop={2, 3, 4}), pytest.raises(AmbiguousSpend):
+            ledger.spend("unknown")
+        assert ledger.is_spent("unknown") is True  # it had landed
 
 
-def test_spent_ids_pages_and_skips(
-    ledger_url: str, mongo_url: str, coll: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(decisions, "LIST_PAGE", 3)
+def test_spent_ids_pages_and_skips(ledger_url: str, mongo_url: str, coll: str) -> None:
     ids = [f"id-{n}" for n in range(8)] + ["A", "a"]
     with (
         _open(ledger_url, namespace="src", collection=coll) as source,
         _open(ledger_url, namespace="other", collection=coll) as other,
         _open(ledger_url, namespace="dst", collection=coll) as target,
     ):
+        source.LIST_PAGE = 3
         for request_id in ids:
             source.spend(request_id)
         other.spend("not-mine")
@@ -266,7 +267,7 @@ def test_forked_child_rebuilds_its_client(
         ledger = MongoLedger.from_collection(_db(client)[coll], namespace="n")
     with ledger:
         assert ledger.spend("parent") is True
-        parent_client = ledger._conn.client
+        parent_client = ledger._client
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child reports through its exit code
             code = 1
@@ -274,12 +275,12 @@ def test_forked_child_rebuilds_its_client(
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")
                     fresh = ledger.spend("child") is True and ledger.spend("parent") is False
-                code = 0 if fresh and ledger._conn.client is not parent_client else 2
+                code = 0 if fresh and ledger._client is not parent_client else 2
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert ledger._conn.client is parent_client
+        assert ledger._client is parent_client
         assert ledger.is_spent("child") is True
         assert ledger.spend("parent-again") is True
 

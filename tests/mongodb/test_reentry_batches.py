@@ -12,14 +12,11 @@ from pymongo import MongoClient
 
 from ledger_core.errors import AmbiguousSpend, LedgerError
 from ledger_core.ids import closed_proven_marker
-from ledger_core.reentry import attempt_digest
-from ledger_core.steps import run_steps
-from ledger_core.tokens import new_token
-from ledger_mongodb import decisions
 from tests import reentry
 from tests.flavors import Flavored
 from tests.mongodb.conftest import _db
-from tests.mongodb.test_ledger import LoseReplies, _open
+from tests.mongodb.scripted import losing
+from tests.mongodb.test_ledger import _open
 
 RACE_ROUNDS = 20
 
@@ -82,18 +79,12 @@ def test_server_upsert_is_atomic(mongo_url: str, coll: str) -> None:
             client.close()
 
 
-def _spend_as(ledger: Any, request_id: str, key: str, perform: LoseReplies) -> bool:
-    steps = decisions.spend_steps(
-        ledger._store, request_id.encode(), new_token(), 0.0, attempt_digest(key)
-    )
-    result: bool = run_steps(steps, perform)
-    return result
-
-
 def test_spend_as_lost_reply_is_settled(ledger_url: str, coll: str) -> None:
     """C5: the write landed and its reply was lost: the same command again says ours."""
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
-        assert _spend_as(ledger, "landed", reentry.KEYS[0], LoseReplies(ledger, {1})) is True
+        ledger.spend("warm")  # the migration check is behind it
+        with losing(ledger, {1}):
+            assert ledger.spend_as("landed", reentry.KEYS[0]) is True
         assert ledger.spend_as("landed", reentry.KEYS[1]) is False
         assert ledger.spend_as("landed", reentry.KEYS[0]) is True
 
@@ -101,15 +92,15 @@ def test_spend_as_lost_reply_is_settled(ledger_url: str, coll: str) -> None:
 def test_spend_as_lost_request_on_anothers_record_is_false(ledger_url: str, coll: str) -> None:
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend_as("theirs", reentry.KEYS[1]) is True
-        lost = LoseReplies(ledger, set(), drop={1})
-        assert _spend_as(ledger, "theirs", reentry.KEYS[0], lost) is False
+        with losing(ledger, set(), drop={1}):
+            assert ledger.spend_as("theirs", reentry.KEYS[0]) is False
 
 
 def test_spend_as_unsettled_is_ambiguous(ledger_url: str, coll: str) -> None:
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
-        lost = LoseReplies(ledger, {1}, drop={2, 3, 4})
-        with pytest.raises(AmbiguousSpend):
-            _spend_as(ledger, "unknown", reentry.KEYS[0], lost)
+        ledger.spend("warm")  # the migration check is behind it
+        with losing(ledger, {1}, drop={2, 3, 4}), pytest.raises(AmbiguousSpend):
+            ledger.spend_as("unknown", reentry.KEYS[0])
         assert ledger.spend_as("unknown", reentry.KEYS[0]) is True  # it had landed
 
 
@@ -127,8 +118,8 @@ def test_spend_as_fails_closed_on_a_dropped_collection(
         client.close()
 
 
-def test_spend_many_answers_per_id(ledger: Flavored, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decisions, "BATCH", 3)
+def test_spend_many_answers_per_id(ledger: Flavored) -> None:
+    ledger.ledger.BATCH = 3
     assert ledger.spend("old") is True
     ids = ["a", "b", "a", "old", "c", "d", "e", "x" * 1024, "d"]
     won = ledger.run(ledger.ledger.spend_many(ids))
@@ -144,11 +135,10 @@ def test_spend_many_lost_reply_is_settled(ledger_url: str, coll: str) -> None:
     of the tokens: ours are True, another spend's are False."""
     with _open(ledger_url, namespace="n", collection=coll) as ledger:
         assert ledger.spend("theirs") is True
-        steps = decisions.spend_many_steps(ledger._store, [b"m1", b"theirs", b"m2"], new_token(), 0)
-        assert run_steps(steps, LoseReplies(ledger, {1})) == [True, False, True]
-        unsettled = decisions.spend_many_steps(ledger._store, [b"m3"], new_token(), 0)
-        with pytest.raises(AmbiguousSpend):
-            run_steps(unsettled, LoseReplies(ledger, {1}, drop={2, 3}))
+        with losing(ledger, {1}):
+            assert ledger.spend_many(["m1", "theirs", "m2"]) == [True, False, True]
+        with losing(ledger, {1}, drop={2, 3}), pytest.raises(AmbiguousSpend):
+            ledger.spend_many(["m3"])
         assert ledger.is_spent("m3") is True
 
 
@@ -164,10 +154,7 @@ def test_batched_reads_prove_the_genesis(ledger_url: str, mongo_url: str, coll: 
         client.close()
 
 
-def test_namespaces_lists_each_once(
-    ledger_url: str, coll: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(decisions, "LIST_PAGE", 2)
+def test_namespaces_lists_each_once(ledger_url: str, coll: str) -> None:
     names = ["n", "a", "b:c", "é", "z" * 256, "genesis", "1"]
     for name in names:
         with _open(ledger_url, namespace=name, collection=coll) as opened:
@@ -177,5 +164,6 @@ def test_namespaces_lists_each_once(
         pass  # a genesis and no record: a namespace all the same
     for flavor in ("sync", "async"):
         with Flavored(flavor, ledger_url, namespace="n", collection=coll) as opened:
+            opened.ledger.LIST_PAGE = 2
             listed = reentry.namespaces(opened)
             assert sorted(listed) == sorted([*names, "empty"])

@@ -51,17 +51,16 @@ def test_never_creates_the_collection(
 def test_genesis_documents_go_before_any_record() -> None:
     """A ledger open on a scratch namespace fails closed before any record of it goes:
     the genesis documents are the first delete (issue 37); the count is theirs."""
-    from ledger_core.steps import run_steps
-    from ledger_mongodb.testing import remove_scratch_steps
+    from ledger_mongodb.testing import remove_scratch_in
 
     deletes: list[dict[str, Any]] = []
 
-    def perform(request: Any) -> Any:
-        command = request.command
-        if "listCollections" in command:
-            return {"cursor": {"firstBatch": [{"name": "c"}]}}
-        deletes.append(command["deletes"][0]["q"])
-        return {"n": 3 if len(deletes) == 1 else 7}
+    class Database:
+        def command(self, command: dict[str, Any]) -> Any:
+            if "listCollections" in command:
+                return {"cursor": {"firstBatch": [{"name": "c"}]}}
+            deletes.append(command["deletes"][0]["q"])
+            return {"n": 3 if len(deletes) == 1 else 7}
 
-    assert run_steps(remove_scratch_steps("c", new_prefix()), perform) == 3
+    assert remove_scratch_in(Database(), "c", new_prefix()) == 3
     assert [sorted(q) for q in deletes] == [["_id"], ["g", "ns"]]

@@ -10,9 +10,9 @@ import pytest
 
 from ledger_core.doctor import FAIL, PASS
 from ledger_core.protocol import LedgerInfo
-from ledger_postgres.commands import Guard
 from ledger_postgres.identity import Opened, Probe, ServerSettings, doctor_checks
 from ledger_postgres.options import PgConfig
+from ledger_postgres.statements import Guard
 from tests.doctor_report import doctor, named
 from tests.servers.postgres import PostgresServer
 

@@ -70,7 +70,8 @@ def test_hostile_ids_are_data(open_pg: Opener, admin: psycopg.Connection[Any], t
 def test_spent_ids_lists_this_namespace_in_pages(
     flavor: str, open_pg: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ledger_postgres.decisions.PAGE_SIZE", 3)  # several pages, a short last
+    for flavour in ("ledger", "aio"):  # several pages, a short last
+        monkeypatch.setattr(f"ledger_postgres.{flavour}.PAGE_SIZE", 3)
     ledger = open_pg(namespace="listed")
     open_pg(namespace="other").spend("not-mine")
     ids = ["b", "a", "\x00nul", "é", "e\u0301", "zz", "Z", "b:c"]

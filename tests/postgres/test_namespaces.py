@@ -42,7 +42,8 @@ def test_a_namespace_with_only_markers_is_listed(open_pg: Opener) -> None:
 
 
 def test_many_namespaces_come_in_pages(open_pg: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger_postgres.decisions.PAGE_SIZE", 3)  # several pages, a short last
+    for flavour in ("ledger", "aio"):  # several pages, a short last
+        monkeypatch.setattr(f"ledger_postgres.{flavour}.PAGE_SIZE", 3)
     names = [f"ns-{i:02d}" for i in range(10)]
     for name in names:
         assert open_pg(namespace=name).spend("one") is True

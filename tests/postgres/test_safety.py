@@ -17,7 +17,6 @@ from psycopg_pool import ConnectionPool
 from ledger_core.errors import UnsafeStoreConfig
 from ledger_core.registry import open_async_ledger, open_ledger
 from ledger_postgres import PostgresLedger
-from ledger_postgres.commands import Op
 from tests.servers.postgres import PostgresServer, ServerUnavailable, standby_of
 
 from .conftest import Opener
@@ -142,9 +141,8 @@ def test_a_connection_that_lands_on_a_standby_is_refused_per_operation(
     try:
         with psycopg.connect(standby, autocommit=True) as conn:
             params = (ledger._st.namespace, b"on-standby", b"t" * 16)
-            op = Op(ledger._st.spend, params, counted=True, first=True)
             with pytest.raises(UnsafeStoreConfig, match="standby"):
-                ledger._on(conn, op, time.monotonic() + 5)
+                ledger._on(conn, ledger._st.spend_prepared, params, None, time.monotonic() + 5)
         assert ledger.is_spent("on-standby") is False
     finally:
         ledger.close()

@@ -25,8 +25,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 
 from ledger_core.errors import LedgerError, LedgerUnavailable
-from ledger_core.reentry import attempt_digest
-from ledger_postgres import commands, decisions, options
+from ledger_postgres.statements import Prepared
 from tests.flavors import Flavored
 from tests.servers.postgres import PostgresServer
 
@@ -184,44 +183,48 @@ def test_statements_gone_from_a_live_session_are_prepared_again_and_sent_once(
     assert _on_session(ledger, "SHOW synchronous_commit") == ("on",)
 
 
-def _config() -> options.PgConfig:
-    return options.PgConfig(table="t")
+# Counts, on the session, how often a hot statement was prepared: every send after the
+# first goes through a new PREPARE, so the count is the number of sends.
+_COUNT_PREPARES = (
+    "SELECT set_config('ledger_test.prepares', (coalesce(nullif(current_setting("
+    "'ledger_test.prepares', true), ''), '0')::int + 1)::text, false)"
+)
 
 
-def _statements() -> commands.Statements:
-    guard = commands.Guard(b"default", b"g" * 16, 1, True)
-    return commands.Statements(_config()).guarded(guard, True)
-
-
-def _gone() -> pg_errors.InvalidSqlStatementName:
-    return pg_errors.InvalidSqlStatementName('prepared statement "x" does not exist')
+def _prepares(ledger: Flavored) -> int:
+    row = _on_session(ledger, "SELECT current_setting('ledger_test.prepares', true)")
+    return int(row[0] or 0)
 
 
 @pytest.mark.parametrize("call", ["spend", "spend_as", "is_spent"])
-def test_a_statement_gone_twice_fails_closed_after_one_resend(call: str) -> None:
-    """The decision sends a hot statement once more only after the server said it does
-    not exist (nothing ran), and only once: gone again, the call raises the server's
-    error (never a settle, never True or False)."""
-    st = _statements()
-    due, digest = float("inf"), attempt_digest(KEY)
-    steps = {
-        "spend": lambda: decisions.spend(st, False, b"r", due, None),
-        "spend_as": lambda: decisions.spend_as(st, False, True, b"r", digest, due, None),
-        "is_spent": lambda: decisions.is_spent(st, False, b"r", due, None),
-    }[call]()
-    sent = [next(steps)]
-    sent.append(steps.throw(_gone()))
-    assert sent[1] == sent[0]  # the same statement, the same token: sent once more
-    with pytest.raises(LedgerUnavailable, match="does not exist"):
-        steps.throw(_gone())
+def test_a_statement_gone_twice_fails_closed_after_one_resend(open_pg: Opener, call: str) -> None:
+    """A hot statement is sent once more only after the server said it does not exist
+    (nothing ran), and only once: gone again, the call raises the server's error (never
+    a settle, never True or False). Here the session's PREPARE never makes the name."""
+    ledger = open_pg(timeout=POOL_WAIT, pool_min=1, pool_max=1)
+    attribute = {"spend": "spend_prepared", "spend_as": "spend_as_prepared"}
+    name = attribute.get(call, "is_spent_prepared")
+    st = ledger.ledger._st
+    setattr(st, name, Prepared(b"decision_ledger_never_prepared", _COUNT_PREPARES.encode()))
+    method = (
+        _spend_as(ledger, "r") if call == "spend_as" else lambda: getattr(ledger.ledger, call)("r")
+    )
+    with pytest.raises(LedgerUnavailable, match="does not exist") as raised:
+        ledger.run(method())
+    assert isinstance(raised.value.__cause__, pg_errors.InvalidSqlStatementName)
+    assert _prepares(ledger) == 2  # the first send, and one more
 
 
-def test_other_rejections_are_never_resent() -> None:
-    st = _statements()
-    steps = decisions.spend(st, False, b"r", float("inf"), None)
-    next(steps)
-    with pytest.raises(LedgerUnavailable, match="denied"):
-        steps.throw(pg_errors.InsufficientPrivilege("permission denied for table t"))
+def test_other_rejections_are_never_resent(open_pg: Opener) -> None:
+    ledger = open_pg(timeout=POOL_WAIT, pool_min=1, pool_max=1)
+    failing = (
+        f"{_COUNT_PREPARES}; PREPARE decision_ledger_failing (bytea, bytea, bytea) AS "
+        "SELECT 1 / (length($1) - length($1))"
+    )
+    ledger.ledger._st.spend_prepared = Prepared(b"decision_ledger_failing", failing.encode())
+    with pytest.raises(LedgerUnavailable, match="division by zero"):
+        ledger.spend("r")
+    assert _prepares(ledger) == 1
 
 
 def test_the_hot_calls_open_no_psycopg_cursor(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import pytest
 from redis.crc import key_slot
@@ -15,9 +16,10 @@ from ledger_core.errors import (
 )
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import Durability
-from ledger_redis import commands, decisions, errors, identity
+from ledger_redis import commands, errors, identity
 from ledger_redis.commands import Plan
 from ledger_redis.identity import ServerFacts
+from ledger_redis.ledger import Pool, RedisLedger, spend_outcomes
 from ledger_redis.options import RedisOptions
 
 TOKEN = b"\x01" * 16
@@ -52,7 +54,7 @@ def _options(**options: object) -> RedisOptions:
 
 
 def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> Plan:
-    return decisions.plan_for(
+    return commands.plan_for(
         RedisOptions(**kwargs),  # type: ignore[arg-type]
         version,
         cluster=False,
@@ -61,16 +63,51 @@ def _plan(version: tuple[int, ...] | None = (7, 0, 15), **kwargs: object) -> Pla
     )
 
 
+class _Recorder(Pool):
+    """A link that records each trip and answers it with ``replies``: what a ledger
+    sends and how it judges the answers, without a server."""
+
+    def __init__(self, replies: list[Any]) -> None:
+        super().__init__(object(), "redis://recorder/0")
+        self.replies = replies
+        self.sent: list[list[commands.Command]] = []
+
+    def call(self, commands: Any, what: str, deadline: Any, *, every: bool = False) -> list[Any]:
+        self.sent.append(list(commands))
+        return self.replies
+
+
+def _ledger(plan: Plan, replies: list[Any]) -> tuple[RedisLedger, _Recorder]:
+    """A ledger opened on ``plan`` (the open's reads skipped), on a recording link."""
+    link = _Recorder(replies)
+    ledger = RedisLedger(link, "ns", RedisOptions())
+    ledger._prepare(plan)
+    return ledger, link
+
+
 def _spend_commands(plan: Plan, request_id: bytes, value: bytes) -> list[commands.Command]:
-    """One spend's commands: a batch of one."""
-    return plan.spend_many_commands([request_id], [value])
+    """What one spend sends: the ledger's own commands, recorded."""
+    ack = [1, 9] if plan.wait is not None and plan.wait[0] == "WAITAOF" else 9
+    ledger, link = _ledger(plan, [None, ack])
+    token, digest = value[:16], value[16:] or None
+    with mock.patch("ledger_redis.ledger.new_token", return_value=token):
+        assert ledger._spend(request_id, digest) is True
+    (sent,) = link.sent
+    return sent
+
+
+def _read_commands(plan: Plan, request_id: bytes) -> list[commands.Command]:
+    ledger, link = _ledger(plan, [0])
+    ledger._is_spent(request_id)
+    (sent,) = link.sent
+    return sent
 
 
 def _spend_outcome(
     plan: Plan, replies: list[Any], value: bytes, failure: BaseException | None = None
 ) -> bool:
     """One spend's answer: a batch of one."""
-    return decisions.spend_many_outcome(plan, replies, [value], failure)[0]
+    return spend_outcomes(_Recorder([]), plan.wait, replies, [value], failure, "spend")[0]
 
 
 def test_spend_is_one_genesis_proving_script() -> None:
@@ -84,7 +121,7 @@ def test_spend_is_one_genesis_proving_script() -> None:
     assert _spend_outcome(plan, [OTHER], TOKEN) is False
     with pytest.raises(LedgerUnavailable):
         _spend_outcome(plan, [1], TOKEN)
-    (read,) = plan.read_commands(b"k")
+    (read,) = _read_commands(plan, b"k")
     assert read[0] == "EVALSHA"
     assert read[3:] == (commands.genesis_key("ns"), commands.record_key("ns", b"k"), GENESIS)
 
@@ -136,14 +173,14 @@ def test_wait_shortfall_is_ambiguous() -> None:
 
 def test_waitaof_needs_7_2_and_no_cluster() -> None:
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
-        decisions.plan_for(RedisOptions(wait_aof=True), (7, 0), cluster=False)
+        commands.plan_for(RedisOptions(wait_aof=True), (7, 0), cluster=False)
     plan = _plan((7, 2), wait_aof=True)
     assert _spend_commands(plan, b"k", TOKEN)[1][0] == "WAITAOF"
     with pytest.raises(AmbiguousSpend):
         _spend_outcome(plan, [None, [0, 0]], TOKEN)
     assert _spend_outcome(plan, [None, [1, 0]], TOKEN) is True
     with pytest.raises(InvalidLedgerURL, match="Cluster"):
-        decisions.plan_for(RedisOptions(wait_replicas=1), (7, 0), cluster=True)
+        commands.plan_for(RedisOptions(wait_replicas=1), (7, 0), cluster=True)
 
 
 @pytest.mark.parametrize(

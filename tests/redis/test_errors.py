@@ -12,7 +12,7 @@ from ledger_core import open_ledger
 from ledger_core.cli import main
 from ledger_core.errors import LedgerError, UnsafeStoreConfig
 from ledger_core.opening import OpenRequest
-from ledger_redis import RedisLedger, commands, decisions, identity
+from ledger_redis import RedisLedger, commands, identity
 from ledger_redis.options import RedisOptions
 from tests.flavors import Flavored
 from tests.servers import redis as servers
@@ -125,10 +125,10 @@ def test_unknown_version_is_unknown_not_zero() -> None:
     assert facts.version is None
     assert identity.server_version([facts]) is None
     opts = RedisOptions(wait_aof=True, trust_config=True)
-    plan = decisions.plan_for(opts, None, cluster=False)
+    plan = commands.plan_for(opts, None, cluster=False)
     assert plan.probe_waitaof  # decided by asking the server, not by a made-up 0
     with pytest.raises(UnsafeStoreConfig, match=r"7\.2"):
-        decisions.plan_for(opts, (7, 0, 15), cluster=False)
+        commands.plan_for(opts, (7, 0, 15), cluster=False)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

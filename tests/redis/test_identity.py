@@ -17,7 +17,6 @@ from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import MAX_MARKER_BYTES
 from ledger_core.protocol import Durability
 from ledger_redis import RedisLedger, commands
-from ledger_redis.commands import Exec
 from tests.flavors import Flavored
 from tests.servers import redis as servers
 
@@ -401,21 +400,22 @@ def test_a_listing_page_proves_the_identity_after_its_scan(
     try:
         ids = [f"listed-{i}" for i in range(20)]
         assert all(ledger.spend(i) for i in ids)
-        inner = ledger.ledger._driver
+        link = ledger.ledger._link
+        inner = link.execute
 
-        def forgets(op: Any) -> None:
-            if isinstance(op, Exec) and op.command[0] == "SCAN":
+        def forgets(command: Any) -> None:
+            if command[0] == "SCAN":
                 _forget_namespace(private_cluster_url, namespace, ids, cluster=True)
 
-        def ops(op: Any) -> Any:
-            forgets(op)
-            return inner(op)
+        def execute(command: Any, deadline: Any, **options: Any) -> Any:
+            forgets(command)
+            return inner(command, deadline, **options)
 
-        async def aops(op: Any) -> Any:
-            forgets(op)
-            return await inner(op)
+        async def aexecute(command: Any, deadline: Any, **options: Any) -> Any:
+            forgets(command)
+            return await inner(command, deadline, **options)
 
-        ledger.ledger._driver = ops if ledger.loop is None else aops
+        link.execute = execute if ledger.loop is None else aexecute
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             ledger.spent_ids()
     finally:

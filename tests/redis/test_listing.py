@@ -11,8 +11,9 @@ import redis
 from ledger_core import migrate, open_ledger
 from ledger_core.errors import LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.ids import marker_id
-from ledger_core.steps import run_steps
-from ledger_redis import commands, decisions
+from ledger_redis import commands
+from ledger_redis.ledger import page
+from ledger_redis.scans import Listing
 from ledger_sqlite import SQLiteLedger
 from tests.flavors import Flavored
 
@@ -63,7 +64,7 @@ def test_a_forgotten_store_refuses_to_list(redis_url: str, namespace: str) -> No
     try:
         ledger.spend("a")
         client = redis.Redis.from_url(redis_url)
-        client.delete(ledger._session.plan.keys.genesis)  # the store forgot (an eviction)
+        client.delete(ledger._keys.genesis)  # the store forgot (an eviction)
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             list(ledger.spent_ids())
         with pytest.raises(UnsafeStoreConfig):  # failed closed for good
@@ -75,7 +76,7 @@ def test_a_forgotten_store_refuses_to_list(redis_url: str, namespace: str) -> No
 def test_a_foreign_non_utf8_record_is_refused(redis_url: str, namespace: str) -> None:
     ledger: Any = open_ledger(redis_url, namespace=namespace)
     try:
-        redis.Redis.from_url(redis_url).set(ledger._session.plan.keys.record(b"\xc3("), b"x")
+        redis.Redis.from_url(redis_url).set(ledger._keys.record(b"\xc3("), b"x")
         with pytest.raises(UnsafeStoreConfig, match="UTF-8"):
             list(ledger.spent_ids())
     finally:
@@ -102,7 +103,7 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
     """SCAN may repeat a key (a rehash mid-scan): the listing still gives it once."""
     keys = commands.Keys("ns")
     plan = commands.Plan(keys=keys, genesis=b"0" * 32)
-    listing = decisions.Listing(plan, 10)
+    listing = Listing(plan, 10)
     pages = [
         (1, 7, [keys.record(b"a"), keys.record(b"\xffm\x00x")]),
         (1, 0, [keys.record(b"a"), keys.record(b"b")]),
@@ -110,16 +111,18 @@ def test_a_key_scan_returns_twice_is_listed_once() -> None:
     asked: list[tuple[Any, int]] = []
 
     class Pages:
-        """A standalone transport's one step for a page: one trip, the proof in it."""
+        """A standalone link's page: one trip, the proof in it."""
 
-        def scan(self, node: Any, command: Any, proof: Any, what: str) -> Any:
+        def primaries(self, what: str, deadline: Any) -> list[Any]:
+            return [None]
+
+        def scan(self, node: Any, command: Any, proof: Any, what: str, deadline: Any) -> Any:
             asked.append((node, command[1]))
             assert proof == plan.proof_command  # proved in the same trip
             return pages.pop(0)
-            yield  # a generator, as a transport's steps are
 
-    got = [run_steps(listing.page(Pages()), lambda op: None) for _ in range(3)]  # type: ignore[arg-type]
-    assert got == [["a"], ["b"], None]
+    got = [page(Pages(), listing, None) for _ in range(3)]  # type: ignore[arg-type]
+    assert got == [(["a"], listing), (["b"], listing), ([], None)]
     assert asked == [(None, 0), (None, 7)]
     with pytest.raises(LedgerUnavailable, match="foreign"):
         listing.take(1, 0, [commands.Keys("other").record(b"a")])
@@ -139,10 +142,10 @@ def test_spend_many_answers_per_id(url: str, flavor: str, namespace: str) -> Non
 def test_spend_many_proves_the_genesis(redis_url: str, namespace: str) -> None:
     ledger: Any = open_ledger(redis_url, namespace=namespace)
     try:
-        redis.Redis.from_url(redis_url).delete(ledger._session.plan.keys.genesis)
+        redis.Redis.from_url(redis_url).delete(ledger._keys.genesis)
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             ledger.spend_many(["x", "y"])
-        assert redis.Redis.from_url(redis_url).exists(ledger._session.plan.keys.record(b"x")) == 0
+        assert redis.Redis.from_url(redis_url).exists(ledger._keys.record(b"x")) == 0
     finally:
         ledger.close()
 
@@ -162,7 +165,7 @@ def test_is_spent_many_proves_the_genesis(redis_url: str, namespace: str) -> Non
     ledger: Any = open_ledger(redis_url, namespace=namespace)
     try:
         ledger.spend("x")
-        redis.Redis.from_url(redis_url).delete(ledger._session.plan.keys.genesis)
+        redis.Redis.from_url(redis_url).delete(ledger._keys.genesis)
         with pytest.raises(UnsafeStoreConfig, match="forgot"):
             ledger.is_spent_many(["x", "y"])
     finally:

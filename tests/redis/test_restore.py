@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ledger_core.errors import UnsafeStoreConfig
+from tests.flavors import Flavored
 from tests.redis.test_conformance_redis import Restore, namespace_of
 from tests.restoring import restore_goes_unseen, restored_then_reidentified
 
@@ -30,3 +32,24 @@ def test_a_restored_namespace_fails_closed_once_reidentified(
 ) -> None:
     url, restore = restored
     restored_then_reidentified(url, namespace_of(namespace), restore, namespace)
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+def test_reidentify_fails_every_instance_closed_in_both_flavours(
+    flavor: str, redis_url: str, namespace: str
+) -> None:
+    """The async ledger reidentifies as the sync one does (C9): a fresh genesis over the
+    one proven, every open instance then failed for good, a new one another store_id."""
+    with (
+        Flavored(flavor, redis_url, namespace=namespace) as ledger,
+        Flavored(flavor, redis_url, namespace=namespace) as other,
+    ):
+        assert ledger.spend("before") is True
+        before = ledger.store_id
+        ledger.run(ledger.ledger.reidentify())
+        for instance in (ledger, other):
+            with pytest.raises(UnsafeStoreConfig):
+                instance.is_spent("before")
+        with Flavored(flavor, redis_url, namespace=namespace) as fresh:
+            assert fresh.store_id not in (None, before)
+            assert fresh.is_spent("before") is True  # the records stay; the identity moved

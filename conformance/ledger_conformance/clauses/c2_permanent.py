@@ -150,14 +150,19 @@ class C2Permanent:
 
         def reread(label: str) -> None:
             handle = ledgers.open(label)
-            for request_id in dict.fromkeys(by_label[label]):
-                if handle.has_is_spent:
-                    handle.is_spent(request_id, FINAL)
-                else:
-                    handle.spend(request_id, FINAL)  # must answer False
+            try:
+                for request_id in dict.fromkeys(by_label[label]):
+                    if handle.has_is_spent:
+                        handle.is_spent(request_id, FINAL)
+                    else:
+                        handle.spend(request_id, FINAL)  # must answer False
+            finally:
+                ledgers.close_handle(handle)
 
         # A fresh instance per store, the stores side by side: opening is the slow part on
         # a store whose client is costly to build (boto3's), and reads change nothing.
+        # Each is closed once read: a run touches hundreds of stores (M1, the axes), and
+        # an instance per store held to the end filled a server's connection limit.
         workers = ledgers.profile.volume_workers
         with ThreadPoolExecutor(workers, thread_name_prefix="ledger-final") as pool:
             for done in [pool.submit(reread, label) for label in by_label]:

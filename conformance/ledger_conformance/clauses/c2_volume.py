@@ -15,7 +15,7 @@ import pytest
 
 from ..harness import Handle, Ledgers, error_text
 from .c2_permanent import C2
-from .common import not_exercised, note, partly, wait_out
+from .common import not_exercised, note, partly, sample, wait_out
 from .restart import run_restart, wait_until_serving
 
 HANDLES = 4  # instances the volume is spread over (a per-instance cache must not help)
@@ -85,13 +85,7 @@ class C2Volume:
         ledger_restart: Callable[[], object] | None,
     ) -> None:
         profile = ledgers.profile
-        count = profile.volume_ids if ledger_volume is None else ledger_volume
-        if count < profile.volume_ids:
-            partly(
-                request,
-                f"volume lowered to {count} ids by the backend's ledger_volume fixture "
-                f"(the {profile.name} profile spends {profile.volume_ids})",
-            )
+        count = sample(request, ledgers, "volume_ids", "ledger_volume", ledger_volume)
         label = ledgers.label("volume")
         handles = [ledgers.open(label) for _ in range(HANDLES)]
         seen = ledgers.runtime.store_ids.setdefault(ledgers.suite_key, [])

@@ -197,6 +197,23 @@ def partly(request: pytest.FixtureRequest, text: str) -> None:
     request.node.user_properties.append((PARTLY, text))
 
 
+def sample(
+    request: pytest.FixtureRequest, ledgers: Ledgers, field: str, fixture: str, given: int | None
+) -> int:
+    """The profile's ``field`` (a sample size), or what a backend's ``fixture`` gave
+    instead; a lower one is said in the report ("partly exercised")."""
+    profile = ledgers.profile
+    full: int = getattr(profile, field)
+    count = full if given is None else given
+    if count < full:
+        partly(
+            request,
+            f"{field} lowered to {count} by the backend's {fixture} fixture "
+            f"(the {profile.name} profile's is {full})",
+        )
+    return count
+
+
 # Forked, not spawned: a child inherits the factory as it is (a closure, a test's local
 # class) with nothing to pickle, as a host's pre-forked workers do.
 FORK = multiprocessing.get_context("fork")

@@ -14,6 +14,7 @@ import pytest
 
 from ..axes import Axes, seed_note
 from ..callers import (
+    UNPORTABLE,
     Caller,
     Job,
     Raised,
@@ -81,6 +82,24 @@ def spawned_pool(ledgers: Ledgers) -> Spawned:
     return pool
 
 
+def in_new_interpreter(
+    ledgers: Ledgers,
+    process: str,
+    label: str,
+    flavor: Flavor,
+    method: str,
+    args: tuple[object, ...],
+) -> tuple[object, int, int]:
+    """``method(*args)`` on a new ledger of ``label`` in one of the run's spawned
+    interpreters: its answer (a value, or ``Raised``) and when it was invoked and done.
+    Raises ``NotOpened`` when the factory raised there, ``CallerFailed`` when it died."""
+    steps = (Step(method, args),)
+    job = Job(label, flavor, steps, process, portable(ledgers.factory), tuple(sys.path))
+    outcome = spawned_pool(ledgers).call(job)
+    ((invoke, complete),) = outcome.times
+    return outcome.answers[0], invoke, complete
+
+
 def job_for(ledgers: Ledgers, who: Who, label: str, steps: Sequence[Step]) -> Job:
     """The job for ``who``: a spawned interpreter is told how to rebuild the factory and
     where to import it from; a forked child has it already."""
@@ -100,11 +119,7 @@ def usable(
         partly(request, "only this process's callers: store_id is None")
         return [w for w in kept if w.kind == "thread"]
     if any(w.kind == "spawn" for w in kept) and portable(ledgers.factory) is None:
-        partly(
-            request,
-            "no spawned interpreter: the factory cannot be rebuilt in one (give a "
-            "module-level callable, or one that pickles)",
-        )
+        partly(request, f"no spawned interpreter: {UNPORTABLE}")
         kept = [w for w in kept if w.kind != "spawn"]
     return kept
 

@@ -1,4 +1,4 @@
-"""The ledger's statements, built without I/O, and :class:`Op`: one message to send.
+"""The ledger's statements, built once without I/O, and the prepared ones' libpq exchange.
 
 Each statement proves the store is still the one the ledger opened (:class:`Guard`) in
 the same round trip. Values are always data: server-side parameters on our sessions,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 import weakref
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from psycopg import errors as pg_errors
 from psycopg import generators, pq, sql
@@ -59,55 +59,29 @@ _STATEMENT_GONE = pg_errors.InvalidSqlStatementName.sqlstate
 _PREPARED: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
 
 
-def _prepared_now(results: list[Any], name: Prepared, conn: Any) -> None:
-    for result in results:
-        if result.status == _FATAL:
-            raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
-    _PREPARED.setdefault(conn, set()).add(name)
-
-
-def prepared_gen(conn: Any, op: Op) -> PQGen[Row]:
-    """A :class:`Prepared` op as a psycopg generator for ``conn.wait()`` (under
-    ``conn.lock``). A statement the session lost (``DISCARD ALL``) is prepared again."""
-    pgconn, params, name = conn.pgconn, op.params or (), cast(Prepared, op.query)
-    setup = None if name in _PREPARED.get(conn, ()) else name.setup
-    if setup is not None:  # this session's first use of it: its error is the call's
-        pgconn.send_query(setup)
-        _prepared_now((yield from generators.execute(pgconn)), name, conn)
-    # libpq's call, not psycopg's cursor: why, with the numbers, at ledger.run_op.
-    pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
-    result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
-    if result.status == _FATAL:  # raised as psycopg's cursor would raise it
+def executed(conn: Any, name: Prepared, params: tuple[Any, ...]) -> PQGen[Any]:
+    """A prepared statement's result, straight through libpq, for ``conn.wait()`` under
+    ``conn.lock``. Prepared at the session's first use (its error is the call's); a
+    statement the session lost (``DISCARD ALL``) is prepared again and sent once more
+    (an ``EXECUTE`` of a missing statement ran nothing); gone twice, the error is raised.
+    Errors are raised as psycopg's cursor would raise them."""
+    pgconn = conn.pgconn
+    for attempt in (1, 2):
+        if name not in _PREPARED.get(conn, ()):
+            pgconn.send_query(name.setup)
+            for result in (yield from generators.execute(pgconn)):
+                if result.status == _FATAL:
+                    raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
+            _PREPARED.setdefault(conn, set()).add(name)
+        pgconn.send_query_prepared(name, params, BINARY[: len(params)], 1)
+        result = (yield from generators.execute(pgconn))[-1]  # one statement: one result
+        if result.status != _FATAL:
+            return result
         error = pg_errors.error_from_result(result, encoding=conn.info.encoding)
-        if error.sqlstate == _STATEMENT_GONE:
-            _PREPARED.get(conn, set()).discard(name)
-        raise error
-    if op.counted:
-        return () if result.command_tuples else None
-    return (result.get_value(0, 0) == b"\x01",) if result.ntuples else None
-
-
-def counted(cur: Any, op: Op) -> Row:
-    return () if op.counted and cur.rowcount > 0 else None
-
-
-class Op(NamedTuple):
-    """One message (one round trip) and which answer to read.
-
-    ``result``: the result set whose first row answers (``None``: none). ``fresh``: on a
-    new connection (a dead one's idle siblings may be dead too). ``counted``: the row
-    count answers (``()`` if it touched a row). ``guarded``: no row means the store
-    forgot. ``first``: a first attempt, answered within ``FIRST_SHARE``.
-    """
-
-    query: Query
-    params: tuple[Any, ...] | None = None
-    result: int | None = 0
-    fresh: bool = False
-    counted: bool = False
-    guarded: bool = False
-    first: bool = False
-    due: float = 0.0  # the call's one deadline (time.monotonic()), set by the decision
+        if error.sqlstate != _STATEMENT_GONE or attempt == 2:
+            raise error
+        _PREPARED[conn].discard(name)
+    raise AssertionError("unreachable")
 
 
 def new_identity_token() -> bytes:
@@ -151,6 +125,8 @@ class Guard(NamedTuple):
     timeline: int | None = None
     # The genesis row's xmin: a restored (COPY) or re-inserted row has another (C6).
     xmin: int | None = None
+    # The table's storage file at open (pg_relation_filenode): see write_condition.
+    filenode: int | None = None
 
     def condition(self, spend: bool) -> str:
         """The guard as a condition on the genesis row, aliased ``g``."""
@@ -164,17 +140,29 @@ class Guard(NamedTuple):
         if self.timeline is not None:
             text += f" AND {timeline_condition(self.timeline)}"
         if spend:
-            # A durable commit whatever the session's settings now (a pooler's RESET ALL,
-            # a role's default): a conjunct of the token's condition, so a row written
-            # proves it was evaluated.
-            text += f" AND {SYNC_COMMIT_HERE}"
-        if self.durable and spend:
-            text += (
-                " AND current_setting('fsync') = 'on' AND EXISTS (SELECT FROM "
-                f"pg_catalog.pg_class AS c WHERE c.oid = {int(self.table_oid)}::oid "
-                "AND c.relpersistence = 'p')"
-            )
+            text += f" AND {self.write_condition()}"
         return text
+
+    def write_condition(self) -> str:
+        """What a spend that records proves beyond the genesis: a durable commit whatever
+        the session's settings now (a pooler's RESET ALL, a role's default), and on a
+        proving ledger ``fsync`` on and the table still logged and permanent. Its storage
+        file unchanged since open proves the latter without reading ``pg_class`` (a
+        change of persistence rewrites the table into a new file); after a rewrite
+        (``VACUUM FULL``, ``CLUSTER``) the catalog is read."""
+        if not self.durable:
+            return SYNC_COMMIT_HERE
+        oid = f"{int(self.table_oid)}::oid"
+        same_file = (
+            "false"
+            if self.filenode is None
+            else (f"pg_catalog.pg_relation_filenode({oid}) = {int(self.filenode)}::oid")
+        )
+        return (
+            f"{SYNC_COMMIT_HERE} AND current_setting('fsync') = 'on' AND ({same_file} OR "
+            f"EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = {oid} "
+            "AND c.relpersistence = 'p'))"
+        )
 
     def namespace_value(self, value: sql.Composable, spend: bool) -> sql.Composable:
         """NULL when the standbys no longer keep what the spend would acknowledge: the
@@ -186,6 +174,18 @@ class Guard(NamedTuple):
 
 # The token comes out of the guard: a changed store makes it NULL, which the NOT NULL
 # column refuses before any conflict check. Row count 1: this call recorded the id.
+# The prepared form proves the genesis on every spend, and what a recording spend proves
+# more (durability, the standbys: their price is most of a spend's server time) only when
+# the id is not there yet: a spent id acknowledges nothing new (a concurrent writer of
+# the same id is still met by ON CONFLICT, after the full proof).
+_SPEND_PREPARED = (
+    "INSERT INTO {table} (namespace, request_id, token) "
+    "SELECT {ns}, {rid}, CASE WHEN {write} THEN v.token END "
+    "FROM (SELECT (SELECT {token} FROM {table} AS g WHERE {genesis}) AS token) AS v "
+    "WHERE v.token IS NULL OR NOT EXISTS (SELECT FROM {table} AS e "
+    "WHERE e.namespace = {key} AND e.request_id = {rid}) "
+    "ON CONFLICT (namespace, request_id) DO NOTHING"
+)
 _SPEND = (
     "INSERT INTO {table} (namespace, request_id, token) VALUES ({ns}, {rid}, "
     "(SELECT {token} FROM {table} AS g WHERE {guard})) "
@@ -278,7 +278,8 @@ PROBE = sql.SQL(
     "has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE'), "
     "(SELECT relpersistence::text FROM pg_catalog.pg_class WHERE oid = to_regclass(%s)), "
     "EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass(%s) "
-    "AND attname = 'attempt_digest' AND NOT attisdropped)"
+    "AND attname = 'attempt_digest' AND NOT attisdropped), "
+    "pg_catalog.pg_relation_filenode(to_regclass(%s))"
 )
 SYSTEM_IDENTIFIER = sql.SQL("SELECT system_identifier::text FROM pg_catalog.pg_control_system()")
 DOCTOR_SETTINGS = sql.SQL(
@@ -343,8 +344,6 @@ class Statements:
     def _build(self, guard: Guard) -> None:
         spend, is_spent = self._bind(_SPEND, guard), self._bind(_IS_SPENT, guard)
         spend_as = self._bind(_SPEND_AS, guard)
-        self.spend = self._render(spend)  # answers with its row count: 1 if it recorded
-        self.spend_as = self._render(spend_as)  # 1: recorded now, or by the same key
         self.is_spent = self._render(is_spent)
         self.page = self._render(self._bind(_PAGE, guard))
         self.namespaces = self._render(self._bind(_NAMESPACES, guard))
@@ -354,7 +353,7 @@ class Statements:
         self._spend_framed = self._render(self.framed(self._bind(_SPEND + _RETURNING, guard)))
         self._spend_as_framed = self._render(self.framed(self._bind(_SPEND_AS + _RETURNING, guard)))
         self._is_spent_framed = self._render(self.framed(is_spent))
-        self.spend_prepared = self._prepare("spend", _SPEND, guard, 3)
+        self.spend_prepared = self._prepare("spend", _SPEND_PREPARED, guard, 3)
         self.is_spent_prepared = self._prepare("is_spent", _IS_SPENT, guard, 2)
         # A table without the column cannot prepare it (spend_as is refused before I/O).
         label = Prepared(b"decision_ledger_spend_as")
@@ -369,6 +368,7 @@ class Statements:
 
     def _prepare(self, name: str, template: str, guard: Guard, values: int) -> Prepared:
         numbered = {key: sql.SQL(f"${n}") for n, key in enumerate(_NAMES[:values], 1)}
+        numbered["key"] = numbered["ns"]  # the namespace, never wrapped in the topology
         body = self._render(self._bind(template, guard, **numbered))
         digest = hashlib.sha256(body).hexdigest()[:24]
         label = f"decision_ledger_{name}_{digest}"
@@ -385,7 +385,11 @@ class Statements:
         values.update(numbered)
         values["ns"] = guard.namespace_value(values["ns"], spend)
         return sql.SQL(template).format(
-            table=self.table, guard=sql.SQL(guard.condition(spend=spend)), **values
+            table=self.table,
+            guard=sql.SQL(guard.condition(spend=spend)),
+            genesis=sql.SQL(guard.condition(spend=False)),
+            write=sql.SQL(guard.write_condition()),
+            **values,
         )
 
     @staticmethod
