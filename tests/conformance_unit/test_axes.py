@@ -47,6 +47,16 @@ def test_same_seed_same_draws_and_every_family_sampled() -> None:
     assert [set(f) for f in wide.families("x")] == [set(f) for f in ID_FAMILIES.values()]
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_every_seed_draws_each_familys_first_pair(seed: int) -> None:
+    """A store that merges only ``a b`` and ``a%20b`` is caught on every seed."""
+    axes = Axes(seed)
+    for drawn, source in ((axes.families("x"), ID_FAMILIES), (axes.names("x"), NAME_FAMILIES)):
+        for drawn_family, family in zip(drawn, source.values(), strict=True):
+            assert drawn_family[:2] == family[:2]
+            assert len(set(drawn_family)) == len(drawn_family)
+
+
 def test_family_members_are_distinct_valid_ids() -> None:
     members = [m for family in ID_FAMILIES.values() for m in family]
     for request_id in members:
