@@ -44,22 +44,23 @@ def _forget_both(old: Path, new: Path) -> None:
     forget_everything(old)
 
 
+def open_bridge(old: Path, new: Path, ctx: LedgerContext) -> Any:
+    """The factory, given both files: module-level, so the spawned-interpreter axes
+    reach the bridge too (``functools.partial`` pickles by name)."""
+    if ctx.flavor == "async":
+        return _async_bridge(old, new, ctx.store)
+    return Bridge(
+        SQLiteLedger(old, namespace=ctx.store),
+        SQLiteLedger(new, namespace=ctx.store),
+        answer_as="old",
+        owns=True,
+    )
+
+
 class TestPhaseOneBridge(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, bridge_dir: Path) -> Any:
-        old, new = bridge_dir / "old.db", bridge_dir / "new.db"
-
-        def factory(ctx: LedgerContext) -> Any:
-            if ctx.flavor == "async":
-                return _async_bridge(old, new, ctx.store)
-            return Bridge(
-                SQLiteLedger(old, namespace=ctx.store),
-                SQLiteLedger(new, namespace=ctx.store),
-                answer_as="old",
-                owns=True,
-            )
-
-        return factory
+        return functools.partial(open_bridge, bridge_dir / "old.db", bridge_dir / "new.db")
 
     @pytest.fixture
     def ledger_local_faults(self, bridge_dir: Path) -> dict[str, Callable[[], Any]]:

@@ -4,6 +4,7 @@ async variant) passes every clause it can be asked: the suite needs nothing more
 from __future__ import annotations
 
 import atexit
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,14 @@ def minimal_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("minimal")
 
 
+def open_minimal(path: Path, ctx: LedgerContext) -> MinimalLedger:
+    """Module-level, so the spawned-interpreter axes reach this ledger too."""
+    inner = SQLiteLedger(path, namespace=ctx.store)
+    atexit.register(inner.close)  # the ledger has no close(): the suite cannot
+    return MinimalLedger(inner)
+
+
 class TestMinimalLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, minimal_dir: Path) -> Any:
-        def factory(ctx: LedgerContext) -> MinimalLedger:
-            inner = SQLiteLedger(minimal_dir / "ledger.db", namespace=ctx.store)
-            atexit.register(inner.close)  # the ledger has no close(): the suite cannot
-            return MinimalLedger(inner)
-
-        return factory
+        return functools.partial(open_minimal, minimal_dir / "ledger.db")

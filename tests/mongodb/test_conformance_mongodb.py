@@ -41,10 +41,6 @@ def namespace_of(label: str, run: str = RUN) -> str:
     return f"conf-{run}-{label}"[:256]
 
 
-def _namespace(ctx: LedgerContext) -> str:
-    return namespace_of(ctx.store)
-
-
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable with this session's RUN bound in: a freshly
     spawned interpreter rebuilds it and reaches the same namespaces."""
@@ -89,14 +85,18 @@ async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[s
 def motor_factory(
     url: str, collection: str, proof: dict[str, str]
 ) -> Callable[[LedgerContext], Any]:
-    sync = url_factory(url, collection, proof)
+    """A partial of a module-level callable, like ``url_factory``: the spawned
+    interpreter axes reach the Motor configuration too."""
+    return functools.partial(open_motor, url, collection, proof, RUN)
 
-    def factory(ctx: LedgerContext) -> Any:
-        if ctx.flavor != "async":
-            return sync(ctx)
-        return _motor_ledger(rewrite(url, ctx), _namespace(ctx), collection, proof)
 
-    return factory
+def open_motor(
+    url: str, collection: str, proof: dict[str, str], run: str, ctx: LedgerContext
+) -> Any:
+    """The async variant over Motor; the sync variant stays PyMongo (C9 compares them)."""
+    if ctx.flavor != "async":
+        return open_url(url, collection, proof, run, ctx)
+    return _motor_ledger(rewrite(url, ctx), namespace_of(ctx.store, run), collection, proof)
 
 
 def forget(url: str, collection: str) -> Callable[..., None]:

@@ -52,10 +52,6 @@ def namespace_of(label: str, run: str = RUN) -> str:
     return f"conf-{run}-{label}"[:256]
 
 
-def _namespace(ctx: LedgerContext) -> str:
-    return namespace_of(ctx.store)
-
-
 def standalone_factory(url: str, **options: str) -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable, this session's RUN bound in: a freshly
     spawned interpreter rebuilds it, and reaches the same namespaces (its own import
@@ -141,18 +137,23 @@ def forget_cluster(url: str) -> Forget:
 
 
 def cluster_factory(url: str) -> Callable[[LedgerContext], Any]:
+    """A partial of a module-level callable, like ``standalone_factory``: the spawned
+    interpreter axes reach the Cluster too."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    return functools.partial(open_cluster, host, port, RUN)
 
-    def factory(ctx: LedgerContext) -> Any:
-        def remap(address: tuple[str, int]) -> tuple[str, int]:
-            return ctx.route(address[0], address[1])
 
-        if ctx.flavor == "async":
-            return _async_cluster(host, port, remap, _namespace(ctx))
-        return _sync_cluster(host, port, remap, _namespace(ctx))
+def open_cluster(host: str, port: int, run: str, ctx: LedgerContext) -> Any:
+    """Every node the client discovers is reached through ``ctx.route``."""
 
-    return factory
+    def remap(address: tuple[str, int]) -> tuple[str, int]:
+        return ctx.route(address[0], address[1])
+
+    namespace = namespace_of(ctx.store, run)
+    if ctx.flavor == "async":
+        return _async_cluster(host, port, remap, namespace)
+    return _sync_cluster(host, port, remap, namespace)
 
 
 @contextmanager
