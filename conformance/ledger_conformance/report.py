@@ -78,8 +78,10 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
             detail = f"{first.name}: {first.detail}{more}"
             rows.append(ClauseResult(clause, FAILED, detail, title))
         elif passed and left_out:
-            parts = [f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out), *notes]
-            rows.append(ClauseResult(clause, PARTLY, "; ".join(parts), title))
+            # What ran is said apart from what was left out: a note read as a part left out
+            detail = f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out)
+            detail += ". Noted: " + "; ".join(notes) if notes else ""
+            rows.append(ClauseResult(clause, PARTLY, detail, title))
         elif passed:
             rows.append(ClauseResult(clause, PASSED, "; ".join(notes), title))
         else:

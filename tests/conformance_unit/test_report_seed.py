@@ -1,6 +1,7 @@
 """The report's header names the run's seed and how to replay it: a failure on a generated
 input (an id, a name, a caller, a model sequence) reproduces from the header alone. The
-seed drives Hypothesis's sequences too (M1, C8), not only the axes' draws."""
+seed drives Hypothesis's sequences too (M1, C8), not only the axes' draws. And a row
+says what was left out apart from what ran."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ def test_the_header_carries_the_profile_and_the_seed() -> None:
     lines = render(rows, profile="quick", elapsed=3.21, seed=4242, width=200).splitlines()
     assert lines[0] == f"profile quick; {REPLAY}"
     assert lines[-1] == "profile quick, 3.2 s"
+
+
+def test_notes_are_not_read_as_parts_left_out() -> None:
+    """A partly exercised row says what was left out, then what the passing tests noted
+    (M1's counts of calls from a new interpreter read as left out)."""
+    rows = summarize(
+        [
+            CaseOutcome("M1", "test_M1_a", "passed", notes=("9 sequences, 13 calls",)),
+            CaseOutcome("M1", "test_M1_b", "skipped", "not exercised: no hook"),
+        ]
+    )
+    assert rows[0].detail == (
+        "1 test(s) passed; left out: not exercised: no hook (test_M1_b). "
+        "Noted: 9 sequences, 13 calls"
+    )
 
 
 def test_a_check_replays_its_seed(
