@@ -62,7 +62,7 @@ def open_url(url: str, collection: str, proof: dict[str, str], run: str, ctx: Le
 
 
 @asynccontextmanager
-async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[str, str]) -> Any:
+async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[str, Any]) -> Any:
     from motor.motor_asyncio import AsyncIOMotorClient
 
     from ledger_mongodb import AsyncMongoLedger
@@ -87,16 +87,18 @@ def motor_factory(
 ) -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable, like ``url_factory``: the spawned
     interpreter axes reach the Motor configuration too."""
-    return functools.partial(open_motor, url, collection, proof, RUN)
+    return offers_create(functools.partial(open_motor, url, collection, proof, RUN))
 
 
 def open_motor(
     url: str, collection: str, proof: dict[str, str], run: str, ctx: LedgerContext
 ) -> Any:
-    """The async variant over Motor; the sync variant stays PyMongo (C9 compares them)."""
+    """The async variant over Motor; the sync variant stays PyMongo (C9 compares them).
+    ``create`` is passed on when the suite asks (C6 opening a store that does not exist)."""
     if ctx.flavor != "async":
         return open_url(url, collection, proof, run, ctx)
-    return _motor_ledger(rewrite(url, ctx), namespace_of(ctx.store, run), collection, proof)
+    options = {**proof, **create_option(ctx)}
+    return _motor_ledger(rewrite(url, ctx), namespace_of(ctx.store, run), collection, options)
 
 
 def forget(url: str, collection: str) -> Callable[..., None]:

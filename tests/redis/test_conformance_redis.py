@@ -141,23 +141,24 @@ def cluster_factory(url: str) -> Callable[[LedgerContext], Any]:
     interpreter axes reach the Cluster too."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 6379
-    return functools.partial(open_cluster, host, port, RUN)
+    return offers_create(functools.partial(open_cluster, host, port, RUN))
 
 
 def open_cluster(host: str, port: int, run: str, ctx: LedgerContext) -> Any:
-    """Every node the client discovers is reached through ``ctx.route``."""
+    """Every node the client discovers is reached through ``ctx.route``; ``create`` is
+    passed on when the suite asks (C6 opening a store that does not exist)."""
 
     def remap(address: tuple[str, int]) -> tuple[str, int]:
         return ctx.route(address[0], address[1])
 
-    namespace = namespace_of(ctx.store, run)
+    options: dict[str, Any] = {"namespace": namespace_of(ctx.store, run), **create_option(ctx)}
     if ctx.flavor == "async":
-        return _async_cluster(host, port, remap, namespace)
-    return _sync_cluster(host, port, remap, namespace)
+        return _async_cluster(host, port, remap, options)
+    return _sync_cluster(host, port, remap, options)
 
 
 @contextmanager
-def _sync_cluster_cm(host: str, port: int, remap: Any, namespace: str) -> Any:
+def _sync_cluster_cm(host: str, port: int, remap: Any, options: dict[str, Any]) -> Any:
     client = redis.cluster.RedisCluster(
         host=host,
         port=port,
@@ -166,18 +167,20 @@ def _sync_cluster_cm(host: str, port: int, remap: Any, namespace: str) -> Any:
         socket_connect_timeout=float(TIMEOUT),
     )
     try:
-        with RedisLedger.from_client(client, namespace=namespace) as ledger:
+        with RedisLedger.from_client(client, **options) as ledger:
             yield ledger
     finally:
         client.close()
 
 
-def _sync_cluster(host: str, port: int, remap: Any, namespace: str) -> AbstractContextManager[Any]:
-    return _sync_cluster_cm(host, port, remap, namespace)
+def _sync_cluster(
+    host: str, port: int, remap: Any, options: dict[str, Any]
+) -> AbstractContextManager[Any]:
+    return _sync_cluster_cm(host, port, remap, options)
 
 
 @asynccontextmanager
-async def _async_cluster_cm(host: str, port: int, remap: Any, namespace: str) -> Any:
+async def _async_cluster_cm(host: str, port: int, remap: Any, options: dict[str, Any]) -> Any:
     client = redis.asyncio.cluster.RedisCluster(
         host=host,
         port=port,
@@ -186,7 +189,7 @@ async def _async_cluster_cm(host: str, port: int, remap: Any, namespace: str) ->
         socket_connect_timeout=float(TIMEOUT),
     )
     try:
-        ledger = await AsyncRedisLedger.from_client(client, namespace=namespace)
+        ledger = await AsyncRedisLedger.from_client(client, **options)
         try:
             yield ledger
         finally:
@@ -196,9 +199,9 @@ async def _async_cluster_cm(host: str, port: int, remap: Any, namespace: str) ->
 
 
 def _async_cluster(
-    host: str, port: int, remap: Any, namespace: str
+    host: str, port: int, remap: Any, options: dict[str, Any]
 ) -> AbstractAsyncContextManager[Any]:
-    return _async_cluster_cm(host, port, remap, namespace)
+    return _async_cluster_cm(host, port, remap, options)
 
 
 class TestPlainRedis(LedgerConformance):
