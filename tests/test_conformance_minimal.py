@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, offers_create
 from ledger_sqlite import SQLiteLedger
 
 
@@ -35,7 +35,7 @@ def minimal_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def open_minimal(path: Path, ctx: LedgerContext) -> MinimalLedger:
     """Module-level, so the spawned-interpreter axes reach this ledger too."""
-    inner = SQLiteLedger(path, namespace=ctx.store)
+    inner = SQLiteLedger(path, namespace=ctx.store, create=ctx.create is not False)
     atexit.register(inner.close)  # the ledger has no close(): the suite cannot
     return MinimalLedger(inner)
 
@@ -43,4 +43,4 @@ def open_minimal(path: Path, ctx: LedgerContext) -> MinimalLedger:
 class TestMinimalLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, minimal_dir: Path) -> Any:
-        return functools.partial(open_minimal, minimal_dir / "ledger.db")
+        return offers_create(functools.partial(open_minimal, minimal_dir / "ledger.db"))
