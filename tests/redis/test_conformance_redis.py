@@ -146,25 +146,29 @@ def cluster_factory(url: str) -> Callable[[LedgerContext], Any]:
 
 def open_cluster(host: str, port: int, run: str, ctx: LedgerContext) -> Any:
     """Every node the client discovers is reached through ``ctx.route``; ``create`` is
-    passed on when the suite asks (C6 opening a store that does not exist)."""
+    passed on when the suite asks (C6 opening a store that does not exist). The timeouts
+    are short only with the fault proxy in the path, as ``open_standalone``'s are."""
 
     def remap(address: tuple[str, int]) -> tuple[str, int]:
         return ctx.route(address[0], address[1])
 
+    timeout = float(CALM_TIMEOUT if ctx.route is identity_route else TIMEOUT)
     options: dict[str, Any] = {"namespace": namespace_of(ctx.store, run), **create_option(ctx)}
     if ctx.flavor == "async":
-        return _async_cluster(host, port, remap, options)
-    return _sync_cluster(host, port, remap, options)
+        return _async_cluster(host, port, remap, timeout, options)
+    return _sync_cluster(host, port, remap, timeout, options)
 
 
 @contextmanager
-def _sync_cluster_cm(host: str, port: int, remap: Any, options: dict[str, Any]) -> Any:
+def _sync_cluster_cm(
+    host: str, port: int, remap: Any, timeout: float, options: dict[str, Any]
+) -> Any:
     client = redis.cluster.RedisCluster(
         host=host,
         port=port,
         address_remap=remap,
-        socket_timeout=float(TIMEOUT),
-        socket_connect_timeout=float(TIMEOUT),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     try:
         with RedisLedger.from_client(client, **options) as ledger:
@@ -174,19 +178,21 @@ def _sync_cluster_cm(host: str, port: int, remap: Any, options: dict[str, Any]) 
 
 
 def _sync_cluster(
-    host: str, port: int, remap: Any, options: dict[str, Any]
+    host: str, port: int, remap: Any, timeout: float, options: dict[str, Any]
 ) -> AbstractContextManager[Any]:
-    return _sync_cluster_cm(host, port, remap, options)
+    return _sync_cluster_cm(host, port, remap, timeout, options)
 
 
 @asynccontextmanager
-async def _async_cluster_cm(host: str, port: int, remap: Any, options: dict[str, Any]) -> Any:
+async def _async_cluster_cm(
+    host: str, port: int, remap: Any, timeout: float, options: dict[str, Any]
+) -> Any:
     client = redis.asyncio.cluster.RedisCluster(
         host=host,
         port=port,
         address_remap=remap,
-        socket_timeout=float(TIMEOUT),
-        socket_connect_timeout=float(TIMEOUT),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     try:
         ledger = await AsyncRedisLedger.from_client(client, **options)
@@ -199,9 +205,9 @@ async def _async_cluster_cm(host: str, port: int, remap: Any, options: dict[str,
 
 
 def _async_cluster(
-    host: str, port: int, remap: Any, options: dict[str, Any]
+    host: str, port: int, remap: Any, timeout: float, options: dict[str, Any]
 ) -> AbstractAsyncContextManager[Any]:
-    return _async_cluster_cm(host, port, remap, options)
+    return _async_cluster_cm(host, port, remap, timeout, options)
 
 
 class TestPlainRedis(LedgerConformance):
