@@ -39,9 +39,10 @@ def _both_locked(old: Path, new: Path) -> Iterator[None]:
         yield
 
 
-def _forget_both(old: Path, new: Path) -> None:
-    forget_everything(new)
-    forget_everything(old)
+def _forget_both(old: Path, new: Path, namespace: str | None = None) -> None:
+    """Both stores forget (told a namespace, the store label: only its rows)."""
+    forget_everything(new, namespace)
+    forget_everything(old, namespace)
 
 
 def open_bridge(old: Path, new: Path, ctx: LedgerContext) -> Any:
