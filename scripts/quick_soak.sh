@@ -32,7 +32,8 @@ for backend in "${backends[@]}"; do
   fi
   times=()
   for round in $(seq 1 "$rounds"); do
-    args=(-q -p no:cacheprovider -o addopts= --tb=short -rfE --ledger-report none)
+    # the per-clause table stays in each round's log: what each round left out, and why
+    args=(-q -p no:cacheprovider -o addopts= --tb=short -rfE)
     if [ -n "${SOAK_SELECT:-}" ]; then args+=(-k "$SOAK_SELECT"); fi
     log="$logs/$backend.$round.log"
     start=$(date +%s.%N)
@@ -43,7 +44,8 @@ for backend in "${backends[@]}"; do
     fi
     took=$(echo "$(date +%s.%N) - $start" | bc)
     times+=("$took")
-    printf '%s round %d passed in %.1f s (%s)\n' "$backend" "$round" "$took" "$(tail -1 "$log")"
+    printf '%s round %d passed in %.1f s, load %s (%s)\n' "$backend" "$round" "$took" \
+      "$(cut -d' ' -f1-3 /proc/loadavg)" "$(tail -1 "$log")"
   done
   printf '%s\n' "${times[@]}" | sort -n | awk -v b="$backend" -v n="$rounds" \
     '{t[NR]=$1} END {printf "%s: %d rounds, no flake; seconds min %.1f, median %.1f, max %.1f\n", b, n, t[1], t[int((NR+1)/2)], t[NR]}'

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, offers_create
 from ledger_core.bridge import AsyncBridge, Bridge
 from ledger_sqlite import AsyncSQLiteLedger, SQLiteLedger
 from ledger_sqlite.testing import locked
@@ -24,10 +24,10 @@ def bridge_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bridge-conformance")
 
 
-async def _async_bridge(old: Path, new: Path, namespace: str) -> AsyncBridge:
+async def _async_bridge(old: Path, new: Path, namespace: str, create: bool) -> AsyncBridge:
     return await AsyncBridge.open(
-        await AsyncSQLiteLedger.open(old, namespace=namespace),
-        await AsyncSQLiteLedger.open(new, namespace=namespace),
+        await AsyncSQLiteLedger.open(old, namespace=namespace, create=create),
+        await AsyncSQLiteLedger.open(new, namespace=namespace, create=create),
         answer_as="old",
         owns=True,
     )
@@ -39,27 +39,32 @@ def _both_locked(old: Path, new: Path) -> Iterator[None]:
         yield
 
 
-def _forget_both(old: Path, new: Path) -> None:
-    forget_everything(new)
-    forget_everything(old)
+def _forget_both(old: Path, new: Path, namespace: str | None = None) -> None:
+    """Both stores forget (told a namespace, the store label: only its rows)."""
+    forget_everything(new, namespace)
+    forget_everything(old, namespace)
+
+
+def open_bridge(old: Path, new: Path, ctx: LedgerContext) -> Any:
+    """The factory, given both files: module-level, so the spawned-interpreter axes
+    reach the bridge too (``functools.partial`` pickles by name). ``create=False``
+    refuses a missing store on the old side first, so nothing is left open."""
+    create = ctx.create is not False  # None: the default
+    if ctx.flavor == "async":
+        return _async_bridge(old, new, ctx.store, create)
+    return Bridge(
+        SQLiteLedger(old, namespace=ctx.store, create=create),
+        SQLiteLedger(new, namespace=ctx.store, create=create),
+        answer_as="old",
+        owns=True,
+    )
 
 
 class TestPhaseOneBridge(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, bridge_dir: Path) -> Any:
-        old, new = bridge_dir / "old.db", bridge_dir / "new.db"
-
-        def factory(ctx: LedgerContext) -> Any:
-            if ctx.flavor == "async":
-                return _async_bridge(old, new, ctx.store)
-            return Bridge(
-                SQLiteLedger(old, namespace=ctx.store),
-                SQLiteLedger(new, namespace=ctx.store),
-                answer_as="old",
-                owns=True,
-            )
-
-        return factory
+        factory = functools.partial(open_bridge, bridge_dir / "old.db", bridge_dir / "new.db")
+        return offers_create(factory)
 
     @pytest.fixture
     def ledger_local_faults(self, bridge_dir: Path) -> dict[str, Callable[[], Any]]:

@@ -4,12 +4,13 @@ async variant) passes every clause it can be asked: the suite needs nothing more
 from __future__ import annotations
 
 import atexit
+import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledger_conformance import LedgerConformance, LedgerContext
+from ledger_conformance import LedgerConformance, LedgerContext, offers_create
 from ledger_sqlite import SQLiteLedger
 
 
@@ -32,12 +33,14 @@ def minimal_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("minimal")
 
 
+def open_minimal(path: Path, ctx: LedgerContext) -> MinimalLedger:
+    """Module-level, so the spawned-interpreter axes reach this ledger too."""
+    inner = SQLiteLedger(path, namespace=ctx.store, create=ctx.create is not False)
+    atexit.register(inner.close)  # the ledger has no close(): the suite cannot
+    return MinimalLedger(inner)
+
+
 class TestMinimalLedger(LedgerConformance):
     @pytest.fixture
     def ledger_factory(self, minimal_dir: Path) -> Any:
-        def factory(ctx: LedgerContext) -> MinimalLedger:
-            inner = SQLiteLedger(minimal_dir / "ledger.db", namespace=ctx.store)
-            atexit.register(inner.close)  # the ledger has no close(): the suite cannot
-            return MinimalLedger(inner)
-
-        return factory
+        return offers_create(functools.partial(open_minimal, minimal_dir / "ledger.db"))

@@ -79,7 +79,12 @@ class Axes:
 
     def rng(self, part: str) -> random.Random:
         """A generator of its own for each part, so parts draw independently of order."""
-        return random.Random(f"{self.seed}:{part}")
+        return random.Random(self.part_seed(part))
+
+    def part_seed(self, part: str) -> str:
+        """The seed of one part's draws (Hypothesis's too: ``hypothesis.seed``), so the
+        run's one seed replays its generated sequences as well as its ids."""
+        return f"{self.seed}:{part}"
 
     def long_ids(self, tag: str, part: str) -> list[str]:
         """Ids of 100 to exactly 1024 UTF-8 bytes, unique per ``tag``, in fillers of 1-4
@@ -143,8 +148,13 @@ def run_seed() -> int:
 
 
 def seed_note(axes: Axes) -> str:
-    """What the report says so a failure reproduces."""
-    return f"axes seed {axes.seed} (replay this run's draws with {SEED_ENV}={axes.seed})"
+    """What a failure says so it reproduces."""
+    return replay_note(axes.seed)
+
+
+def replay_note(seed: int) -> str:
+    """The seed and how to run again with it (a failure's message, the report's header)."""
+    return f"axes seed {seed} (replay this run's draws with {SEED_ENV}={seed})"
 
 
 __all__ = [
@@ -155,6 +165,7 @@ __all__ = [
     "SEED_ENV",
     "Axes",
     "exact_bytes",
+    "replay_note",
     "run_seed",
     "seed_note",
 ]

@@ -208,6 +208,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             ledgers=list(summaries.values()),
             profile=profile,
             elapsed=elapsed,
+            seed=runtime.seed if runtime is not None else None,
         )
         for line in table.splitlines():
             terminalreporter.write_line(line)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ledger_core.protocol import describe
 
+from .axes import replay_note
 from .declare import capabilities_of, clause_key, declared
 
 PASSED, FAILED, PARTLY = "passed", "failed", "partly exercised"
@@ -77,8 +78,10 @@ def summarize(outcomes: Iterable[CaseOutcome]) -> list[ClauseResult]:
             detail = f"{first.name}: {first.detail}{more}"
             rows.append(ClauseResult(clause, FAILED, detail, title))
         elif passed and left_out:
-            parts = [f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out), *notes]
-            rows.append(ClauseResult(clause, PARTLY, "; ".join(parts), title))
+            # What ran is said apart from what was left out: a note read as a part left out
+            detail = f"{len(passed)} test(s) passed; left out: " + "; ".join(left_out)
+            detail += ". Noted: " + "; ".join(notes) if notes else ""
+            rows.append(ClauseResult(clause, PARTLY, detail, title))
         elif passed:
             rows.append(ClauseResult(clause, PASSED, "; ".join(notes), title))
         else:
@@ -180,13 +183,19 @@ def render(
     ledgers: Sequence[LedgerSummary] = (),
     profile: str | None = None,
     elapsed: float | None = None,
+    seed: int | None = None,
 ) -> str:
     """A plain-text table: clause, what it checks, result, and why (under the ledgers);
-    the profile and the run's time under the verdict line, when given."""
+    above them the profile and the seed with how to replay it (a failure on generated
+    inputs reproduces from the header alone), under the verdict line the profile and the
+    run's time, when given."""
+    run = [f"profile {profile}"] if profile else []
+    run += [replay_note(seed)] if seed is not None else []
+    above = [*(["; ".join(run)] if run else []), *map(render_ledger, ledgers)]
     described = [
         wrapped
-        for summary in ledgers
-        for wrapped in textwrap.wrap(render_ledger(summary), width, subsequent_indent="    ")
+        for line in above
+        for wrapped in textwrap.wrap(line, width, subsequent_indent="    ")
     ]
     what_w = max([len("what it checks"), *(len(row.title) for row in rows)])
     status_w = max(len(s) for s in (PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, PARTLY))
@@ -239,6 +248,7 @@ def report_document(
     exit_code: int,
     elapsed: float | None = None,
     crashes: Sequence[str] = (),
+    seed: int | None = None,
 ) -> dict[str, object]:
     """The machine-readable report (``check --report FILE``): what the table says, with
     each clause's tests (exercised), the parts left out and every reason, the run's time,
@@ -281,6 +291,7 @@ def report_document(
         "target": target,
         "profile": profile,
         "elapsed_seconds": None if elapsed is None else round(elapsed, 1),
+        "seed": seed,  # LEDGER_CONFORMANCE_SEED replays the run's draws
         "versions": _versions(),
         "exit_code": exit_code,
         "verdict": "failed" if exit_code else "passed",
@@ -313,7 +324,7 @@ def junit_xml(document: dict[str, Any]) -> str:
     if elapsed is not None:
         suite.set("time", f"{elapsed:.1f}")
     properties = ET.SubElement(suite, "properties")
-    for key in ("target", "profile", "elapsed_seconds"):
+    for key in ("target", "profile", "elapsed_seconds", "seed"):
         ET.SubElement(properties, "property", name=key, value=str(document.get(key)))
     for name, version in document["versions"].items():
         ET.SubElement(properties, "property", name=f"version.{name}", value=version)

@@ -28,6 +28,7 @@ from ledger_core.registry import backend_for
 from ledger_core.scratch import SCRATCH_PREFIX, SCRATCH_TIMEOUT
 from ledger_core.urls import LedgerURL, redact_url
 
+from .axes import SEED_ENV, replay_note, run_seed
 from .context import LedgerContext, NotALedger, enter_factory
 from .harness import error_text
 from .isolate import IsolatedRun, call_in_child, run_isolated
@@ -64,13 +65,16 @@ class _Refused(Exception):
         self.code = code
 
 
-def _in_scratch(scratch: str, run: Callable[[], T]) -> T:
+def _in_scratch(scratch: str, seed: int, run: Callable[[], T]) -> T:
     """Run with hypothesis's home (its unicode cache) in ``scratch``: ``check`` writes
     nothing into the working directory. Only the suite's own plugins load (see ``PLUGINS``):
-    an installed one could reorder, rerun or time out clauses, and some cost seconds."""
+    an installed one could reorder, rerun or time out clauses, and some cost seconds.
+    Every child draws from the check's one ``seed`` (the one its header shows), also the
+    one that runs what is left after a crash."""
     import hypothesis.configuration as hypothesis_config
 
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # in the forked child only
+    os.environ[SEED_ENV] = str(seed)
 
     previous = hypothesis_config.storage_directory()
     hypothesis_config.set_hypothesis_home_dir(scratch)
@@ -199,6 +203,11 @@ def run_check(
         except ValueError as exc:
             _fail(f"--call-bound: {exc}")
             return USAGE
+    try:
+        seed = run_seed()  # drawn here, or LEDGER_CONFORMANCE_SEED: a run replayed
+    except ValueError as exc:
+        _fail(str(exc))
+        return USAGE
     hooks = {"restart": restart, "forget": forget, "failover": failover, "restore": restore}
     hooks["after-restore"] = after_restore
     for name, command in hooks.items():
@@ -215,7 +224,7 @@ def run_check(
         return reached
     if isinstance(reached, IsolatedRun):  # it crashed before any clause: the line says where
         return _finish(reached, [], profile=profile, target=target, began=began, log=None,
-                       report=report, junit=junit)  # fmt: skip
+                       report=report, junit=junit, seed=seed)  # fmt: skip
     summaries = reached
     args = ["--pyargs", "ledger_conformance", *PLUGINS, "--ledger-profile", profile]
     args += ["--ledger-report", "none", "--ledger-scratch", scratch_prefix]
@@ -243,13 +252,12 @@ def run_check(
         def scratch() -> list[str]:  # in the child: a memory store's namespaces live there
             return scratch_lines(url, scratch_prefix, keep=keep_scratch) if url else []
 
-        done = run_isolated(
-            run, [], Path(home), log, after=scratch, inside=lambda child: _in_scratch(home, child)
-        )
+        inside = functools.partial(_in_scratch, home, seed)
+        done = run_isolated(run, [], Path(home), log, after=scratch, inside=inside)
     if not done.tail and url:  # the last child crashed: remove the scratch in another
         done.tail = _scratch_isolated(scratch)
     return _finish(done, summaries, profile=profile, target=target, began=began, log=log,
-                   report=report, junit=junit)  # fmt: skip
+                   report=report, junit=junit, seed=seed)  # fmt: skip
 
 
 def _reach_isolated(
@@ -294,6 +302,7 @@ def _finish(
     log: Path | None,
     report: str | None,
     junit: str | None,
+    seed: int,
 ) -> int:
     """Print the table, the crashes and the scratch lines; write the report files; the
     exit code."""
@@ -301,9 +310,9 @@ def _finish(
     elapsed = time.monotonic() - began
     print()
     if rows or not done.crashes:
-        print(render(rows, ledgers=summaries, profile=profile, elapsed=elapsed))
+        print(render(rows, ledgers=summaries, profile=profile, elapsed=elapsed, seed=seed))
     else:  # crashed before any clause ran: the crash is the whole answer
-        print(f"no clause ran (profile {profile}, {elapsed:.1f} s)")
+        print(f"no clause ran (profile {profile}, {elapsed:.1f} s; {replay_note(seed)})")
     for line in [*done.crashes, *done.tail]:
         print(line)
     verdict = _verdict(done.code, rows, done.crashes)
@@ -317,6 +326,7 @@ def _finish(
             exit_code=verdict,
             elapsed=elapsed,
             crashes=done.crashes,
+            seed=seed,
         )
         if report:
             Path(report).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -48,6 +48,8 @@ def test_the_example_passes_the_suite(tmp_path: Path) -> None:
     assert "no ledger_restore hook" not in flat, output[-4000:]  # C6 restore ran, and
     assert "restored nothing" not in flat, output[-4000:]  # the hook really restored
     assert "no after-restore step" not in flat, output[-4000:]  # and reidentify ran
+    assert "no spawned interpreter" not in flat, output[-4000:]  # every caller kind ran
+    assert "no call from a new interpreter" not in flat, output[-4000:]
     for flavor in ("sync", "async"):
         for scope in ("store", "namespace"):
             assert f"immediate forget ({flavor}, {scope})" in flat, output[-4000:]

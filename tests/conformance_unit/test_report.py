@@ -189,9 +189,10 @@ def test_check_is_quiet_and_names_its_log(capsys: pytest.CaptureFixture[str]) ->
     out, err = capsys.readouterr()
     assert code == 0, out
     assert err == "", err
-    first, second = [line for line in out.splitlines() if line][:2]
+    first, second, third = [line for line in out.splitlines() if line][:3]
     assert first.startswith("pytest's own output goes to "), out  # where its log goes
-    assert second.startswith("ledger (sync): "), out  # nothing of pytest's before the table
+    assert second.startswith("profile quick; axes seed "), out  # the header: the run
+    assert third.startswith("ledger (sync): "), out  # nothing of pytest's before the table
     assert "Warning" not in out, out
     last = out.strip().splitlines()[-1]
     assert last.startswith("pytest output: "), out

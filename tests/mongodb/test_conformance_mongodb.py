@@ -41,10 +41,6 @@ def namespace_of(label: str, run: str = RUN) -> str:
     return f"conf-{run}-{label}"[:256]
 
 
-def _namespace(ctx: LedgerContext) -> str:
-    return namespace_of(ctx.store)
-
-
 def url_factory(url: str, collection: str, proof: dict[str, str]) -> Callable[[LedgerContext], Any]:
     """A partial of a module-level callable with this session's RUN bound in: a freshly
     spawned interpreter rebuilds it and reaches the same namespaces."""
@@ -66,7 +62,7 @@ def open_url(url: str, collection: str, proof: dict[str, str], run: str, ctx: Le
 
 
 @asynccontextmanager
-async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[str, str]) -> Any:
+async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[str, Any]) -> Any:
     from motor.motor_asyncio import AsyncIOMotorClient
 
     from ledger_mongodb import AsyncMongoLedger
@@ -89,14 +85,20 @@ async def _motor_ledger(url: str, namespace: str, collection: str, proof: dict[s
 def motor_factory(
     url: str, collection: str, proof: dict[str, str]
 ) -> Callable[[LedgerContext], Any]:
-    sync = url_factory(url, collection, proof)
+    """A partial of a module-level callable, like ``url_factory``: the spawned
+    interpreter axes reach the Motor configuration too."""
+    return offers_create(functools.partial(open_motor, url, collection, proof, RUN))
 
-    def factory(ctx: LedgerContext) -> Any:
-        if ctx.flavor != "async":
-            return sync(ctx)
-        return _motor_ledger(rewrite(url, ctx), _namespace(ctx), collection, proof)
 
-    return factory
+def open_motor(
+    url: str, collection: str, proof: dict[str, str], run: str, ctx: LedgerContext
+) -> Any:
+    """The async variant over Motor; the sync variant stays PyMongo (C9 compares them).
+    ``create`` is passed on when the suite asks (C6 opening a store that does not exist)."""
+    if ctx.flavor != "async":
+        return open_url(url, collection, proof, run, ctx)
+    options = {**proof, **create_option(ctx)}
+    return _motor_ledger(rewrite(url, ctx), namespace_of(ctx.store, run), collection, options)
 
 
 def forget(url: str, collection: str) -> Callable[..., None]:

@@ -50,10 +50,6 @@ def _routed_url(address: Address, ctx: LedgerContext) -> str:
     return f"postgresql://{user}@{routed_host}:{routed_port}/{dbname}"
 
 
-def _url(server: PostgresServer, ctx: LedgerContext) -> str:
-    return _routed_url(_address(server), ctx)
-
-
 def open_url(address: Address, ctx: LedgerContext) -> Any:
     """The URL factory, given the server's address: module-level, so a freshly spawned
     interpreter rebuilds it (``functools.partial`` pickles by name)."""
@@ -63,6 +59,10 @@ def open_url(address: Address, ctx: LedgerContext) -> Any:
     if ctx.flavor == "async":
         return open_async_ledger(url, **options)
     return open_ledger(url, **options)
+
+
+def url_factory(address: Address) -> Any:
+    return offers_create(functools.partial(open_url, address))
 
 
 def _restart(server: PostgresServer) -> Callable[[], None]:
@@ -135,7 +135,7 @@ class TestPostgresURL(_Restores):
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        return offers_create(functools.partial(open_url, _address(pg_server)))
+        return url_factory(_address(pg_server))
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:
@@ -154,39 +154,51 @@ async def _aserializable(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.set_isolation_level(psycopg.IsolationLevel.SERIALIZABLE)
 
 
+@contextmanager
+def _sync_pool_ledger(url: str, timeout: float, options: dict[str, Any]) -> Iterator[Any]:
+    with (
+        ConnectionPool(
+            url, configure=_serializable, min_size=1, max_size=8, timeout=timeout
+        ) as pool,
+        PostgresLedger.from_pool(pool, **options) as ledger,
+    ):
+        yield ledger
+
+
+@asynccontextmanager
+async def _async_pool_ledger(
+    url: str, timeout: float, options: dict[str, Any]
+) -> AsyncIterator[Any]:
+    async with AsyncConnectionPool(
+        url, configure=_aserializable, min_size=1, max_size=8, timeout=timeout
+    ) as pool:
+        ledger = await AsyncPostgresLedger.from_pool(pool, **options)
+        async with ledger:
+            yield ledger
+
+
+def open_host_pool(address: Address, ctx: LedgerContext) -> Any:
+    """The host-pool factory, given the server's address: module-level, like
+    ``open_url``, so the spawned-interpreter axes reach this configuration too."""
+    url = _routed_url(address, ctx)
+    timeout = _timeout(ctx)
+    options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
+    options.update(create_option(ctx))
+    if ctx.flavor == "async":
+        return _async_pool_ledger(url, timeout, options)
+    return _sync_pool_ledger(url, timeout, options)
+
+
+def host_pool_factory(address: Address) -> Any:
+    return offers_create(functools.partial(open_host_pool, address))
+
+
 class TestPostgresHostPool(_Restores):
     """``from_pool`` on the host's pool, whose sessions default to SERIALIZABLE."""
 
     @pytest.fixture
     def ledger_factory(self, pg_server: PostgresServer) -> Any:
-        def factory(ctx: LedgerContext) -> Any:
-            url = _url(pg_server, ctx)
-            timeout = _timeout(ctx)
-            options: dict[str, Any] = {"namespace": ctx.store, "table": TABLE, "timeout": timeout}
-            options.update(create_option(ctx))
-
-            @contextmanager
-            def sync_ledger() -> Iterator[Any]:
-                with (
-                    ConnectionPool(
-                        url, configure=_serializable, min_size=1, max_size=8, timeout=timeout
-                    ) as pool,
-                    PostgresLedger.from_pool(pool, **options) as ledger,
-                ):
-                    yield ledger
-
-            @asynccontextmanager
-            async def async_ledger() -> AsyncIterator[Any]:
-                async with AsyncConnectionPool(
-                    url, configure=_aserializable, min_size=1, max_size=8, timeout=timeout
-                ) as pool:
-                    ledger = await AsyncPostgresLedger.from_pool(pool, **options)
-                    async with ledger:
-                        yield ledger
-
-            return async_ledger() if ctx.flavor == "async" else sync_ledger()
-
-        return offers_create(factory)
+        return host_pool_factory(_address(pg_server))
 
     @pytest.fixture
     def ledger_restart(self, pg_server: PostgresServer) -> Callable[[], None]:

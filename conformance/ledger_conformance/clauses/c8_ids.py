@@ -7,12 +7,13 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from ledger_core.errors import InvalidRequestId
 from ledger_core.ids import MAX_ID_BYTES
 
+from ..axes import Axes
 from ..declare import declare
 from ..harness import Handle, Ledgers
 from .common import assert_linearizable, expect_bool, require_is_spent
@@ -213,6 +214,7 @@ class C8Ids:
         handle = ledgers.open(ledgers.label())
         spent: set[str] = set()
 
+        @seed(Axes(ledgers.runtime.seed).part_seed("C8:generated"))  # the run's seed replays
         @settings(
             max_examples=ledgers.profile.examples,
             deadline=None,

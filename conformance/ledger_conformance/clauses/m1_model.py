@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 
 from ledger_core.errors import LedgerError
 
+from ..axes import seed_note
 from ..callers import UNPORTABLE, CallerFailed, NotOpened, Raised, portable
 from ..context import Flavor
 from ..declare import FORGET, RESTART, SPEND_AS, SPEND_MANY, declare
@@ -42,7 +43,7 @@ from ..hooks import takes_namespace
 from .c6_forget import forget_now, store_id_now
 from .c10_reentry import new_keys
 from .common import note, open_flavor, partly, sample
-from .drawn import in_new_interpreter
+from .drawn import axes_of, in_new_interpreter
 
 M1 = declare("M1", "model: random operation sequences agree with a reference model")
 
@@ -519,11 +520,14 @@ def _sequences(
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
+    axes = axes_of(ledgers)  # the run's seed draws the sequences: a failure replays
+    machine = seed(axes.part_seed(f"M1:{request.node.name}"))(_machine(run))
     try:
-        run_state_machine_as_test(_machine(run), settings=generated)
+        run_state_machine_as_test(machine, settings=generated)
     except AssertionError as exc:
         steps = _shrunk(exc)
-        raise AssertionError(f"{exc}\nShrunk to: {steps}" if steps else str(exc)) from None
+        text = f"{exc}\nShrunk to: {steps}" if steps else str(exc)
+        raise AssertionError(f"{text}\n[{seed_note(axes)}]") from None
     done = ", ".join(f"{n} {what}" for what, n in run.done.items())
     note(request, f"{request.node.name}: {done}")
 
