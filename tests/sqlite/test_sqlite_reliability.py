@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-import ledger_sqlite.decisions as sqlite_decisions
 import ledger_sqlite.identity as sqlite_identity
+import ledger_sqlite.ledger as sqlite_ledger
 from ledger_core import (
     InvalidLedgerURL,
     LedgerUnavailable,
@@ -88,7 +88,7 @@ def test_relative_paths_are_fixed_at_open(tmp_path: Path, monkeypatch: pytest.Mo
     ledger = SQLiteLedger("rel.db")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    ledger._store.guard.again()  # the file check runs now: it must find the same file
+    ledger._guard.again()  # the file check runs now: it must find the same file
     assert ledger.spend("a") is True
     assert not (tmp_path / "elsewhere" / "rel.db").exists()
     ledger.close()
@@ -251,7 +251,7 @@ def test_a_forgotten_store_fails_closed_on_every_pooled_connection(tmp_path: Pat
 
 
 def test_a_replaced_file_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_decisions, "FILE_CHECK_PERIOD", 0.0)
+    monkeypatch.setattr(sqlite_ledger, "FILE_CHECK_PERIOD", 0.0)
     path = tmp_path / "l.db"
     old = SQLiteLedger(path)
     assert old.spend("a") is True
