@@ -105,6 +105,9 @@ class _Connection(sqlite3.Connection):
 
     read_only = False
     spoiled = False
+    # The one cursor spend and is_spent reuse: a cursor per call costs 0.2 µs of a 5 µs
+    # read. A statement that ran to its end (theirs always do) holds no read snapshot.
+    hot: sqlite3.Cursor
 
     def failed(self, exc: sqlite3.Error) -> None:
         """Note ``exc``: any failure but a busy lock or a constraint spoils it (it may be
@@ -191,6 +194,7 @@ class Connections:
         # connection serves its call (reads work) and is never pooled, so none outlives
         # a read-only spell of the file.
         conn.read_only = not _writable(self.target.path)
+        conn.hot = conn.cursor()
         try:
             _prepare(conn, self.target, must_hold_ledger)
         except BaseException:
@@ -363,6 +367,13 @@ class SQLiteLedger(ReentrantLedgerBase):
     def _forgot(self) -> LedgerError:
         return self._guard.fail(identity.forgot(self._target, self._info.store_id))
 
+    def _failed(self, what: str, exc: sqlite3.Error) -> LedgerError:
+        """What a failed statement means: the ledger's tables are gone (the store forgot,
+        for good), or the store is unavailable."""
+        if errors.no_table(exc):
+            return self._forgot()
+        return LedgerUnavailable(f"{what} failed: {exc}")
+
     # -- spend, spend_as, is_spent: the hot path ---------------------------------------
 
     def _spend(self, request_id: bytes, digest: bytes | None = None) -> bool:
@@ -377,8 +388,8 @@ class SQLiteLedger(ReentrantLedgerBase):
         conn = self._conns.acquire()
         try:
             if digest is None:
-                return conn.execute(sql.SPEND, params).rowcount == 1  # 0: a conflict
-            return bool(conn.execute(sql.SPEND_AS, (*params, digest)).fetchall())
+                return conn.hot.execute(sql.SPEND, params).rowcount == 1  # 0: a conflict
+            return bool(conn.hot.execute(sql.SPEND_AS, (*params, digest)).fetchall())
         except sqlite3.Error as exc:
             return self._landed(conn, request_id, token, digest, exc)
         finally:
@@ -423,14 +434,12 @@ class SQLiteLedger(ReentrantLedgerBase):
             self._standing()
         conn = self._conns.acquire()
         try:
-            row: tuple[int] | None = conn.execute(
+            row: tuple[int] | None = conn.hot.execute(
                 sql.IS_SPENT, (self._namespace, request_id, self._genesis)
             ).fetchone()
         except sqlite3.Error as exc:
             conn.failed(exc)
-            if errors.no_table(exc):
-                raise self._forgot() from exc
-            raise LedgerUnavailable(f"is_spent failed: {exc}") from exc
+            raise self._failed("is_spent", exc) from exc
         finally:
             self._conns.release(conn)
         if row is None:
@@ -482,9 +491,7 @@ class SQLiteLedger(ReentrantLedgerBase):
                 answer = read(conn)
                 conn.execute(sql.COMMIT)
         except sqlite3.Error as exc:
-            if errors.no_table(exc):
-                raise self._forgot() from exc
-            raise LedgerUnavailable(f"{what} failed: {exc}") from exc
+            raise self._failed(what, exc) from exc
         if same != 1:
             raise self._forgot()
         return answer
@@ -559,9 +566,7 @@ class SQLiteLedger(ReentrantLedgerBase):
             with self._conns.borrowed() as conn:
                 count = conn.execute(sql.REIDENTIFY, params).rowcount
         except sqlite3.Error as exc:
-            if errors.no_table(exc):
-                raise self._forgot() from exc
-            raise LedgerUnavailable(f"reidentify failed: {exc}") from exc
+            raise self._failed("reidentify", exc) from exc
         if count != 1:
             raise self._forgot()
         self._forgot()  # this instance too: it names the old identity
