@@ -53,9 +53,9 @@ DRIVERS = {
 }
 # Issue 40's bars, per traced call: (what, the most allowed).
 BARS = (("depth", 5), ("functions", 15), ("files", 6))
-# The first line of a generated file starts with this (``scripts/async_to_sync.py`` writes
-# "# Generated from aio.py by scripts/async_to_sync.py: do not edit."); its lines are
-# counted apart from the hand-written ones.
+# The first line of a generated file starts with this (``scripts/async_to_sync.py``'s
+# HEADER: "# Generated from aio.py by scripts/async_to_sync.py: edit that file, not
+# this."); its lines are counted apart from the hand-written ones.
 GENERATED = "# Generated from "
 
 

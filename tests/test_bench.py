@@ -159,6 +159,14 @@ def test_path_counts_generated_lines_apart(tmp_path: Path) -> None:
     )
 
 
+def test_path_knows_the_header_the_generator_writes() -> None:
+    from bench import path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "async_to_sync.py"
+    header = next(line for line in script.read_text().splitlines() if line.startswith("HEADER = "))
+    assert header.startswith(f'HEADER = "{path.GENERATED}'), header
+
+
 def test_path_counts_lines_at_a_git_revision() -> None:
     from bench import path
 
