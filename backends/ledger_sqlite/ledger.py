@@ -457,27 +457,25 @@ class SQLiteLedger(ReentrantLedgerBase):
         if not raws:
             return []
         token, now = new_token(), time.time()
-        with self._conns.borrowed() as conn:
-            try:
+        done = "begin"  # how far it got: what a failure means depends on it
+        try:
+            with self._conns.borrowed() as conn:  # rolled back there unless committed
                 conn.execute(sql.BEGIN_WRITE)
-            except sqlite3.Error as exc:
-                raise LedgerUnavailable(f"spend_many could not begin: {exc}") from exc
-            try:
-                won = [
-                    conn.execute(
-                        sql.SPEND, (self._namespace, raw, self._genesis, token, now)
-                    ).rowcount
-                    == 1
-                    for raw in raws
-                ]
-            except sqlite3.Error as exc:
-                if isinstance(exc, sqlite3.IntegrityError) or errors.no_table(exc):
-                    raise self._forgot() from exc  # the token came out NULL: not our store
-                raise LedgerUnavailable(f"spend_many failed (rolled back): {exc}") from exc
-            try:
+                done = "spend"
+                won = []
+                for raw in raws:
+                    params = (self._namespace, raw, self._genesis, token, now)
+                    won.append(conn.execute(sql.SPEND, params).rowcount == 1)
+                done = "commit"
                 conn.execute(sql.COMMIT)
-            except sqlite3.Error as exc:
+        except sqlite3.Error as exc:
+            if done == "begin":
+                raise LedgerUnavailable(f"spend_many could not begin: {exc}") from exc
+            if done == "commit":
                 raise AmbiguousSpend(f"spend_many: COMMIT failed, outcome unknown: {exc}") from exc
+            if isinstance(exc, sqlite3.IntegrityError) or errors.no_table(exc):
+                raise self._forgot() from exc  # the token came out NULL: not our store
+            raise LedgerUnavailable(f"spend_many failed (rolled back): {exc}") from exc
         return won
 
     def _snapshot(self, what: str, read: Callable[[_Connection], T]) -> T:

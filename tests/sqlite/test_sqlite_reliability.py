@@ -357,3 +357,24 @@ def test_concurrent_first_opens_all_succeed(tmp_path: Path) -> None:
         for p in procs:
             p.join(timeout=30)
     assert failures == []
+
+
+def test_a_batch_that_failed_on_a_spoiling_error_pools_no_connection(tmp_path: Path) -> None:
+    """A statement of ``spend_many`` that fails with an I/O error spoils its connection,
+    as any other statement's failure does: it is closed, never pooled again."""
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    conn = ledger._conns.acquire()
+    real = conn.execute
+
+    def failing(statement: str, *args: Any) -> sqlite3.Cursor:
+        if statement.startswith("INSERT"):
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(statement, *args)
+
+    conn.execute = failing  # type: ignore[method-assign]
+    ledger._conns.idle.put(conn)
+    with pytest.raises(LedgerUnavailable, match="rolled back"):
+        ledger.spend_many(["a", "b"])
+    assert conn not in ledger._conns.all
+    assert ledger.spend_many(["a", "b"]) == [True, True]  # a fresh connection
+    ledger.close()
