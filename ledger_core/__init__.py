@@ -27,15 +27,14 @@ from .host import (
     ResolveVerdict,
     RunVerdict,
     UnreadableRecord,
-    already_decided,
-    already_decided_async,
     authorize,
-    close_pause,
-    close_pause_async,
     mint,
-    resolve,
+)
+from .host_rules import already_decided, close_pause, resolve, spend_landed
+from .host_rules_aio import (
+    already_decided_async,
+    close_pause_async,
     resolve_async,
-    spend_landed,
     spend_landed_async,
 )
 from .ids import (

@@ -7,7 +7,9 @@ which no request id can be. An exception out of them that is not a ``LedgerError
 driver error a backend forgot to map, a bug) is raised as :class:`AmbiguousSpend` or
 :class:`LedgerUnavailable`, chained, so "every error out of a ledger is a
 ``LedgerError``" never rests on every backend's every path (a ``try`` costs nothing in
-CPython 3.11+ until something raises).
+CPython 3.11+ until something raises). On the hot path (``spend``, ``is_spent``) the
+guard is written inline: a warm call runs the public method, ``validate_request_id`` and
+the backend's method, nothing else of the base.
 
 However a ledger is made (``open_ledger``, ``from_client``, a constructor), before its
 first answer it checks that no migration into its namespace is unfinished
@@ -124,14 +126,24 @@ class LedgerBase(_Described):
         raw = validate_request_id(request_id)
         if not self._cleared:
             self._clear()
-        return self._guarded_spend(raw)
+        try:
+            return self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
         raw = validate_request_id(request_id)
         if not self._cleared:
             self._clear()
-        return self._guarded_read(raw)
+        try:
+            return self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker (see :func:`ledger_core.ids.marker_id`): stored like an id,
@@ -139,7 +151,12 @@ class LedgerBase(_Described):
         return self._guarded_spend(validate_marker(marker))
 
     def is_marker_spent(self, marker: bytes) -> bool:
-        return self._guarded_read(validate_marker(marker))
+        try:
+            return self._is_spent(validate_marker(marker))
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
@@ -148,14 +165,6 @@ class LedgerBase(_Described):
             raise
         except Exception as exc:
             raise _unmapped_spend(self, exc) from exc
-
-    def _guarded_read(self, raw: bytes) -> bool:
-        try:
-            return self._is_spent(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_read(self, exc) from exc
 
     def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError
@@ -197,21 +206,36 @@ class AsyncLedgerBase(_Described):
         raw = validate_request_id(request_id)
         if not self._cleared:
             await self._clear()
-        return await self._guarded_spend(raw)
+        try:
+            return await self._spend(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_spend(self, exc) from exc
 
     async def is_spent(self, request_id: str) -> bool:
         """Whether ``request_id`` is recorded; never records, raises on failure."""
         raw = validate_request_id(request_id)
         if not self._cleared:
             await self._clear()
-        return await self._guarded_read(raw)
+        try:
+            return await self._is_spent(raw)
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     async def spend_marker(self, marker: bytes) -> bool:
         """Spend a marker, where no request id can reach it (see ``LedgerBase``)."""
         return await self._guarded_spend(validate_marker(marker))
 
     async def is_marker_spent(self, marker: bytes) -> bool:
-        return await self._guarded_read(validate_marker(marker))
+        try:
+            return await self._is_spent(validate_marker(marker))
+        except LedgerError:
+            raise
+        except Exception as exc:
+            raise _unmapped_read(self, exc) from exc
 
     async def _guarded_spend(self, raw: bytes, digest: bytes | None = None) -> bool:
         try:
@@ -220,14 +244,6 @@ class AsyncLedgerBase(_Described):
             raise
         except Exception as exc:
             raise _unmapped_spend(self, exc) from exc
-
-    async def _guarded_read(self, raw: bytes) -> bool:
-        try:
-            return await self._is_spent(raw)
-        except LedgerError:
-            raise
-        except Exception as exc:
-            raise _unmapped_read(self, exc) from exc
 
     async def _spend(self, request_id: bytes) -> bool:
         raise NotImplementedError

@@ -20,14 +20,17 @@ class Guard:
 
     :meth:`due` claims the re-check for the caller (the others go on meanwhile); a
     re-check that could not reach the store calls :meth:`again`, so the next operation
-    tries it before answering. A ``period`` of 0 re-checks on every operation."""
+    tries it before answering. A ``period`` of 0 re-checks on every operation.
 
-    __slots__ = ("_next", "failed", "period")
+    A hot path may skip both calls while ``failed is None and time.monotonic() <
+    next_due`` (two attribute reads, no call): nothing is failed and nothing is due."""
+
+    __slots__ = ("failed", "next_due", "period")
 
     def __init__(self, period: float, now: float | None = None) -> None:
         self.period = period
         self.failed: LedgerError | None = None
-        self._next = (time.monotonic() if now is None else now) + period
+        self.next_due = (time.monotonic() if now is None else now) + period
 
     def check(self) -> None:
         """Raise if failed for good: a fresh error chained to the first, so tracebacks
@@ -50,11 +53,11 @@ class Guard:
     def due(self, now: float | None = None) -> bool:
         """Whether the caller should re-check now; if so, the next is ``period`` later."""
         now = time.monotonic() if now is None else now
-        if self.period and now < self._next:  # 0: due even to a caller's older clock
+        if self.period and now < self.next_due:  # 0: due even to a caller's older clock
             return False
-        self._next = now + self.period
+        self.next_due = now + self.period
         return True
 
     def again(self) -> None:
         """The re-check did not reach the store: due at the next operation."""
-        self._next = float("-inf")
+        self.next_due = float("-inf")

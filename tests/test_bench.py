@@ -108,15 +108,66 @@ def test_path_counts_a_warm_sqlite_spend_down_to_its_driver(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``python -m bench.path`` finds the driver call of every traced call (a row without a
-    depth would mean the tracer lost the call) and counts project functions and files."""
+    depth would mean the tracer lost the call), counts project functions and files, and
+    says per row whether issue 40's bars hold."""
     from bench import path
 
-    assert path.main(["sqlite"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if "depth" in line]
+    code = path.main(["sqlite", "--check"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if " switches " in line]
     assert len(rows) == 6  # three calls, sync and async
     for row in rows:
-        numbers = dict(zip(row[-10::2], row[-9::2], strict=True))
+        numbers = dict(re.findall(r"(depth|before|functions|files|switches) +(\S+)", row))
         assert set(numbers) == {"depth", "before", "functions", "files", "switches"}, row
         assert all(value.isdigit() for value in numbers.values()), row
         assert 1 <= int(numbers["depth"]) <= int(numbers["functions"])
         assert 1 <= int(numbers["files"]) <= int(numbers["functions"])
+        within = all(int(numbers[what]) <= most for what, most in path.BARS)
+        assert row.endswith("bars ok") is within, row
+        assert ("bars MISSED: " in row) is not within, row
+    assert (code == 1) is any("MISSED" in row for row in rows)
+    assert re.search(r"^  lines +[\d,]+ hand-written, \d+ generated$", out, re.MULTILINE), out
+
+
+def test_path_marks_each_missed_bar() -> None:
+    from bench import path
+
+    trace = path.Trace(("x",), depth=6, before=3)
+    trace.functions = {("a.py", f"f{n}") for n in range(16)}
+    assert trace.missed() == ["depth 6 > 5", "functions 16 > 15"]
+    assert trace.row("spend").endswith("bars MISSED: depth 6 > 5, functions 16 > 15")
+    lost = path.Trace(("x",))  # the driver was never seen: nothing proves the call short
+    assert lost.missed() == ["depth ? > 5"]
+    short = path.Trace(("x",), depth=2, before=1, functions={("a.py", "f")})
+    assert short.missed() == []
+    assert short.row("spend").endswith("bars ok")
+
+
+def test_path_counts_generated_lines_apart(tmp_path: Path) -> None:
+    """A file whose first line carries the generated marker is counted apart; the same
+    words further down do not make a hand-written file generated."""
+    from bench import path
+
+    backend = tmp_path / path.backend_dir("x")
+    backend.mkdir(parents=True)
+    (backend / "aio.py").write_text("a = 1\nb = 2\n# Generated from nothing\n")
+    (backend / "ledger.py").write_text(f"{path.GENERATED}aio.py: do not edit.\nc = 3\n")
+    lines = path.lines_now("x", tmp_path)
+    assert (lines.written, lines.generated, lines.generated_files) == (3, 2, ["ledger.py"])
+    assert lines.row(path.Lines(10), "REV") == (
+        "  lines      3 hand-written (REV: 10, -7), 2 generated (ledger.py)"
+    )
+
+
+def test_path_knows_the_header_the_generator_writes() -> None:
+    from bench import path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "async_to_sync.py"
+    header = next(line for line in script.read_text().splitlines() if line.startswith("HEADER = "))
+    assert header.startswith(f'HEADER = "{path.GENERATED}'), header
+
+
+def test_path_counts_lines_at_a_git_revision() -> None:
+    from bench import path
+
+    assert path.lines_at("sqlite", "ad82e9d").written == 1515  # before issue 40's renovation

@@ -49,3 +49,25 @@ def test_an_error_built_another_way_is_raised_itself() -> None:
     with pytest.raises(_Built, match="table t: restored") as info:
         guard.check()
     assert info.value is first
+
+
+def test_the_hot_path_test_never_skips_a_due_recheck_or_a_failure() -> None:
+    """A hot path skips ``check``/``due`` while ``failed is None and now < next_due``:
+    that must be false whenever ``due`` would say True or ``check`` would raise."""
+
+    def skipped(guard: Guard, now: float) -> bool:
+        return guard.failed is None and now < guard.next_due
+
+    guard = Guard(5.0, now=0.0)
+    assert skipped(guard, 4.9)
+    assert not skipped(guard, 5.0)
+    assert guard.due(5.0)
+    guard.again()
+    assert not skipped(guard, 6.0)
+    assert guard.due(6.0)
+    zero = Guard(0.0, now=0.0)
+    assert not skipped(zero, 0.0)  # a zero period re-checks on every operation
+    assert zero.due(0.0)
+    assert not skipped(zero, 0.0)
+    guard.fail(UnsafeStoreConfig("gone"))
+    assert not skipped(guard, 6.5)

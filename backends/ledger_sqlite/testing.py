@@ -23,9 +23,9 @@ from ledger_core.opening import LocalFault, LocalFaults, OpenRequest
 from ledger_core.scratch import prefix_bounds
 from ledger_core.urls import LedgerURL
 
-from .commands import BEGIN_WRITE, COMMIT
 from .errors import unavailable
 from .options import Target, target, url_path
+from .statements import BEGIN_WRITE, COMMIT
 
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-import ledger_sqlite.decisions as sqlite_decisions
 import ledger_sqlite.identity as sqlite_identity
+import ledger_sqlite.ledger as sqlite_ledger
 from ledger_core import (
     InvalidLedgerURL,
     LedgerUnavailable,
@@ -88,7 +88,7 @@ def test_relative_paths_are_fixed_at_open(tmp_path: Path, monkeypatch: pytest.Mo
     ledger = SQLiteLedger("rel.db")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    ledger._store.guard.again()  # the file check runs now: it must find the same file
+    ledger._guard.again()  # the file check runs now: it must find the same file
     assert ledger.spend("a") is True
     assert not (tmp_path / "elsewhere" / "rel.db").exists()
     ledger.close()
@@ -251,7 +251,7 @@ def test_a_forgotten_store_fails_closed_on_every_pooled_connection(tmp_path: Pat
 
 
 def test_a_replaced_file_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_decisions, "FILE_CHECK_PERIOD", 0.0)
+    monkeypatch.setattr(sqlite_ledger, "FILE_CHECK_PERIOD", 0.0)
     path = tmp_path / "l.db"
     old = SQLiteLedger(path)
     assert old.spend("a") is True
@@ -357,3 +357,24 @@ def test_concurrent_first_opens_all_succeed(tmp_path: Path) -> None:
         for p in procs:
             p.join(timeout=30)
     assert failures == []
+
+
+def test_a_batch_that_failed_on_a_spoiling_error_pools_no_connection(tmp_path: Path) -> None:
+    """A statement of ``spend_many`` that fails with an I/O error spoils its connection,
+    as any other statement's failure does: it is closed, never pooled again."""
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    conn = ledger._conns.acquire()
+    real = conn.execute
+
+    def failing(statement: str, *args: Any) -> sqlite3.Cursor:
+        if statement.startswith("INSERT"):
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(statement, *args)
+
+    conn.execute = failing  # type: ignore[method-assign]
+    ledger._conns.idle.put(conn)
+    with pytest.raises(LedgerUnavailable, match="rolled back"):
+        ledger.spend_many(["a", "b"])
+    assert conn not in ledger._conns.all
+    assert ledger.spend_many(["a", "b"]) == [True, True]  # a fresh connection
+    ledger.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, cast
 
-from ledger_core import host
+from ledger_core import host, host_rules, host_rules_aio
 from ledger_core.host import CloseVerdict, LandedVerdict, PendingRequest, ResolveVerdict
 from ledger_core.ids import MarkerKind, closed_proven_marker, marker_id
 
@@ -21,11 +21,12 @@ H5 = declare("H5", "host: a decision is spent only in the store it was minted un
 
 
 def _host(ledgers: Ledgers, handle: Handle, rule: str, argument: object, **options: object) -> Any:
-    """``host.<rule>`` on the handle's ledger, or ``host.<rule>_async`` for an async one."""
+    """``host_rules.<rule>`` on the handle's ledger, or ``host_rules_aio.<rule>_async`` for
+    an async one."""
     if handle.is_async:
-        call = getattr(host, f"{rule}_async")(handle.ledger, argument, **options)
+        call = getattr(host_rules_aio, f"{rule}_async")(handle.ledger, argument, **options)
         return ledgers.runtime.loop.run(call)
-    return getattr(host, rule)(handle.ledger, argument, **options)
+    return getattr(host_rules, rule)(handle.ledger, argument, **options)
 
 
 def _resolve(ledgers: Ledgers, handle: Handle, pending: PendingRequest) -> host.Resolution:

@@ -1,4 +1,4 @@
-"""The SQLite ledger's schema, statements and the requests the decisions yield (no I/O).
+"""The SQLite ledger's schema and statements (no I/O).
 
 Each namespace's identity is a genesis row of its own in the records table (under the
 empty request id, which no request id or marker can be), holding a random uuid that is
@@ -10,9 +10,6 @@ of answering from a store it never knew.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS decision_ledger_meta (
@@ -134,33 +131,3 @@ NEXT_NAMESPACE = "SELECT min(namespace) FROM decision_ledger WHERE namespace > ?
 BEGIN = "BEGIN"
 BEGIN_WRITE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
-
-Fetch = Literal["none", "one", "all", "count"]
-
-
-class Statement(NamedTuple):
-    """One statement on the call's connection; the answer is what ``fetch`` names: nothing,
-    the first row, every row, or the number of rows changed. (A tuple: made on every
-    call, and a frozen dataclass costs a microsecond to build.)"""
-
-    sql: str
-    params: tuple[object, ...] = ()
-    fetch: Fetch = "one"
-
-
-@dataclass(frozen=True)
-class StatFile:
-    """Ask for the ``(device, inode)`` the ledger's path names now (``None``: no file)."""
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-Request = Statement | StatFile | Sleep
-
-
-def run(sql: str) -> Statement:
-    """A statement whose answer is not needed (``BEGIN``, a pragma that sets)."""
-    return Statement(sql, (), "none")
