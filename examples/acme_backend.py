@@ -220,8 +220,8 @@ def _writable(path: str) -> bool:
 
 class AsyncAcmeLedger(AsyncReentrantLedgerBase):
     """The async variant: the same decisions, off the event loop (a local file: no
-    network to await). A networked backend writes its decisions once as step generators
-    instead (``ledger_core.steps``) and drives them from both shells."""
+    network to await). A networked backend writes its ledger once as async code instead
+    and generates the sync one from it (``scripts/async_to_sync.py``)."""
 
     def __init__(self, sync: AcmeLedger) -> None:
         self._sync, self._info = sync, sync.describe()
