@@ -432,10 +432,12 @@ def _when(got: Interrupted) -> str:
 # -- brand-new stores, opened by several processes at once ----------------------------------
 
 
-async def _first_open(ledger: Any, ids: list[str]) -> tuple[object, list[object]]:
+async def _first_open(
+    ledger: Any, ids: list[str], order: random.Random
+) -> tuple[object, list[object]]:
     store_id = getattr(ledger, "store_id", None)
     answers: list[object] = []
-    for request_id in random.sample(ids, len(ids)):
+    for request_id in order.sample(ids, len(ids)):  # each opener its own order
         try:
             answers.append((request_id, await call(ledger, "spend", request_id)))
         except Exception as exc:
@@ -453,7 +455,8 @@ def _opened_at_once(ledgers: Ledgers, label: str, ids: list[str], count: int) ->
         flavor: Flavor = "sync" if n % 2 == 0 else "async"
         ctx = LedgerContext(store=label, flavor=flavor)
         barrier.wait(CALL_BOUND)
-        in_child(ledgers.factory, ctx, partial(_first_open, ids=ids), pipes[n][1].send)
+        order = random.Random(f"{ledgers.runtime.seed}:{label}:{n}")  # the seed replays it
+        in_child(ledgers.factory, ctx, partial(_first_open, ids=ids, order=order), pipes[n][1].send)
 
     with forked(*(partial(child, n) for n in range(count)), name="opener"):
         return [reply(ours) for ours, _ in pipes]
