@@ -228,20 +228,3 @@ def require_answer(approved: object, accepted: str = "True (approve) or False (d
     raise InvalidAnswer(
         f"an answer must be {accepted}, not {type(approved).__name__} {shown}; nothing was spent"
     )
-
-
-_RULES = frozenset(
-    f"{rule}{flavour}"
-    for rule in ("spend_landed", "resolve", "already_decided", "close_pause")
-    for flavour in ("", "_async")
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The rules live in ``host_rules`` (generated) and ``host_rules_aio``; importing them
-    from here, where they were, keeps working."""
-    if name in _RULES:
-        from . import host_rules, host_rules_aio
-
-        return getattr(host_rules_aio if name.endswith("_async") else host_rules, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

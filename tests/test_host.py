@@ -340,14 +340,3 @@ def test_already_decided_raises_rather_than_guess(flavor: str, answer: Any) -> N
     ledger = make(flavor, is_spent=answer)
     with pytest.raises(LedgerError):
         do_decided(flavor, ledger, mint(ledger, "req"))
-
-
-def test_the_rules_still_import_from_their_old_module() -> None:
-    import ledger_core
-    from ledger_core import host
-
-    for name in ("resolve", "close_pause", "spend_landed", "already_decided"):
-        assert getattr(host, name) is getattr(ledger_core, name)
-        assert getattr(host, f"{name}_async") is getattr(ledger_core, f"{name}_async")
-    with pytest.raises(AttributeError):
-        host.no_such_rule  # noqa: B018
