@@ -14,15 +14,17 @@ the shortest sequence Hypothesis finds and shown in the report.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
@@ -56,6 +58,9 @@ UNKNOWN = "?"  # spent, by an attempt whose answer was lost
 AS_WRITE = "spend_as: a write whose True may be a re-entry"  # its op in the history
 STALE = " (opened before the store forgot)"  # its calls: held to C6, not to the checker
 
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 STALE_WRITE = "opened before the store forgot: its write may have landed in the new store"
 
@@ -130,9 +135,26 @@ class Run:
     reads: bool  # the ledger has is_spent
     counter: itertools.count[int] = field(default_factory=itertools.count)
     done: dict[str, int] = field(default_factory=dict)  # rule -> times run, for the report
+    first: BaseException | None = None  # the first failure of any step
 
     def count(self, rule: str) -> None:
         self.done[rule] = self.done.get(rule, 0) + 1
+
+    def recorded(self, step: Callable[P, T]) -> Callable[P, T]:
+        """``step``, keeping the first failure: when a replay of a failing sequence fails
+        elsewhere (a store that answers differently under load), Hypothesis reports only
+        that its replay differed, and the report shows this one instead."""
+
+        @functools.wraps(step)
+        def recording(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return step(*args, **kwargs)
+            except BaseException as exc:
+                if self.first is None:
+                    self.first = exc
+                raise
+
+        return recording
 
 
 def _machine(run: Run) -> type[RuleBasedStateMachine]:
@@ -160,6 +182,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         # -- the operations -------------------------------------------------------------
         @rule(s=stores, i=instances, n=indices)
+        @run.recorded
         def spend(self, s: int, i: int, n: int) -> None:
             store, handle, who = self._pick(s, i)
             request_id = self.ids[n]
@@ -167,6 +190,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
             self._spent(store, who, "spend", request_id, PLAIN, answer, handle)
 
         @rule(s=stores, i=instances, n=indices)
+        @run.recorded
         def is_spent(self, s: int, i: int, n: int) -> None:
             store, handle, who = self._pick(s, i)
             if not handle.has_is_spent:
@@ -179,6 +203,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.spend_as)
         @rule(s=stores, i=instances, n=indices, k=keys)
+        @run.recorded
         def spend_as(self, s: int, i: int, n: int, k: int) -> None:
             store, handle, who = self._pick(s, i)
             request_id, key = self.ids[n], self.keys[k]
@@ -192,6 +217,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.batches)
         @rule(s=stores, i=instances, ns=batch)
+        @run.recorded
         def spend_many(self, s: int, i: int, ns: list[int]) -> None:
             store, handle, who = self._pick(s, i)
             ids = [self.ids[n] for n in ns]
@@ -201,6 +227,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.batches)
         @rule(s=stores, i=instances, ns=batch)
+        @run.recorded
         def is_spent_many(self, s: int, i: int, ns: list[int]) -> None:
             store, handle, who = self._pick(s, i)
             ids = [self.ids[n] for n in ns]
@@ -209,6 +236,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 self._read(store, who, request_id, answer, handle)
 
         @rule(s=stores, i=instances)
+        @run.recorded
         def reopen(self, s: int, i: int) -> None:
             """Close an instance and open a new one in its place."""
             store = self.stores[s]
@@ -219,6 +247,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: any(len(s.handles) < INSTANCES for s in self.stores))
         @rule(s=stores)
+        @run.recorded
         def open_another(self, s: int) -> None:
             store = self.stores[s]
             if len(store.handles) < INSTANCES:
@@ -226,6 +255,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.spawn)
         @rule(s=stores, n=indices, op=st.sampled_from(["spend", "is_spent", "spend_as"]), k=keys)
+        @run.recorded
         def in_a_new_interpreter(self, s: int, n: int, op: str, k: int) -> None:
             store = self.stores[s]
             request_id, key = self.ids[n], self.keys[k]
@@ -259,6 +289,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.restart is not None and not self.restarted)
         @rule()
+        @run.recorded
         def restart_the_server(self) -> None:
             assert run.restart is not None
             self.restarted = True
@@ -270,6 +301,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: run.forget is not None and not self.forgot)
         @rule(s=stores)
+        @run.recorded
         def forget_the_store(self, s: int) -> None:
             """The store forgets (told its namespace when the hook takes one, else the
             whole store: both stores)."""
@@ -287,6 +319,7 @@ def _machine(run: Run) -> type[RuleBasedStateMachine]:
                 self.since[store.label] = len(ledgers.history)  # a new store: checked anew
 
         @invariant()
+        @run.recorded
         def history_is_linearizable(self) -> None:
             ops = [
                 op
@@ -482,6 +515,16 @@ def _shrunk(exc: BaseException) -> str:
     return "; ".join(steps)
 
 
+def unreplayed(run: Run, flaky: Flaky) -> str:
+    """What a sequence whose replay went otherwise found first (not shrunk)."""
+    if run.first is None:
+        return f"Hypothesis could not replay a sequence: {flaky}"
+    return (
+        f"{error_text(run.first)}\n(not shrunk: replaying the sequence went otherwise, "
+        f"{type(flaky).__name__}: the store answered differently the second time)"
+    )
+
+
 def _sequences(
     request: pytest.FixtureRequest,
     ledgers: Ledgers,
@@ -528,6 +571,8 @@ def _sequences(
         steps = _shrunk(exc)
         text = f"{exc}\nShrunk to: {steps}" if steps else str(exc)
         raise AssertionError(f"{text}\n[{seed_note(axes)}]") from None
+    except Flaky as exc:
+        raise AssertionError(f"{unreplayed(run, exc)}\n[{seed_note(axes)}]") from run.first
     done = ", ".join(f"{n} {what}" for what, n in run.done.items())
     note(request, f"{request.node.name}: {done}")
 
