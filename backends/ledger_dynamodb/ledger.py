@@ -37,11 +37,12 @@ from ledger_core.errors import (
 )
 from ledger_core.guard import Guard
 from ledger_core.ids import is_marker, ledger_key, validate_request_id
+from ledger_core.lazy import import_driver
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import deadlines, identity, items
-from .clients import carry_credentials, client_target, driver, like
+from .clients import carry_credentials, client_target, like
 from .errors import (
     code_of,
     conditional,
@@ -517,7 +518,8 @@ class DynamoDBLedger(ReentrantLedgerBase):
         profile = target.profile if host is None else None
         kwargs = target.client_kwargs() if host is None else like(host)
         try:
-            session = driver("boto3", "DynamoDB").session.Session(profile_name=profile)
+            boto3 = import_driver("dynamodb", "the DynamoDB ledger needs boto3", "boto3")
+            session = boto3.session.Session(profile_name=profile)
             client = session.client("dynamodb", **kwargs)
             if host is None:
                 deadlines.install(client)

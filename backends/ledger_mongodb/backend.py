@@ -7,21 +7,16 @@ import functools
 from typing import Any
 
 from ledger_core.doctor import Check
-from ledger_core.errors import InvalidLedgerURL, MissingDriver
+from ledger_core.errors import InvalidLedgerURL
+from ledger_core.lazy import import_driver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
 from .options import Target, parse
 
-EXTRA_HINT = "pip install 'decision-ledger[mongodb]'"
-
 
 def _pymongo() -> Any:
-    try:
-        import pymongo
-    except ImportError as exc:
-        raise MissingDriver(f"the MongoDB ledger needs PyMongo 4.x: {EXTRA_HINT}") from exc
-    return pymongo
+    return import_driver("mongodb", "the MongoDB ledger needs PyMongo 4.x", "pymongo")
 
 
 def _client(target: Target, cls: Any) -> Any:

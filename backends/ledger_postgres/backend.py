@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledger_core.errors import MissingDriver
+from ledger_core.lazy import import_driver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
@@ -16,15 +16,9 @@ if TYPE_CHECKING:
     from .ledger import PostgresLedger
     from .options import Target
 
-_INSTALL = "the PostgreSQL backend needs psycopg 3: pip install 'decision-ledger[postgres]'"
-
 
 def require_driver() -> None:
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise MissingDriver(_INSTALL) from exc
+    import_driver("postgres", "the PostgreSQL backend needs psycopg 3", "psycopg", "psycopg_pool")
 
 
 class _PostgresBackend:
