@@ -11,6 +11,7 @@ from ledger_core.errors import InvalidLedgerURL
 from ledger_core.lazy import import_driver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
+from ledger_core.registry import set_up_by_opening
 
 from .options import Target, parse
 
@@ -72,12 +73,7 @@ class _MongoBackend:
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """The collection and the namespace's genesis, created if missing (idempotent)."""
-        ledger = self.open(request.with_options(create=True))
-        try:
-            info: LedgerInfo = ledger.describe()
-            return info
-        finally:
-            ledger.close()
+        return set_up_by_opening(self, request.with_options(create=True))
 
 
 BACKEND = _MongoBackend()
