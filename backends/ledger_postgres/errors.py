@@ -155,7 +155,3 @@ def is_guard_failure(exc: BaseException) -> bool:
 
 def is_topology_refusal(exc: BaseException) -> bool:
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "namespace"
-
-
-def statement_gone(exc: BaseException) -> bool:
-    return isinstance(exc, pg_errors.InvalidSqlStatementName)
