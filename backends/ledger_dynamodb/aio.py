@@ -21,7 +21,7 @@ import functools
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -39,7 +39,7 @@ from ledger_core.errors import (
     missing_store,
 )
 from ledger_core.guard import Guard
-from ledger_core.ids import is_marker, ledger_key, validate_request_id
+from ledger_core.ids import first_wins, id_batches, is_marker, ledger_key
 from ledger_core.lazy import import_driver
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
@@ -563,17 +563,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         settled as a spend's is (C5); then one genesis read proves them (C6). An id whose
         outcome stays unknown fails the call (:class:`AmbiguousSpend` once any id of its
         batch was recorded): nothing is guessed."""
-        return await self._in_batches(request_ids, BATCH, self._spend_batch)
-
-    async def _in_batches(
-        self, request_ids: Sequence[str], size: int, answer: Callable[[list[bytes]], Any]
-    ) -> list[bool]:
-        """Every id validated before any request (C8), then answered ``size`` at a time."""
-        ids = [validate_request_id(request_id) for request_id in request_ids]
-        answers: list[bool] = []
-        for i in range(0, len(ids), size):
-            answers += await answer(ids[i : i + size])
-        return answers
+        batches = id_batches(request_ids, BATCH)
+        return [won for batch in batches for won in await self._spend_batch(batch)]
 
     async def _spend_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = await self._checked()
@@ -599,18 +590,15 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
             raise failed[0]
         if won:
             await self._prove(deadline, wrote=True)
-        answers = []
-        for raw in ids:
-            answers.append(raw in won)
-            won.discard(raw)  # a repeat: False, as a second spend would answer
-        return answers
+        return first_wins(ids, won)
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One answer per id, in order: ``BatchGetItem`` of up to ``READS`` keys with
         consistent reads (unprocessed keys asked again within the deadline), then, when an
         id is absent, the genesis read after it (C6: a ``BatchGetItem`` reads its keys in
         no stated order, so a genesis in the same request would prove nothing)."""
-        return await self._in_batches(request_ids, READS, self._read_batch)
+        batches = id_batches(request_ids, READS)
+        return [spent for batch in batches for spent in await self._read_batch(batch)]
 
     async def _read_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = await self._checked()

@@ -50,7 +50,7 @@ from ledger_core.errors import (
 )
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard
-from ledger_core.ids import is_marker, ledger_key, validate_request_id
+from ledger_core.ids import first_wins, id_batches, is_marker, ledger_key
 from ledger_core.listing import pages_async
 from ledger_core.tokens import new_token
 
@@ -518,11 +518,8 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per :attr:`BATCH` ids, each answer what
         ``spend`` would say."""
-        raws = [validate_request_id(r) for r in request_ids]
-        won: list[bool] = []
-        for i in range(0, len(raws), self.BATCH):
-            won += await self._spend_batch(raws[i : i + self.BATCH])
-        return won
+        batches = id_batches(request_ids, self.BATCH)
+        return [won for batch in batches for won in await self._spend_batch(batch)]
 
     async def _spend_batch(self, raws: Sequence[bytes]) -> list[bool]:
         """One unordered insert (one token for all): each document succeeds or meets its
@@ -539,8 +536,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         found = await self._read_back(unique, failure, "spend_many")  # the proof, tokens
         mine = [found[key].get("t") == token for key in unique]
         won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
-        answer = dict(zip(unique, won, strict=True))
-        return [answer.pop(key, False) for key in keys]  # a repeat: its first copy answered
+        return first_wins(keys, [key for key, w in zip(unique, won, strict=True) if w])
 
     def _won_many(self, reply: Mapping[str, Any], count: int) -> list[bool] | None:
         """Per document of an unordered insert: inserted, or a duplicate; ``None`` when
@@ -562,11 +558,10 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Read a batch: one ``find`` of the records and the genesis per :attr:`BATCH` ids."""
-        raws = [validate_request_id(r) for r in request_ids]
         spent: list[bool] = []
-        for i in range(0, len(raws), self.BATCH):
+        for batch in id_batches(request_ids, self.BATCH):
             await self._ready()
-            keys = [self._key(raw) for raw in raws[i : i + self.BATCH]]
+            keys = [self._key(raw) for raw in batch]
             found = await self._read(list(dict.fromkeys(keys)), "is_spent_many")
             spent += [key in found for key in keys]
         return spent

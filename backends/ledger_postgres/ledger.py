@@ -25,7 +25,14 @@ from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
+from ledger_core.ids import (
+    MarkerKind,
+    first_wins,
+    id_batches,
+    is_marker,
+    marker_range,
+    marker_subject,
+)
 from ledger_core.listing import pages
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -451,10 +458,8 @@ class PostgresLedger(ReentrantLedgerBase):
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids (on a host's pool, a spend each)."""
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in id_batches(request_ids, BATCH_SIZE):
             if self._framed:
                 out += [self._spend(rid) for rid in chunk]
                 continue
@@ -465,17 +470,12 @@ class PostgresLedger(ReentrantLedgerBase):
                 # Never settled id by id: ambiguous for the whole batch (safe to re-run).
                 self._unless_unknown("spend_many", exc)
                 raise errors.ambiguous(exc, None, self._password) from exc
-            won = set() if row[0] is None else {bytes(rid) for rid in row[0]}
-            for rid in chunk:
-                out.append(rid in won)
-                won.discard(rid)
+            out += first_wins(chunk, [] if row[0] is None else [bytes(rid) for rid in row[0]])
         return out
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in id_batches(request_ids, BATCH_SIZE):
             spent = set(self._listed(self._st.spent_among, (self._st.namespace, chunk)))
             out += [rid in spent for rid in chunk]
         return out
