@@ -11,13 +11,18 @@ import inspect
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InvalidLedgerURL
 from .ids import DEFAULT_NAMESPACE, validate_namespace
 from .protocol import Durability
 from .urls import LedgerURL
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    Options = TypeVar("Options", bound=DataclassInstance)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -146,6 +151,26 @@ class OpenRequest:
         if number < minimum:
             raise InvalidLedgerURL(f"option {name!r} must be at least {minimum}")
         return number
+
+    def read(self, cls: type[Options], **given: Any) -> Options:
+        """The options dataclass ``cls`` from this request, each field read as its type
+        says (text, seconds, a whole number, a flag) in field order, so the first bad one
+        is named; ``namespace`` and ``durability`` as :meth:`durability` reads it, unless
+        ``given`` (a value read another way)."""
+        kinds: dict[str, Callable[[str, Any], Any]]
+        kinds = {"str": self.text, "float": self.seconds, "int": self.count, "bool": self.flag}
+        values: dict[str, Any] = {}
+        for option in fields(cls):
+            name = option.name
+            if name in given:
+                values[name] = given[name]
+            elif name == "namespace":
+                values[name] = self.namespace
+            elif name == "durability":
+                values[name] = self.durability()
+            else:
+                values[name] = kinds[str(option.type)](name, option.default)
+        return cls(**values)
 
     def driver_url(self, ours: Collection[str]) -> str:
         """The raw URL minus our options (and ``namespace``), the rest as written."""

@@ -167,14 +167,7 @@ def _pool_size(request: OpenRequest, name: str, default: int, minimum: int) -> i
 
 
 def config_from(request: OpenRequest) -> PgConfig:
-    return PgConfig(
-        namespace=request.namespace,
-        schema=request.text("schema", DEFAULT_SCHEMA),
-        table=request.text("table", DEFAULT_TABLE),
-        create=request.create(),
-        timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
-        failover=request.choice("failover", KEEP, FAILOVER_MODES),
-    )
+    return request.read(PgConfig, failover=request.choice("failover", KEEP, FAILOVER_MODES))
 
 
 def parse(request: OpenRequest) -> Target:

@@ -56,17 +56,9 @@ class RedisOptions:
 
     @classmethod
     def from_request(cls, request: OpenRequest) -> RedisOptions:
-        """Each field read as its type says, in field order (the first bad one is named)."""
-        values: dict[str, Any] = {}
-        read: Any = {"float": request.seconds, "int": request.count, "bool": request.flag}
-        for f in fields(cls):
-            if f.name == "durability":
-                values[f.name] = request.durability(levels=True)  # describe()'s values too
-            elif f.name == "failover_may_lose_spends":
-                values[f.name] = request.choice(f.name, "no", ("no", "accept")) == "accept"
-            else:
-                values[f.name] = read[str(f.type)](f.name, f.default)
-        return cls(**values)
+        failover = request.choice("failover_may_lose_spends", "no", ("no", "accept"))
+        levels = request.durability(levels=True)  # describe()'s values too
+        return request.read(cls, durability=levels, failover_may_lose_spends=failover == "accept")
 
     @classmethod
     def for_client(cls, options: Mapping[str, Any]) -> RedisOptions:
