@@ -44,6 +44,7 @@ from ledger_core.errors import (
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
+    Outcome,
     UnsafeStoreConfig,
     missing_namespace,
     missing_store,
@@ -248,7 +249,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
             raise
         except Exception as exc:
             failure = exc
-        if errors.classify(failure) is not errors.Outcome.UNKNOWN or (
+        if errors.classify(failure) is not Outcome.UNKNOWN or (
             errors.code_of(failure) in errors.FORGOT_CODES
         ):
             raise self._driver_failure(what, failure) from failure
@@ -444,7 +445,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         try:
             return await self._command(command, admin=True)
         except Exception as exc:
-            if errors.classify(exc) is errors.Outcome.REJECTED:
+            if errors.classify(exc) is Outcome.REJECTED:
                 return None
             raise
 

@@ -42,6 +42,7 @@ from ledger_core.errors import (
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
+    Outcome,
     UnsafeStoreConfig,
     missing_namespace,
     missing_store,
@@ -242,7 +243,7 @@ class MongoLedger(ReentrantLedgerBase):
             raise
         except Exception as exc:
             failure = exc
-        if errors.classify(failure) is not errors.Outcome.UNKNOWN or (
+        if errors.classify(failure) is not Outcome.UNKNOWN or (
             errors.code_of(failure) in errors.FORGOT_CODES
         ):
             raise self._driver_failure(what, failure) from failure
@@ -438,7 +439,7 @@ class MongoLedger(ReentrantLedgerBase):
         try:
             return self._command(command, admin=True)
         except Exception as exc:
-            if errors.classify(exc) is errors.Outcome.REJECTED:
+            if errors.classify(exc) is Outcome.REJECTED:
                 return None
             raise
 

@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from ledger_core import forks, notices
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
+from ledger_core.errors import LedgerClosed, LedgerError, Outcome, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
 from ledger_core.ids import (
@@ -218,7 +218,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
         try:
             row = await self._run(write, None, due, answer, conn=conn)
         except Exception as exc:
-            if errors.classify(exc) is not errors.Failure.REJECTED:
+            if errors.classify(exc) is not Outcome.REJECTED:
                 raise
             why = errors.detail(exc, self._password)
             raise errors.missing_genesis(config.qualified, config.namespace, why) from exc
@@ -430,7 +430,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
         """Raise what ``exc`` proves; return only when the outcome is unknown."""
         if isinstance(exc, LedgerError):
             raise exc
-        if errors.classify(exc) is not errors.Failure.UNKNOWN:
+        if errors.classify(exc) is not Outcome.UNKNOWN:
             raise errors.unavailable(what, exc, self._password) from exc
 
     def _proven(self, row: Row) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 from ledger_core import forks, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
+from ledger_core.errors import LedgerClosed, LedgerError, Outcome, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
 from ledger_core.ids import (
@@ -207,7 +207,7 @@ class PostgresLedger(ReentrantLedgerBase):
         try:
             row = self._run(write, None, due, answer, conn=conn)
         except Exception as exc:
-            if errors.classify(exc) is not errors.Failure.REJECTED:
+            if errors.classify(exc) is not Outcome.REJECTED:
                 raise
             why = errors.detail(exc, self._password)
             raise errors.missing_genesis(config.qualified, config.namespace, why) from exc
@@ -413,7 +413,7 @@ class PostgresLedger(ReentrantLedgerBase):
         """Raise what ``exc`` proves; return only when the outcome is unknown."""
         if isinstance(exc, LedgerError):
             raise exc
-        if errors.classify(exc) is not errors.Failure.UNKNOWN:
+        if errors.classify(exc) is not Outcome.UNKNOWN:
             raise errors.unavailable(what, exc, self._password) from exc
 
     def _proven(self, row: Row) -> tuple[Any, ...]:
