@@ -71,6 +71,16 @@ class LocalFaults(Mapping[str, LocalFault]):
         return len(self.offered)
 
 
+class Located:
+    """Shown by where it points alone (a dataclass of it takes ``repr=False``): what a
+    backend opens, whose URL for the driver may hold a password."""
+
+    location: str
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.location}>"
+
+
 @dataclass(frozen=True)
 class OpenRequest:
     """One ledger to open: the parsed URL, its namespace, and every other option given
@@ -258,6 +268,7 @@ __all__ = [
     "LegacyBackend",
     "LocalFault",
     "LocalFaults",
+    "Located",
     "OpenRequest",
     "Route",
     "adapt_backend",

@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.ids import DEFAULT_NAMESPACE
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import Located, OpenRequest
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
@@ -47,8 +47,8 @@ class Settings:
             raise InvalidLedgerURL("option 'timeout' must be greater than 0 (seconds)")
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, repr=False)
+class Target(Located):
     """What a URL opens: the driver's URL (holds secrets), the database and our settings."""
 
     driver_url: str
@@ -56,9 +56,6 @@ class Target:
     settings: Settings
     location: str
     driver_keys: frozenset[str]
-
-    def __repr__(self) -> str:
-        return f"<Target {self.location}>"
 
     def client_kwargs(self) -> dict[str, Any]:
         """Finite timeouts that bound the whole call (CSOT ``timeoutMS``: server selection,

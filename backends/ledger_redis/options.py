@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import Located, OpenRequest
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
@@ -78,8 +78,8 @@ SENTINEL_OPTIONS = frozenset({"sentinel_username", "sentinel_password"})
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, repr=False)
+class Target(Located):
     """``driver_url`` may hold a password: never shown."""
 
     driver_url: str
@@ -91,9 +91,6 @@ class Target:
     service: str = ""
     sentinels: tuple[tuple[str, int], ...] = ()
     sentinel_auth: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    def __repr__(self) -> str:
-        return f"<Target {self.location}>"
 
 
 def parse(request: OpenRequest) -> Target:
