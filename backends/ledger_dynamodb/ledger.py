@@ -124,9 +124,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
 
     @classmethod
     def preflight(cls, target: Target) -> list[Check]:
-        """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
-        signed ``DescribeTable``), and the table's settings when it exists, read as an
-        open reads them; nothing is created or written."""
+        """``decision-ledger doctor`` before ``setup`` (``identity.preflight_checks``)."""
         import botocore
 
         ledger = cls(target)
@@ -441,9 +439,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         return stored
 
     def _recheck_wait(self, deadline: float) -> None:
-        """While a re-check is due, no caller answers until one passes: one caller runs it,
-        every other waits for it within its own deadline (and runs one itself if that one
-        fails)."""
+        """No caller answers while a re-check is due (:mod:`.recheck`): run it, or wait."""
         state = self._recheck
         role, seen = state.role(None), None
         while role is not None:
@@ -609,9 +605,7 @@ class DynamoDBLedger(ReentrantLedgerBase):
         return answers
 
     def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one conditional put over the genesis this ledger opened; every instance, this one
-        included, then fails closed (C6)."""
+        """``Reidentifiable``: one conditional put over the genesis this ledger opened."""
         deadline = self._checked()
         value = os.urandom(identity.GENESIS_BYTES)
         params = {

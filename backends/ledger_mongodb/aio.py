@@ -614,9 +614,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return names, (docs[-1]["_id"] if len(docs) == self.LIST_PAGE else None)
 
     async def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one majority-acknowledged update; every instance, this one included, then fails
-        closed (C6)."""
+        """``Reidentifiable``: one majority-acknowledged update of the genesis."""
         await self._ready()
         if self._genesis is None:
             raise LedgerUnavailable("reidentify: this ledger read no genesis (it never proves)")
@@ -643,9 +641,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return identity.doctor_checks(self._facts, self._info, durability, pymongo.version)
 
     async def settings_checks(self) -> list[Check]:
-        """The doctor's lines on the server's settings alone, read as an open reads them,
-        for a store not set up yet (``decision-ledger doctor`` before ``setup``); nothing
-        is written or created."""
+        """``decision-ledger doctor`` before ``setup`` (``identity.settings_checks``)."""
         try:
             hello, build, status, repl = await self._server_facts()
             collection = await self._listed()

@@ -608,9 +608,7 @@ class MongoLedger(ReentrantLedgerBase):
         return names, (docs[-1]["_id"] if len(docs) == self.LIST_PAGE else None)
 
     def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one majority-acknowledged update; every instance, this one included, then fails
-        closed (C6)."""
+        """``Reidentifiable``: one majority-acknowledged update of the genesis."""
         self._ready()
         if self._genesis is None:
             raise LedgerUnavailable("reidentify: this ledger read no genesis (it never proves)")
@@ -637,9 +635,7 @@ class MongoLedger(ReentrantLedgerBase):
         return identity.doctor_checks(self._facts, self._info, durability, pymongo.version)
 
     def settings_checks(self) -> list[Check]:
-        """The doctor's lines on the server's settings alone, read as an open reads them,
-        for a store not set up yet (``decision-ledger doctor`` before ``setup``); nothing
-        is written or created."""
+        """``decision-ledger doctor`` before ``setup`` (``identity.settings_checks``)."""
         try:
             hello, build, status, repl = self._server_facts()
             collection = self._listed()

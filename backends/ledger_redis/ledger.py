@@ -541,9 +541,8 @@ class RedisLedger(ReentrantLedgerBase):
         return out
 
     def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one script over the genesis this ledger opened, as durable as a spend; every
-        instance, this one included, then fails closed (C6)."""
+        """``Reidentifiable``: one script over the genesis this ledger opened, as durable
+        as a spend."""
         deadline = self._begin()
         commands = self._plan.reidentify_commands(identity.new_genesis())
         replies = self._link.call(commands, "reidentify", deadline)
