@@ -432,13 +432,15 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
             repl = None if answer is None else answer.get("config")
         return hello, build, status, repl
 
-    async def _read_facts(self, *, create: bool) -> Facts:
+    async def _read_facts(self, *, create: bool | None) -> Facts:
         """The server's facts, the collection's listCollections entry (created, simple
-        collation, when asked) and its indexes."""
+        collation, when asked; ``None``: a missing one reads as empty) and its indexes."""
         hello, build, status, repl = await self._server_facts()
-        collection = await self._open_collection(create)
-        indexes = errors.first_batch(await self._command({"listIndexes": self._collection}))
-        return Facts(hello, build, status, repl, collection, indexes)
+        collection = await (self._listed() if create is None else self._open_collection(create))
+        indexes: list[Mapping[str, Any]] = []
+        if collection is not None:
+            indexes = errors.first_batch(await self._command({"listIndexes": self._collection}))
+        return Facts(hello, build, status, repl, collection or {}, indexes)
 
     async def _optional(self, command: Mapping[str, Any]) -> Any:
         """An admin command that may be refused for lack of privileges: ``None`` then."""
@@ -643,19 +645,13 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
     async def settings_checks(self) -> list[Check]:
         """``decision-ledger doctor`` before ``setup`` (``identity.settings_checks``)."""
         try:
-            hello, build, status, repl = await self._server_facts()
-            collection = await self._listed()
-            indexes: list[Mapping[str, Any]] = []
-            if collection is not None:
-                reply = await self._command({"listIndexes": self._collection})
-                indexes = errors.first_batch(reply)
+            facts = await self._read_facts(create=None)
         except LedgerError:
             raise
         except Exception as exc:
             raise errors.unavailable("read the server's settings", exc) from exc
-        facts = Facts(hello, build, status, repl, collection or {}, indexes)
-        durability = self._settings.durability
-        return identity.settings_checks(facts, durability, pymongo.version, collection is not None)
+        exists = bool(facts.collection)
+        return identity.settings_checks(facts, self._settings.durability, pymongo.version, exists)
 
     async def __aenter__(self) -> AsyncMongoLedger:
         return self

@@ -426,13 +426,15 @@ class MongoLedger(ReentrantLedgerBase):
             repl = None if answer is None else answer.get("config")
         return hello, build, status, repl
 
-    def _read_facts(self, *, create: bool) -> Facts:
+    def _read_facts(self, *, create: bool | None) -> Facts:
         """The server's facts, the collection's listCollections entry (created, simple
-        collation, when asked) and its indexes."""
+        collation, when asked; ``None``: a missing one reads as empty) and its indexes."""
         hello, build, status, repl = self._server_facts()
-        collection = self._open_collection(create)
-        indexes = errors.first_batch(self._command({"listIndexes": self._collection}))
-        return Facts(hello, build, status, repl, collection, indexes)
+        collection = self._listed() if create is None else self._open_collection(create)
+        indexes: list[Mapping[str, Any]] = []
+        if collection is not None:
+            indexes = errors.first_batch(self._command({"listIndexes": self._collection}))
+        return Facts(hello, build, status, repl, collection or {}, indexes)
 
     def _optional(self, command: Mapping[str, Any]) -> Any:
         """An admin command that may be refused for lack of privileges: ``None`` then."""
@@ -637,19 +639,13 @@ class MongoLedger(ReentrantLedgerBase):
     def settings_checks(self) -> list[Check]:
         """``decision-ledger doctor`` before ``setup`` (``identity.settings_checks``)."""
         try:
-            hello, build, status, repl = self._server_facts()
-            collection = self._listed()
-            indexes: list[Mapping[str, Any]] = []
-            if collection is not None:
-                reply = self._command({"listIndexes": self._collection})
-                indexes = errors.first_batch(reply)
+            facts = self._read_facts(create=None)
         except LedgerError:
             raise
         except Exception as exc:
             raise errors.unavailable("read the server's settings", exc) from exc
-        facts = Facts(hello, build, status, repl, collection or {}, indexes)
-        durability = self._settings.durability
-        return identity.settings_checks(facts, durability, pymongo.version, collection is not None)
+        exists = bool(facts.collection)
+        return identity.settings_checks(facts, self._settings.durability, pymongo.version, exists)
 
     def __enter__(self) -> MongoLedger:
         return self
