@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import SplitResult
 
 from .errors import InvalidLedgerURL
 from .ids import DEFAULT_NAMESPACE, validate_namespace
@@ -247,20 +248,25 @@ def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> s
     """``url`` with its one ``host:port`` sent through ``route`` (a ``reroute`` hook's
     helper), or ``None`` when it has no single address (several hosts, no host or port)."""
     parts = url.parts
+    shown = routed_address(parts, route, default_port)
+    if shown is None:
+        return None
+    userinfo = parts.netloc.rpartition("@")[0]
+    return parts._replace(netloc=f"{userinfo}@{shown}" if userinfo else shown).geturl()
+
+
+def routed_address(parts: SplitResult, route: Route, default_port: int | None) -> str | None:
+    """The one ``host:port`` of ``parts`` sent through ``route``, as a URL writes it
+    (``[v6]:port``); ``None`` when there is no single one."""
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if not host or "," in parts.netloc:
-        return None
     port = port if port is not None else default_port
-    if port is None:
+    if not host or port is None or "," in parts.netloc:
         return None
     new_host, new_port = route(host, port)
-    userinfo = parts.netloc.rpartition("@")[0]
-    shown = f"[{new_host}]" if ":" in new_host else new_host
-    netloc = f"{userinfo}@{shown}:{new_port}" if userinfo else f"{shown}:{new_port}"
-    return parts._replace(netloc=netloc).geturl()
+    return f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
 
 
 __all__ = [
@@ -273,4 +279,5 @@ __all__ = [
     "Route",
     "adapt_backend",
     "reroute_address",
+    "routed_address",
 ]

@@ -10,7 +10,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ledger_core.errors import LedgerUnavailable
 from ledger_core.ids import MAX_NAMESPACE_BYTES
 from ledger_core.lazy import import_driver
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.opening import OpenRequest, Route, routed_address
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
@@ -45,14 +45,12 @@ def _reroute_endpoint(value: str, route: Route) -> str | None:
     authority = unquote(written)
     try:
         parts = urlsplit(f"//{authority}")
-        host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if not host or "@" in authority:
+    default = _DEFAULT_PORTS[scheme.group(1).lower()]
+    shown = None if "@" in authority else routed_address(parts, route, default)
+    if shown is None:
         return None
-    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
-    new_host, new_port = route(host, port)
-    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
     if "%" in written:  # written encoded: encode ours alike
         shown = quote(shown, safe="")
     return value[:start] + shown + value[stop:]
