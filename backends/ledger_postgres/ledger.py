@@ -19,20 +19,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from ledger_core import forks, notices
+from ledger_core import forks, ids, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
 from ledger_core.errors import LedgerClosed, LedgerError, Outcome, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
-from ledger_core.ids import (
-    MarkerKind,
-    first_wins,
-    id_batches,
-    is_marker,
-    marker_range,
-    marker_subject,
-)
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.listing import pages
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -459,7 +452,7 @@ class PostgresLedger(ReentrantLedgerBase):
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids (on a host's pool, a spend each)."""
         out: list[bool] = []
-        for chunk in id_batches(request_ids, BATCH_SIZE):
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             if self._framed:
                 out += [self._spend(rid) for rid in chunk]
                 continue
@@ -470,12 +463,12 @@ class PostgresLedger(ReentrantLedgerBase):
                 # Never settled id by id: ambiguous for the whole batch (safe to re-run).
                 self._unless_unknown("spend_many", exc)
                 raise errors.ambiguous(exc, None, self._password) from exc
-            out += first_wins(chunk, [] if row[0] is None else [bytes(rid) for rid in row[0]])
+            out += ids.first_wins(chunk, [] if row[0] is None else [bytes(rid) for rid in row[0]])
         return out
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         out: list[bool] = []
-        for chunk in id_batches(request_ids, BATCH_SIZE):
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             spent = set(self._listed(self._st.spent_among, (self._st.namespace, chunk)))
             out += [rid in spent for rid in chunk]
         return out
