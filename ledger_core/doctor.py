@@ -7,6 +7,7 @@ must read as not spent. Nothing is ever written.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 import uuid
@@ -68,6 +69,13 @@ class Fact:
 
 def dotted(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """A server's or driver's version text as numbers: ``"7.2.4-rc1"`` -> ``(7, 2, 4)``
+    (each dotted piece's leading digits, 0 where it has none)."""
+    pieces = (re.match(r"\d+", piece) for piece in text.split("."))
+    return tuple(int(digits.group()) if digits else 0 for digits in pieces)
 
 
 def version_fact(

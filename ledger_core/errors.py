@@ -8,6 +8,15 @@ subclass, with the driver's own exception chained as ``__cause__``. A host catch
 from __future__ import annotations
 
 import shlex
+from enum import Enum
+
+
+class Outcome(Enum):
+    """What a driver's failure says of a write (C4, C5), as a backend classifies it."""
+
+    NOT_SENT = "not sent"  # nothing reached the server
+    REJECTED = "rejected"  # the server answered with an error: nothing was written
+    UNKNOWN = "unknown"  # lost or timed out after sending: it may have been applied
 
 
 class LedgerError(Exception):

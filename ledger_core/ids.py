@@ -7,6 +7,8 @@ so no backend invents its own escaping.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
+
 from .errors import InvalidLedgerURL, InvalidRequestId
 
 MAX_ID_BYTES = 1024
@@ -139,3 +141,20 @@ def marker_subject(kind: str, raw: bytes) -> str:
     if not raw.startswith(low):
         raise ValueError(f"not a {kind} marker")
     return raw[len(low) :].decode("utf-8")
+
+
+def id_batches(request_ids: Sequence[str], size: int) -> list[list[bytes]]:
+    """A batch call's ids, every one validated before any is sent (C8), ``size`` at a time."""
+    raws = [validate_request_id(request_id) for request_id in request_ids]
+    return [raws[i : i + size] for i in range(0, len(raws), size)]
+
+
+def first_wins(ids: Iterable[bytes], won: Collection[bytes]) -> list[bool]:
+    """Each id's answer in a batch of spends: whether it is among ``won``, and a repeat's
+    ``False``, as a second spend of it would answer."""
+    left = set(won)
+    answers = []
+    for raw in ids:
+        answers.append(raw in left)
+        left.discard(raw)
+    return answers

@@ -11,13 +11,19 @@ import inspect
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import SplitResult
 
 from .errors import InvalidLedgerURL
 from .ids import DEFAULT_NAMESPACE, validate_namespace
 from .protocol import Durability
 from .urls import LedgerURL
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    Options = TypeVar("Options", bound=DataclassInstance)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -64,6 +70,16 @@ class LocalFaults(Mapping[str, LocalFault]):
 
     def __len__(self) -> int:
         return len(self.offered)
+
+
+class Located:
+    """Shown by where it points alone (a dataclass of it takes ``repr=False``): what a
+    backend opens, whose URL for the driver may hold a password."""
+
+    location: str
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.location}>"
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,26 @@ class OpenRequest:
             raise InvalidLedgerURL(f"option {name!r} must be at least {minimum}")
         return number
 
+    def read(self, cls: type[Options], **given: Any) -> Options:
+        """The options dataclass ``cls`` from this request, each field read as its type
+        says (text, seconds, a whole number, a flag) in field order, so the first bad one
+        is named; ``namespace`` and ``durability`` as :meth:`durability` reads it, unless
+        ``given`` (a value read another way)."""
+        kinds: dict[str, Callable[[str, Any], Any]]
+        kinds = {"str": self.text, "float": self.seconds, "int": self.count, "bool": self.flag}
+        values: dict[str, Any] = {}
+        for option in fields(cls):
+            name = option.name
+            if name in given:
+                values[name] = given[name]
+            elif name == "namespace":
+                values[name] = self.namespace
+            elif name == "durability":
+                values[name] = self.durability()
+            else:
+                values[name] = kinds[str(option.type)](name, option.default)
+        return cls(**values)
+
     def driver_url(self, ours: Collection[str]) -> str:
         """The raw URL minus our options (and ``namespace``), the rest as written."""
         return self.url.without_query(*ours, "namespace")
@@ -212,20 +248,25 @@ def reroute_address(url: LedgerURL, route: Route, default_port: int | None) -> s
     """``url`` with its one ``host:port`` sent through ``route`` (a ``reroute`` hook's
     helper), or ``None`` when it has no single address (several hosts, no host or port)."""
     parts = url.parts
+    shown = routed_address(parts, route, default_port)
+    if shown is None:
+        return None
+    userinfo = parts.netloc.rpartition("@")[0]
+    return parts._replace(netloc=f"{userinfo}@{shown}" if userinfo else shown).geturl()
+
+
+def routed_address(parts: SplitResult, route: Route, default_port: int | None) -> str | None:
+    """The one ``host:port`` of ``parts`` sent through ``route``, as a URL writes it
+    (``[v6]:port``); ``None`` when there is no single one."""
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if not host or "," in parts.netloc:
-        return None
     port = port if port is not None else default_port
-    if port is None:
+    if not host or port is None or "," in parts.netloc:
         return None
     new_host, new_port = route(host, port)
-    userinfo = parts.netloc.rpartition("@")[0]
-    shown = f"[{new_host}]" if ":" in new_host else new_host
-    netloc = f"{userinfo}@{shown}:{new_port}" if userinfo else f"{shown}:{new_port}"
-    return parts._replace(netloc=netloc).geturl()
+    return f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
 
 
 __all__ = [
@@ -233,8 +274,10 @@ __all__ = [
     "LegacyBackend",
     "LocalFault",
     "LocalFaults",
+    "Located",
     "OpenRequest",
     "Route",
     "adapt_backend",
     "reroute_address",
+    "routed_address",
 ]

@@ -271,6 +271,12 @@ def _setup(backend: Backend, request: OpenRequest) -> LedgerInfo:
                 f"{type(backend).__name__}.setup returned {type(info).__name__}, not LedgerInfo"
             )
         return info
+    return set_up_by_opening(backend, request)
+
+
+def set_up_by_opening(backend: Backend, request: OpenRequest) -> LedgerInfo:
+    """Set a store up by opening a ledger on it (its open creates what is missing), and
+    describe it: the ``setup`` of a backend that has no other."""
     ledger = backend.open(request)
     try:
         return describe(ledger)
@@ -288,6 +294,7 @@ __all__ = [
     "open_async_ledger",
     "open_ledger",
     "register_backend",
+    "set_up_by_opening",
     "setup_ledger",
     "testing_hook",
 ]

@@ -21,7 +21,7 @@ import functools
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -39,12 +39,13 @@ from ledger_core.errors import (
     missing_store,
 )
 from ledger_core.guard import Guard
-from ledger_core.ids import is_marker, ledger_key, validate_request_id
+from ledger_core.ids import first_wins, id_batches, is_marker, ledger_key
+from ledger_core.lazy import import_driver
 from ledger_core.protocol import LedgerInfo
 from ledger_core.tokens import new_token
 
 from . import deadlines, identity, items
-from .clients import carry_credentials, client_target, driver, like
+from .clients import carry_credentials, client_target, like
 from .errors import (
     code_of,
     conditional,
@@ -131,9 +132,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
 
     @classmethod
     async def preflight(cls, target: Target) -> list[Check]:
-        """``decision-ledger doctor`` before ``setup``: the endpoint and the credentials (a
-        signed ``DescribeTable``), and the table's settings when it exists, read as an
-        open reads them; nothing is created or written."""
+        """``decision-ledger doctor`` before ``setup`` (``identity.preflight_checks``)."""
         import botocore
 
         ledger = cls(target)
@@ -462,9 +461,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         return stored
 
     async def _recheck_wait(self, deadline: float) -> None:
-        """While a re-check is due, no caller answers until one passes: one caller runs it,
-        every other waits for it within its own deadline (and runs one itself if that one
-        fails)."""
+        """No caller answers while a re-check is due (:mod:`.recheck`): run it, or wait."""
         state = self._recheck
         role, seen = state.role(None), None
         while role is not None:
@@ -540,12 +537,13 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         kwargs = target.client_kwargs() if host is None else like(host)
         try:
             if ASYNC:
-                session = driver("aiobotocore.session", "async DynamoDB").AioSession(
-                    profile=profile
-                )
+                needs = "the async DynamoDB ledger needs aiobotocore"
+                aiobotocore = import_driver("dynamodb", needs, "aiobotocore.session")
+                session = aiobotocore.AioSession(profile=profile)
                 client = await session.create_client("dynamodb", **kwargs).__aenter__()
             else:
-                session = driver("boto3", "DynamoDB").session.Session(profile_name=profile)
+                boto3 = import_driver("dynamodb", "the DynamoDB ledger needs boto3", "boto3")
+                session = boto3.session.Session(profile_name=profile)
                 client = session.client("dynamodb", **kwargs)
                 if host is None:
                     deadlines.install(client)
@@ -561,17 +559,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         settled as a spend's is (C5); then one genesis read proves them (C6). An id whose
         outcome stays unknown fails the call (:class:`AmbiguousSpend` once any id of its
         batch was recorded): nothing is guessed."""
-        return await self._in_batches(request_ids, BATCH, self._spend_batch)
-
-    async def _in_batches(
-        self, request_ids: Sequence[str], size: int, answer: Callable[[list[bytes]], Any]
-    ) -> list[bool]:
-        """Every id validated before any request (C8), then answered ``size`` at a time."""
-        ids = [validate_request_id(request_id) for request_id in request_ids]
-        answers: list[bool] = []
-        for i in range(0, len(ids), size):
-            answers += await answer(ids[i : i + size])
-        return answers
+        batches = id_batches(request_ids, BATCH)
+        return [won for batch in batches for won in await self._spend_batch(batch)]
 
     async def _spend_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = await self._checked()
@@ -597,18 +586,15 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
             raise failed[0]
         if won:
             await self._prove(deadline, wrote=True)
-        answers = []
-        for raw in ids:
-            answers.append(raw in won)
-            won.discard(raw)  # a repeat: False, as a second spend would answer
-        return answers
+        return first_wins(ids, won)
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One answer per id, in order: ``BatchGetItem`` of up to ``READS`` keys with
         consistent reads (unprocessed keys asked again within the deadline), then, when an
         id is absent, the genesis read after it (C6: a ``BatchGetItem`` reads its keys in
         no stated order, so a genesis in the same request would prove nothing)."""
-        return await self._in_batches(request_ids, READS, self._read_batch)
+        batches = id_batches(request_ids, READS)
+        return [spent for batch in batches for spent in await self._read_batch(batch)]
 
     async def _read_batch(self, ids: list[bytes]) -> list[bool]:
         deadline = await self._checked()
@@ -651,9 +637,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         return answers
 
     async def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one conditional put over the genesis this ledger opened; every instance, this one
-        included, then fails closed (C6)."""
+        """``Reidentifiable``: one conditional put over the genesis this ledger opened."""
         deadline = await self._checked()
         value = os.urandom(identity.GENESIS_BYTES)
         params = {

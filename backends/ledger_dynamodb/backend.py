@@ -7,6 +7,7 @@ from typing import Any
 from ledger_core.doctor import Check
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
+from ledger_core.registry import set_up_by_opening
 
 from .options import parse
 
@@ -39,12 +40,7 @@ class _DynamoDBBackend:
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,
         write the namespace's genesis; idempotent."""
-        ledger = self.open(request.with_options(create=True))
-        try:
-            info: LedgerInfo = ledger.describe()
-            return info
-        finally:
-            ledger.close()
+        return set_up_by_opening(self, request.with_options(create=True))
 
 
 BACKEND = _DynamoDBBackend()

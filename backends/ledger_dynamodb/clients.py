@@ -1,28 +1,16 @@
-"""What the ledger needs to know of a client: its driver (imported only when a ledger is
-opened), a host's client described as a :class:`Target`, and a forked child's copy of it."""
+"""What the ledger needs to know of a host's client: described as a :class:`Target`, and
+a forked child's copy of it."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from ledger_core.errors import MissingDriver
 from ledger_core.opening import OpenRequest
 
 from .options import LEDGER_OPTIONS, Target, parse
 
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout"}  # a host's client keeps its own timeouts
-
-
-def driver(module: str, ledger: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        name = module.partition(".")[0]
-        raise MissingDriver(
-            f"the {ledger} ledger needs {name}: pip install 'decision-ledger[dynamodb]'"
-        ) from exc
 
 
 def client_target(client: Any, table: str, options: Mapping[str, Any]) -> Target:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger_core.doctor import Check, Fact, report, topics, version_fact
+from ledger_core.doctor import Check, Fact, parse_version, report, topics, version_fact
 from ledger_core.errors import LedgerError, LedgerUnavailable, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -301,11 +301,10 @@ def preflight_checks(
 
 
 def _version(facts: TableFacts | None, endpoint_url: str | None, botocore_version: str) -> Fact:
-    parsed = tuple(int(p) for p in botocore_version.split(".")[:2] if p.isdigit())
     kind = endpoint_kind(facts or TableFacts.read({}, {}), endpoint_url)
     return version_fact(
         "botocore",
-        parsed or None,
+        parse_version(botocore_version),
         BOTOCORE_MINIMUM,
         BOTOCORE_NEEDS,
         f"endpoint: {kind}",

@@ -38,18 +38,9 @@ class Settings:
     durability: str = Durability.MACHINE
     config_interval: float = DEFAULT_CONFIG_INTERVAL
 
-    @classmethod
-    def of(cls, request: OpenRequest) -> Settings:
-        timeout = request.seconds("timeout", DEFAULT_TIMEOUT)
-        if timeout <= 0:
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
             raise InvalidLedgerURL("option 'timeout' must be > 0 seconds")
-        return cls(
-            namespace=request.namespace,
-            create=request.create(),
-            timeout=timeout,
-            durability=request.durability(),
-            config_interval=request.seconds("config_interval", DEFAULT_CONFIG_INTERVAL),
-        )
 
 
 @dataclass(frozen=True)
@@ -120,5 +111,5 @@ def parse(request: OpenRequest) -> Target:
         region=request.text("region", "") or None,
         endpoint_url=endpoint,
         profile=request.text("profile", "") or None,
-        settings=Settings.of(request),
+        settings=request.read(Settings),
     )

@@ -9,12 +9,12 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ledger_core.errors import LedgerUnavailable
 from ledger_core.ids import MAX_NAMESPACE_BYTES
-from ledger_core.opening import OpenRequest, Route
+from ledger_core.lazy import import_driver
+from ledger_core.opening import OpenRequest, Route, routed_address
 from ledger_core.scratch import require_scratch_prefix
 from ledger_core.urls import LedgerURL
 
 from . import items
-from .clients import driver
 from .errors import fail
 from .items import KEY, SCAN_SEGMENTS, binary
 from .options import parse
@@ -45,14 +45,12 @@ def _reroute_endpoint(value: str, route: Route) -> str | None:
     authority = unquote(written)
     try:
         parts = urlsplit(f"//{authority}")
-        host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if not host or "@" in authority:
+    default = _DEFAULT_PORTS[scheme.group(1).lower()]
+    shown = None if "@" in authority else routed_address(parts, route, default)
+    if shown is None:
         return None
-    port = port if port is not None else _DEFAULT_PORTS[scheme.group(1).lower()]
-    new_host, new_port = route(host, port)
-    shown = f"[{new_host}]:{new_port}" if ":" in new_host else f"{new_host}:{new_port}"
     if "%" in written:  # written encoded: encode ours alike
         shown = quote(shown, safe="")
     return value[:start] + shown + value[stop:]
@@ -153,7 +151,8 @@ class _Hooks:
         refused before any I/O); how many. A missing table is an error, never created."""
         checked = require_scratch_prefix(prefix)
         target = parse(OpenRequest.build(url, create=False))
-        session = driver("boto3", "DynamoDB").session.Session(profile_name=target.profile)
+        boto3 = import_driver("dynamodb", "the DynamoDB ledger needs boto3", "boto3")
+        session = boto3.session.Session(profile_name=target.profile)
         try:
             client = session.client("dynamodb", **target.client_kwargs())
         except Exception as exc:

@@ -44,13 +44,14 @@ from ledger_core.errors import (
     LedgerClosed,
     LedgerError,
     LedgerUnavailable,
+    Outcome,
     UnsafeStoreConfig,
     missing_namespace,
     missing_store,
 )
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard
-from ledger_core.ids import is_marker, ledger_key, validate_request_id
+from ledger_core.ids import first_wins, id_batches, is_marker, ledger_key
 from ledger_core.listing import pages_async
 from ledger_core.tokens import new_token
 
@@ -248,7 +249,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
             raise
         except Exception as exc:
             failure = exc
-        if errors.classify(failure) is not errors.Outcome.UNKNOWN or (
+        if errors.classify(failure) is not Outcome.UNKNOWN or (
             errors.code_of(failure) in errors.FORGOT_CODES
         ):
             raise self._driver_failure(what, failure) from failure
@@ -431,20 +432,22 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
             repl = None if answer is None else answer.get("config")
         return hello, build, status, repl
 
-    async def _read_facts(self, *, create: bool) -> Facts:
+    async def _read_facts(self, *, create: bool | None) -> Facts:
         """The server's facts, the collection's listCollections entry (created, simple
-        collation, when asked) and its indexes."""
+        collation, when asked; ``None``: a missing one reads as empty) and its indexes."""
         hello, build, status, repl = await self._server_facts()
-        collection = await self._open_collection(create)
-        indexes = errors.first_batch(await self._command({"listIndexes": self._collection}))
-        return Facts(hello, build, status, repl, collection, indexes)
+        collection = await (self._listed() if create is None else self._open_collection(create))
+        indexes: list[Mapping[str, Any]] = []
+        if collection is not None:
+            indexes = errors.first_batch(await self._command({"listIndexes": self._collection}))
+        return Facts(hello, build, status, repl, collection or {}, indexes)
 
     async def _optional(self, command: Mapping[str, Any]) -> Any:
         """An admin command that may be refused for lack of privileges: ``None`` then."""
         try:
             return await self._command(command, admin=True)
         except Exception as exc:
-            if errors.classify(exc) is errors.Outcome.REJECTED:
+            if errors.classify(exc) is Outcome.REJECTED:
                 return None
             raise
 
@@ -518,11 +521,8 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Spend a batch: one unordered insert per :attr:`BATCH` ids, each answer what
         ``spend`` would say."""
-        raws = [validate_request_id(r) for r in request_ids]
-        won: list[bool] = []
-        for i in range(0, len(raws), self.BATCH):
-            won += await self._spend_batch(raws[i : i + self.BATCH])
-        return won
+        batches = id_batches(request_ids, self.BATCH)
+        return [won for batch in batches for won in await self._spend_batch(batch)]
 
     async def _spend_batch(self, raws: Sequence[bytes]) -> list[bool]:
         """One unordered insert (one token for all): each document succeeds or meets its
@@ -539,8 +539,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         found = await self._read_back(unique, failure, "spend_many")  # the proof, tokens
         mine = [found[key].get("t") == token for key in unique]
         won = mine if won is None else [a and b for a, b in zip(won, mine, strict=True)]
-        answer = dict(zip(unique, won, strict=True))
-        return [answer.pop(key, False) for key in keys]  # a repeat: its first copy answered
+        return first_wins(keys, [key for key, w in zip(unique, won, strict=True) if w])
 
     def _won_many(self, reply: Mapping[str, Any], count: int) -> list[bool] | None:
         """Per document of an unordered insert: inserted, or a duplicate; ``None`` when
@@ -562,11 +561,10 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Read a batch: one ``find`` of the records and the genesis per :attr:`BATCH` ids."""
-        raws = [validate_request_id(r) for r in request_ids]
         spent: list[bool] = []
-        for i in range(0, len(raws), self.BATCH):
+        for batch in id_batches(request_ids, self.BATCH):
             await self._ready()
-            keys = [self._key(raw) for raw in raws[i : i + self.BATCH]]
+            keys = [self._key(raw) for raw in batch]
             found = await self._read(list(dict.fromkeys(keys)), "is_spent_many")
             spent += [key in found for key in keys]
         return spent
@@ -618,9 +616,7 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return names, (docs[-1]["_id"] if len(docs) == self.LIST_PAGE else None)
 
     async def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one majority-acknowledged update; every instance, this one included, then fails
-        closed (C6)."""
+        """``Reidentifiable``: one majority-acknowledged update of the genesis."""
         await self._ready()
         if self._genesis is None:
             raise LedgerUnavailable("reidentify: this ledger read no genesis (it never proves)")
@@ -647,23 +643,15 @@ class AsyncMongoLedger(AsyncReentrantLedgerBase):
         return identity.doctor_checks(self._facts, self._info, durability, pymongo.version)
 
     async def settings_checks(self) -> list[Check]:
-        """The doctor's lines on the server's settings alone, read as an open reads them,
-        for a store not set up yet (``decision-ledger doctor`` before ``setup``); nothing
-        is written or created."""
+        """``decision-ledger doctor`` before ``setup`` (``identity.settings_checks``)."""
         try:
-            hello, build, status, repl = await self._server_facts()
-            collection = await self._listed()
-            indexes: list[Mapping[str, Any]] = []
-            if collection is not None:
-                reply = await self._command({"listIndexes": self._collection})
-                indexes = errors.first_batch(reply)
+            facts = await self._read_facts(create=None)
         except LedgerError:
             raise
         except Exception as exc:
             raise errors.unavailable("read the server's settings", exc) from exc
-        facts = Facts(hello, build, status, repl, collection or {}, indexes)
-        durability = self._settings.durability
-        return identity.settings_checks(facts, durability, pymongo.version, collection is not None)
+        exists = bool(facts.collection)
+        return identity.settings_checks(facts, self._settings.durability, pymongo.version, exists)
 
     async def __aenter__(self) -> AsyncMongoLedger:
         return self

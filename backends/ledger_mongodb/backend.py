@@ -7,21 +7,17 @@ import functools
 from typing import Any
 
 from ledger_core.doctor import Check
-from ledger_core.errors import InvalidLedgerURL, MissingDriver
+from ledger_core.errors import InvalidLedgerURL
+from ledger_core.lazy import import_driver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
+from ledger_core.registry import set_up_by_opening
 
 from .options import Target, parse
 
-EXTRA_HINT = "pip install 'decision-ledger[mongodb]'"
-
 
 def _pymongo() -> Any:
-    try:
-        import pymongo
-    except ImportError as exc:
-        raise MissingDriver(f"the MongoDB ledger needs PyMongo 4.x: {EXTRA_HINT}") from exc
-    return pymongo
+    return import_driver("mongodb", "the MongoDB ledger needs PyMongo 4.x", "pymongo")
 
 
 def _client(target: Target, cls: Any) -> Any:
@@ -77,12 +73,7 @@ class _MongoBackend:
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """The collection and the namespace's genesis, created if missing (idempotent)."""
-        ledger = self.open(request.with_options(create=True))
-        try:
-            info: LedgerInfo = ledger.describe()
-            return info
-        finally:
-            ledger.close()
+        return set_up_by_opening(self, request.with_options(create=True))
 
 
 BACKEND = _MongoBackend()

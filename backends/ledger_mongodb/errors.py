@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
 from pymongo import errors as pm
 
-from ledger_core.errors import AmbiguousSpend, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.errors import (
+    AmbiguousSpend,
+    LedgerError,
+    LedgerUnavailable,
+    Outcome,
+    UnsafeStoreConfig,
+)
 
 # The collection by this name is not the one this ledger opened (MongoDB >= 6.0 with
 # ``collectionUUID``), or it is gone.
@@ -24,12 +29,6 @@ _CREDENTIALS = re.compile(r"(://)[^@/\s]*@")
 class NotPrimary(UnsafeStoreConfig):
     """The server answering is not a writable primary (a direct connection to a member
     that is, or became, a secondary): nothing may be spent or read there."""
-
-
-class Outcome(Enum):
-    NOT_SENT = "not sent"  # nothing reached the server
-    REJECTED = "rejected"  # the server answered with an error: nothing was written
-    UNKNOWN = "unknown"  # the request may have been applied
 
 
 def scrub(text: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from bson.binary import UUID_SUBTYPE, Binary
 
-from ledger_core.doctor import Check, Fact, report, topics, version_fact
+from ledger_core.doctor import Check, Fact, parse_version, report, topics, version_fact
 from ledger_core.protocol import Durability, LedgerInfo
 
 NX_PROCESS = "nx_27017"
@@ -41,8 +41,7 @@ class Facts:
 
     @property
     def version(self) -> tuple[int, ...]:
-        pieces = str(self.build.get("version", "0")).split(".")[:2]
-        return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in pieces)
+        return parse_version(str(self.build.get("version", "0")))[:2]
 
     @property
     def guard_uuid(self) -> Any:

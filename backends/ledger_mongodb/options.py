@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.ids import DEFAULT_NAMESPACE
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import Located, OpenRequest
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
@@ -39,26 +39,16 @@ class Settings:
     # The weakest durability the user accepts for a proof (docs/contract.md, "Durability").
     durability: str = Durability.MACHINE
 
-    @classmethod
-    def of(cls, request: OpenRequest) -> Settings:
-        collection = request.text("collection", DEFAULT_COLLECTION)
+    def __post_init__(self) -> None:
+        collection = self.collection
         if not collection or collection.startswith("system.") or {"$", "\x00"} & set(collection):
             raise InvalidLedgerURL(f"option 'collection' is not a usable name: {collection!r}")
-        timeout = request.seconds("timeout", DEFAULT_TIMEOUT)
-        if timeout <= 0:
+        if self.timeout <= 0:
             raise InvalidLedgerURL("option 'timeout' must be greater than 0 (seconds)")
-        return cls(
-            namespace=request.namespace,
-            collection=collection,
-            create=request.create(),
-            timeout=timeout,
-            recheck=request.seconds("recheck", DEFAULT_RECHECK),
-            durability=request.durability(),
-        )
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, repr=False)
+class Target(Located):
     """What a URL opens: the driver's URL (holds secrets), the database and our settings."""
 
     driver_url: str
@@ -66,9 +56,6 @@ class Target:
     settings: Settings
     location: str
     driver_keys: frozenset[str]
-
-    def __repr__(self) -> str:
-        return f"<Target {self.location}>"
 
     def client_kwargs(self) -> dict[str, Any]:
         """Finite timeouts that bound the whole call (CSOT ``timeoutMS``: server selection,
@@ -96,7 +83,7 @@ def parse(request: OpenRequest) -> Target:
     if url.scheme not in ("mongodb", "mongodb+srv"):
         raise InvalidLedgerURL(f"expected a mongodb:// or mongodb+srv:// URL, not {url}")
     request.check(OPTIONS | set(url.query))
-    settings = Settings.of(request)
+    settings = request.read(Settings)
     database = _database(url)
     location = url.without_query(*url.query)  # no query at all: it may carry secrets
     shown = LedgerURL.parse(location).redacted if location else str(url)
@@ -113,4 +100,4 @@ def client_settings(options: Mapping[str, Any]) -> Settings:
     """Our options for a ledger over a host's client (which keeps its own timeouts)."""
     request = OpenRequest.build(_CLIENT_URL, **options)
     request.check(CLIENT_OPTIONS)
-    return Settings.of(request)
+    return request.read(Settings)

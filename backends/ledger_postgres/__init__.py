@@ -6,9 +6,11 @@ psycopg-pool: ``pip install 'decision-ledger[postgres]'``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .backend import BACKEND, setup, setup_async
+from ledger_core.lazy import lazy_exports
+
+from .backend import BACKEND, require_driver, setup, setup_async
 
 if TYPE_CHECKING:
     from .aio import AsyncPostgresLedger
@@ -17,13 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["BACKEND", "AsyncPostgresLedger", "PostgresLedger", "setup", "setup_async"]
 
 
-def __getattr__(name: str) -> Any:
-    """Load the ledger classes (and the driver) only when asked for."""
-    if name in ("PostgresLedger", "AsyncPostgresLedger"):
-        from .backend import require_driver
-
-        require_driver()
-        from . import aio, ledger
-
-        return getattr(ledger if name == "PostgresLedger" else aio, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__, {"PostgresLedger": ".ledger", "AsyncPostgresLedger": ".aio"}, require_driver
+)

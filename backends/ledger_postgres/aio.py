@@ -23,13 +23,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from ledger_core import forks, notices
+from ledger_core import forks, ids, notices
 from ledger_core.base import AsyncReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
+from ledger_core.errors import LedgerClosed, LedgerError, Outcome, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.listing import pages_async
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -211,7 +211,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
         try:
             row = await self._run(write, None, due, answer, conn=conn)
         except Exception as exc:
-            if errors.classify(exc) is not errors.Failure.REJECTED:
+            if errors.classify(exc) is not Outcome.REJECTED:
                 raise
             why = errors.detail(exc, self._password)
             raise errors.missing_genesis(config.qualified, config.namespace, why) from exc
@@ -423,7 +423,7 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
         """Raise what ``exc`` proves; return only when the outcome is unknown."""
         if isinstance(exc, LedgerError):
             raise exc
-        if errors.classify(exc) is not errors.Failure.UNKNOWN:
+        if errors.classify(exc) is not Outcome.UNKNOWN:
             raise errors.unavailable(what, exc, self._password) from exc
 
     def _proven(self, row: Row) -> tuple[Any, ...]:
@@ -468,10 +468,8 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
 
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids (on a host's pool, a spend each)."""
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             if self._framed:
                 out += [await self._spend(rid) for rid in chunk]
                 continue
@@ -482,17 +480,12 @@ class AsyncPostgresLedger(AsyncReentrantLedgerBase):
                 # Never settled id by id: ambiguous for the whole batch (safe to re-run).
                 self._unless_unknown("spend_many", exc)
                 raise errors.ambiguous(exc, None, self._password) from exc
-            won = set() if row[0] is None else {bytes(rid) for rid in row[0]}
-            for rid in chunk:
-                out.append(rid in won)
-                won.discard(rid)
+            out += ids.first_wins(chunk, [] if row[0] is None else [bytes(rid) for rid in row[0]])
         return out
 
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             spent = set(await self._listed(self._st.spent_among, (self._st.namespace, chunk)))
             out += [rid in spent for rid in chunk]
         return out

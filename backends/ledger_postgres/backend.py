@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledger_core.errors import MissingDriver
+from ledger_core.lazy import import_driver
 from ledger_core.opening import OpenRequest
 from ledger_core.protocol import LedgerInfo
 
@@ -16,47 +16,44 @@ if TYPE_CHECKING:
     from .ledger import PostgresLedger
     from .options import Target
 
-_INSTALL = "the PostgreSQL backend needs psycopg 3: pip install 'decision-ledger[postgres]'"
-
 
 def require_driver() -> None:
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise MissingDriver(_INSTALL) from exc
+    import_driver("postgres", "the PostgreSQL backend needs psycopg 3", "psycopg", "psycopg_pool")
 
 
 class _PostgresBackend:
     testing = "ledger_postgres.testing:HOOKS"  # the suite's and the CLI's hooks
 
     def open(self, request: OpenRequest) -> PostgresLedger:
-        require_driver()
+        target = _parse(request)
         from .ledger import PostgresLedger
-        from .options import parse
 
-        return PostgresLedger.from_target(parse(request))
+        return PostgresLedger.from_target(target)
 
     async def open_async(self, request: OpenRequest) -> AsyncPostgresLedger:
-        require_driver()
+        target = _parse(request)
         from .aio import AsyncPostgresLedger
-        from .options import parse
 
-        return await AsyncPostgresLedger.from_target(parse(request))
+        return await AsyncPostgresLedger.from_target(target)
 
     def preflight(self, request: OpenRequest) -> list[Check]:
         """``decision-ledger doctor`` on a table or namespace not set up yet."""
-        require_driver()
+        target = _parse(request)
         from .ledger import PostgresLedger
-        from .options import parse
 
-        return PostgresLedger.preflight(parse(request))
+        return PostgresLedger.preflight(target)
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
-        require_driver()
-        from .options import parse
+        return _setup(_parse(request))
 
-        return _setup(parse(request))
+
+def _parse(request: OpenRequest) -> Target:
+    """The driver checked first (``MissingDriver``, not an ``ImportError``), so call it
+    before importing a module that imports psycopg."""
+    require_driver()
+    from .options import parse
+
+    return parse(request)
 
 
 BACKEND = _PostgresBackend()

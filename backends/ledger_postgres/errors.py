@@ -4,7 +4,6 @@ Every message that may quote the server or libpq passes through :func:`scrub`.""
 from __future__ import annotations
 
 import re
-from enum import Enum
 from urllib.parse import quote
 
 from psycopg import Error as PgError
@@ -15,6 +14,7 @@ from ledger_core.errors import (
     AmbiguousSpend,
     LedgerError,
     LedgerUnavailable,
+    Outcome,
     UnsafeStoreConfig,
     missing_store,
 )
@@ -46,24 +46,18 @@ class OutOfTime(Exception):
     """The call's one deadline passed before this op could be sent (nothing was sent)."""
 
 
-class Failure(Enum):
-    NOT_SENT = "not sent"  # no connection was had: nothing reached the server
-    REJECTED = "rejected"  # the server answered with an error: the transaction rolled back
-    UNKNOWN = "unknown"  # lost or timed out after sending: it may have committed
-
-
 # Errors that end the session may arrive after a commit (e.g. a shutdown while waiting
 # for a synchronous standby): only statement errors prove a rollback.
 _SESSION_ENDING = ("08", "57P", "XX", "58")
 
 
-def classify(exc: BaseException) -> Failure:
+def classify(exc: BaseException) -> Outcome:
     if isinstance(exc, (PoolTimeout, PoolClosed, TooManyRequests, OutOfTime)):
-        return Failure.NOT_SENT
+        return Outcome.NOT_SENT
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(exc, PgError) and sqlstate and not sqlstate.startswith(_SESSION_ENDING):
-        return Failure.REJECTED
-    return Failure.UNKNOWN
+        return Outcome.REJECTED
+    return Outcome.UNKNOWN
 
 
 def detail(exc: BaseException, password: str | None) -> str:
@@ -155,7 +149,3 @@ def is_guard_failure(exc: BaseException) -> bool:
 
 def is_topology_refusal(exc: BaseException) -> bool:
     return isinstance(exc, pg_errors.NotNullViolation) and exc.diag.column_name == "namespace"
-
-
-def statement_gone(exc: BaseException) -> bool:
-    return isinstance(exc, pg_errors.InvalidSqlStatementName)

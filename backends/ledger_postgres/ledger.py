@@ -19,13 +19,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from ledger_core import forks, notices
+from ledger_core import forks, ids, notices
 from ledger_core.base import ReentrantLedgerBase
 from ledger_core.doctor import Check
-from ledger_core.errors import LedgerClosed, LedgerError, missing_namespace
+from ledger_core.errors import LedgerClosed, LedgerError, Outcome, missing_namespace
 from ledger_core.forks import PerProcess
 from ledger_core.guard import Guard as Standing
-from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject, validate_request_id
+from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.listing import pages
 from ledger_core.tokens import attempt_outcome, new_token
 
@@ -200,7 +200,7 @@ class PostgresLedger(ReentrantLedgerBase):
         try:
             row = self._run(write, None, due, answer, conn=conn)
         except Exception as exc:
-            if errors.classify(exc) is not errors.Failure.REJECTED:
+            if errors.classify(exc) is not Outcome.REJECTED:
                 raise
             why = errors.detail(exc, self._password)
             raise errors.missing_genesis(config.qualified, config.namespace, why) from exc
@@ -406,7 +406,7 @@ class PostgresLedger(ReentrantLedgerBase):
         """Raise what ``exc`` proves; return only when the outcome is unknown."""
         if isinstance(exc, LedgerError):
             raise exc
-        if errors.classify(exc) is not errors.Failure.UNKNOWN:
+        if errors.classify(exc) is not Outcome.UNKNOWN:
             raise errors.unavailable(what, exc, self._password) from exc
 
     def _proven(self, row: Row) -> tuple[Any, ...]:
@@ -451,10 +451,8 @@ class PostgresLedger(ReentrantLedgerBase):
 
     def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """One multi-row INSERT per 1000 ids (on a host's pool, a spend each)."""
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             if self._framed:
                 out += [self._spend(rid) for rid in chunk]
                 continue
@@ -465,17 +463,12 @@ class PostgresLedger(ReentrantLedgerBase):
                 # Never settled id by id: ambiguous for the whole batch (safe to re-run).
                 self._unless_unknown("spend_many", exc)
                 raise errors.ambiguous(exc, None, self._password) from exc
-            won = set() if row[0] is None else {bytes(rid) for rid in row[0]}
-            for rid in chunk:
-                out.append(rid in won)
-                won.discard(rid)
+            out += ids.first_wins(chunk, [] if row[0] is None else [bytes(rid) for rid in row[0]])
         return out
 
     def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
-        raws = [validate_request_id(r) for r in request_ids]
         out: list[bool] = []
-        for i in range(0, len(raws), BATCH_SIZE):
-            chunk = raws[i : i + BATCH_SIZE]
+        for chunk in ids.id_batches(request_ids, BATCH_SIZE):
             spent = set(self._listed(self._st.spent_among, (self._st.namespace, chunk)))
             out += [rid in spent for rid in chunk]
         return out

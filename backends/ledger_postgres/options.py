@@ -14,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ledger_core.errors import InvalidLedgerURL
 from ledger_core.ids import DEFAULT_NAMESPACE, validate_namespace
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import Located, OpenRequest
 from ledger_core.urls import LedgerURL
 
 from .errors import scrub
@@ -74,8 +74,8 @@ class PgConfig:
         return f"{self.schema}.{self.table}"
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, repr=False)
+class Target(Located):
     """``conninfo`` holds secrets."""
 
     conninfo: str
@@ -84,9 +84,6 @@ class Target:
     pool_max: int
     location: str
     password: str | None
-
-    def __repr__(self) -> str:
-        return f"<Target {self.location}>"
 
     def pool_kwargs(self) -> dict[str, Any]:
         return {
@@ -167,14 +164,7 @@ def _pool_size(request: OpenRequest, name: str, default: int, minimum: int) -> i
 
 
 def config_from(request: OpenRequest) -> PgConfig:
-    return PgConfig(
-        namespace=request.namespace,
-        schema=request.text("schema", DEFAULT_SCHEMA),
-        table=request.text("table", DEFAULT_TABLE),
-        create=request.create(),
-        timeout=request.seconds("timeout", DEFAULT_TIMEOUT),
-        failover=request.choice("failover", KEEP, FAILOVER_MODES),
-    )
+    return request.read(PgConfig, failover=request.choice("failover", KEEP, FAILOVER_MODES))
 
 
 def parse(request: OpenRequest) -> Target:

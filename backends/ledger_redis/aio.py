@@ -41,8 +41,8 @@ from ledger_core.guard import Guard
 from ledger_core.ids import (
     DEFAULT_NAMESPACE,
     MarkerKind,
+    id_batches,
     validate_namespace,
-    validate_request_id,
 )
 from ledger_core.listing import pages_async
 from ledger_core.tokens import TOKEN_BYTES, new_token
@@ -504,14 +504,13 @@ class AsyncRedisLedger(AsyncReentrantLedgerBase):
     async def spend_many(self, request_ids: Sequence[str]) -> list[bool]:
         """Pipelined, 1000 scripts per trip (one per trip on a Cluster); a repeat within a
         trip finds its first copy's value: ``False``."""
-        ids = [validate_request_id(r) for r in request_ids]
         size, what = (1, "spend") if self._link.cluster else (BATCH, "spend_many")
         head = ("EVALSHA", self._spend_sha, 2, self._genesis_key)  # then key, proof, value
         prefix, proof = self._record_prefix, self._proof
         out: list[bool] = []
-        for i in range(0, len(ids), size):
+        for batch in id_batches(request_ids, size):
             commands, values = [], []
-            for request_id in ids[i : i + size]:
+            for request_id in batch:
                 value = new_token()
                 commands.append((*head, prefix + request_id, proof, value))
                 values.append(value)
@@ -562,14 +561,13 @@ class AsyncRedisLedger(AsyncReentrantLedgerBase):
     async def is_spent_many(self, request_ids: Sequence[str]) -> list[bool]:
         """The read script of each id, pipelined 1000 per trip (one per trip on a Cluster:
         its ids live in one slot, but the client sends one command at a time)."""
-        ids = [validate_request_id(r) for r in request_ids]
         size = 1 if self._link.cluster else BATCH
         head = ("EVALSHA", self._read_sha, 2, self._genesis_key)  # then key, proof
         prefix, proof = self._record_prefix, self._proof
         out: list[bool] = []
-        for i in range(0, len(ids), size):
+        for batch in id_batches(request_ids, size):
             deadline = await self._begin()
-            commands = [(*head, prefix + r, proof) for r in ids[i : i + size]]
+            commands = [(*head, prefix + r, proof) for r in batch]
             replies = await self._link.call(commands, "is_spent_many", deadline)
             for reply in replies:  # only the first one's error raised: each is judged
                 if isinstance(reply, Exception):
@@ -578,9 +576,8 @@ class AsyncRedisLedger(AsyncReentrantLedgerBase):
         return out
 
     async def reidentify(self) -> None:
-        """A fresh genesis for this namespace, e.g. after a restore (``Reidentifiable``):
-        one script over the genesis this ledger opened, as durable as a spend; every
-        instance, this one included, then fails closed (C6)."""
+        """``Reidentifiable``: one script over the genesis this ledger opened, as durable
+        as a spend."""
         deadline = await self._begin()
         commands = self._plan.reidentify_commands(identity.new_genesis())
         replies = await self._link.call(commands, "reidentify", deadline)

@@ -163,9 +163,6 @@ class Script:
     def sha(self) -> str:
         return hashlib.sha1(self.body.encode("utf-8")).hexdigest()
 
-    def evalsha(self, *args: Any) -> Command:
-        return ("EVALSHA", self.sha, 2, *args)
-
 
 SCRIPTS = {
     s.sha: s

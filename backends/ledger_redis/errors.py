@@ -7,33 +7,17 @@ import re
 from types import ModuleType
 from urllib.parse import SplitResult
 
-from ledger_core.errors import (
-    InvalidLedgerURL,
-    LedgerError,
-    LedgerUnavailable,
-    MissingDriver,
-    UnsafeStoreConfig,
-)
+from ledger_core.errors import InvalidLedgerURL, LedgerError, LedgerUnavailable, UnsafeStoreConfig
+from ledger_core.lazy import import_driver
 from ledger_core.urls import LedgerURL
 
 
 def redis_module() -> ModuleType:
     """redis-py, imported only when a ledger is opened."""
-    try:
-        import redis
-        import redis.asyncio
-        import redis.asyncio.cluster
-        import redis.asyncio.retry
-        import redis.asyncio.sentinel
-        import redis.backoff
-        import redis.cluster
-        import redis.retry
-        import redis.sentinel
-    except ImportError as exc:
-        raise MissingDriver(
-            "the Redis ledger needs redis-py: pip install 'decision-ledger[redis]'"
-        ) from exc
-    return redis
+    parts = ["", ".asyncio", ".backoff", ".retry", ".cluster", ".sentinel"]
+    parts += [".asyncio.cluster", ".asyncio.retry", ".asyncio.sentinel"]
+    needs = "the Redis ledger needs redis-py"
+    return import_driver("redis", needs, *(f"redis{part}" for part in parts))
 
 
 IDENTITY_ERROR = "LEDGER_IDENTITY"

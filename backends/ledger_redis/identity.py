@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ledger_core.doctor import Check, Fact, report, version_fact
+from ledger_core.doctor import Check, Fact, parse_version, report, version_fact
 from ledger_core.errors import InvalidLedgerURL, UnsafeStoreConfig
 from ledger_core.protocol import Durability, LedgerInfo
 
@@ -97,14 +97,6 @@ def parse_config(reply: Any) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in reply.items()}
     items = list(reply)
     return {_text(items[i]): _text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("."):
-        digits = re.match(r"\d+", piece)
-        parts.append(int(digits.group()) if digits else 0)
-    return tuple(parts) or (0,)
 
 
 def facts_from_replies(node: str, info: Any, save: Any, fsync: Any) -> ServerFacts:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ledger_core.errors import InvalidLedgerURL
-from ledger_core.opening import OpenRequest
+from ledger_core.opening import Located, OpenRequest
 from ledger_core.protocol import Durability
 from ledger_core.urls import LedgerURL
 
@@ -56,17 +56,9 @@ class RedisOptions:
 
     @classmethod
     def from_request(cls, request: OpenRequest) -> RedisOptions:
-        """Each field read as its type says, in field order (the first bad one is named)."""
-        values: dict[str, Any] = {}
-        read: Any = {"float": request.seconds, "int": request.count, "bool": request.flag}
-        for f in fields(cls):
-            if f.name == "durability":
-                values[f.name] = request.durability(levels=True)  # describe()'s values too
-            elif f.name == "failover_may_lose_spends":
-                values[f.name] = request.choice(f.name, "no", ("no", "accept")) == "accept"
-            else:
-                values[f.name] = read[str(f.type)](f.name, f.default)
-        return cls(**values)
+        failover = request.choice("failover_may_lose_spends", "no", ("no", "accept"))
+        levels = request.durability(levels=True)  # describe()'s values too
+        return request.read(cls, durability=levels, failover_may_lose_spends=failover == "accept")
 
     @classmethod
     def for_client(cls, options: Mapping[str, Any]) -> RedisOptions:
@@ -86,8 +78,8 @@ SENTINEL_OPTIONS = frozenset({"sentinel_username", "sentinel_password"})
 CLIENT_OPTIONS = LEDGER_OPTIONS - {"timeout", "connect_timeout"}
 
 
-@dataclass(frozen=True)
-class Target:
+@dataclass(frozen=True, repr=False)
+class Target(Located):
     """``driver_url`` may hold a password: never shown."""
 
     driver_url: str
@@ -99,9 +91,6 @@ class Target:
     service: str = ""
     sentinels: tuple[tuple[str, int], ...] = ()
     sentinel_auth: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    def __repr__(self) -> str:
-        return f"<Target {self.location}>"
 
 
 def parse(request: OpenRequest) -> Target:

@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from redis.crc import key_slot
 
+from ledger_core.doctor import parse_version
 from ledger_core.errors import (
     AmbiguousSpend,
     InvalidLedgerURL,
@@ -253,7 +254,7 @@ def test_verdicts() -> None:
 def test_info_and_config_parsing() -> None:
     info = identity.parse_info(b"# Server\r\nredis_version:7.0.15\r\nrole:master\r\n")
     assert info == {"redis_version": "7.0.15", "role": "master"}
-    assert identity.parse_version("7.2.4-rc1") == (7, 2, 4)
+    assert parse_version("7.2.4-rc1") == (7, 2, 4)
     assert identity.parse_config([b"save", b"", b"appendfsync", b"always"]) == {
         "save": "",
         "appendfsync": "always",
