@@ -275,9 +275,11 @@ def _setup(backend: Backend, request: OpenRequest) -> LedgerInfo:
 
 
 def set_up_by_opening(backend: Backend, request: OpenRequest) -> LedgerInfo:
-    """Set a store up by opening a ledger on it (its open creates what is missing), and
-    describe it: the ``setup`` of a backend that has no other."""
-    ledger = backend.open(request)
+    """Set a store up by opening a ledger on it with ``create=True`` (its open creates
+    what is missing), and describe it: the ``setup`` of a backend that has no other. A
+    URL's ``create=false`` is for its opens: the fix its refusal prints is ``setup`` on
+    that same URL."""
+    ledger = backend.open(request.with_options(create=True))
     try:
         return describe(ledger)
     finally:

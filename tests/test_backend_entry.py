@@ -95,3 +95,14 @@ def test_the_docs_backend_is_the_examples_backend() -> None:
     code = re.sub(r'\n    """.*?"""\n', "\n", example, flags=re.S)  # the docstring aside
     for line in shown.splitlines():
         assert line in code, line
+
+
+def test_setup_creates_the_store_its_url_opens_with_create_false(tmp_path: Path) -> None:
+    """The refusal of ``create=false`` says "run setup on this URL": that must create
+    (it did not on the backends set up by opening: SQLite, Redis, third parties)."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}?create=false"
+    with pytest.raises(LedgerUnavailable, match="decision-ledger setup"):
+        open_ledger(url)
+    assert setup_ledger(url).store_id is not None
+    with open_ledger(url) as ledger:
+        assert ledger.spend("r") is True

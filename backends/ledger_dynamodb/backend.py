@@ -40,7 +40,7 @@ class _DynamoDBBackend:
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """Create the table (on-demand, deletion protection on), wait until it is ACTIVE,
         write the namespace's genesis; idempotent."""
-        return set_up_by_opening(self, request.with_options(create=True))
+        return set_up_by_opening(self, request)
 
 
 BACKEND = _DynamoDBBackend()

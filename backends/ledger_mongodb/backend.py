@@ -73,7 +73,7 @@ class _MongoBackend:
 
     def setup(self, request: OpenRequest) -> LedgerInfo:
         """The collection and the namespace's genesis, created if missing (idempotent)."""
-        return set_up_by_opening(self, request.with_options(create=True))
+        return set_up_by_opening(self, request)
 
 
 BACKEND = _MongoBackend()
