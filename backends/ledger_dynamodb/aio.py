@@ -47,14 +47,16 @@ from ledger_core.tokens import new_token
 from . import deadlines, identity, items
 from .clients import carry_credentials, client_target, like
 from .errors import (
+    CONDITIONAL,
+    THROTTLED,
     code_of,
-    conditional,
     fail,
     is_conditional,
     is_not_found,
+    lost,
     mark_attempts,
     rejected,
-    transient,
+    returned_item,
     unavailable,
 )
 from .identity import TableFacts
@@ -245,9 +247,21 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
                     with deadlines.bounded(min(deadline, now + self._share)):
                         return method(**params)
             except Exception as exc:
+                # Sent again only if that may succeed (botocore's standard conditions): an
+                # AWS answer when throttled or a 5xx (read here: a spent id's refusal is one),
+                # or a lost or timed-out connection.
+                response: Any = getattr(exc, "response", None)
+                error = response.get("Error") if isinstance(response, dict) else None
+                code = error.get("Code") if isinstance(error, dict) else None
+                if isinstance(code, str):
+                    meta = response.get("ResponseMetadata")
+                    status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
+                    again = code in THROTTLED or (isinstance(status, int) and status >= 500)
+                else:
+                    again = lost(exc)
                 pause = random.uniform(0.0, min(0.05 * 2**attempt, 1.0))
                 late = time.monotonic() + pause >= deadline - 0.01
-                if attempt >= MAX_ATTEMPTS or late or not transient(exc):
+                if attempt >= MAX_ATTEMPTS or late or not again:
                     raise (mark_attempts(exc, attempt) if uncertain else exc) from None
                 uncertain = uncertain or not rejected(exc)
             await asyncio.sleep(pause)
@@ -272,14 +286,18 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         resend met it); a ``spend_as`` one is False (a stored digest never changes, so no
         attempt of ours landed there); a lost reply by a consistent read of the token;
         else :class:`AmbiguousSpend` (C5)."""
-        refused = conditional(exc)
-        if refused is not None:
-            stored, sent_again = refused
+        response: Any = getattr(exc, "response", None)  # read here: a spent id's refusal is one
+        error = response.get("Error") if isinstance(response, dict) else None
+        refused = isinstance(error, dict) and error.get("Code") == CONDITIONAL
+        if refused:
             if digest is not None:
                 return False
-            if stored is not None:
+            stored = response.get("Item")
+            if isinstance(stored, dict):  # ALL_OLD: DynamoDB sends it, emulators may not
                 return stored.get(TOKEN) == {"B": token}
-            if not sent_again:
+            meta = response.get("ResponseMetadata")
+            attempts = meta.get("RetryAttempts") if isinstance(meta, dict) else None
+            if isinstance(attempts, int) and attempts <= 0:
                 # Sent once and refused: no write of ours exists to find (dynalite and
                 # other emulators return no ALL_OLD item; this spares them a read).
                 return False
@@ -297,7 +315,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         try:
             answer = await self._call(self._client.get_item, deadline, items.get(self._table, key))
         except Exception as again:
-            if refused is not None or isinstance(again, LedgerClosed):
+            if refused or isinstance(again, LedgerClosed):
                 fail(again, "spend (reading the record)", self._location)
             raise AmbiguousSpend(
                 f"DynamoDB spend on {self._location}: the write's outcome is unknown and "
@@ -306,7 +324,7 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
         item = answer.get("Item") if isinstance(answer, dict) else None
         if item:
             return binary(item, TOKEN) == token
-        if refused is not None:
+        if refused:
             self._recheck.again()
             raise LedgerUnavailable(
                 f"DynamoDB spend on {self._location}: the record existed a moment ago and "
@@ -446,9 +464,8 @@ class AsyncDynamoDBLedger(AsyncReentrantLedgerBase):
             notices.created(self._location, self._namespace)
             return value
         except Exception as exc:
-            refused = conditional(exc)
-            if refused is not None:
-                raced = identity.check_genesis(refused[0])
+            if is_conditional(exc):  # the refusal may carry the stored genesis (ALL_OLD)
+                raced = identity.check_genesis(returned_item(exc))
                 if raced is not None:
                     return raced
             elif rejected(exc):

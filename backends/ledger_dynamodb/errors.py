@@ -76,21 +76,10 @@ def _status(exc: BaseException) -> int:
     return status if isinstance(status, int) else 0
 
 
-def conditional(exc: BaseException) -> tuple[dict[str, Any] | None, bool] | None:
-    """For a ``ConditionalCheckFailedException`` (a spend of a spent id: one read of the
-    response, no helper calls): the stored item it returned (``ALL_OLD``: DynamoDB sends
-    it; dynalite and some emulators do not, and the caller then reads it) and whether its
-    request was sent more than once (:func:`retried`); ``None`` for any other error."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return None
-    error = response.get("Error")
-    if not isinstance(error, dict) or error.get("Code") != CONDITIONAL:
-        return None
-    item, meta = response.get("Item"), response.get("ResponseMetadata")
-    attempts = meta.get("RetryAttempts") if isinstance(meta, dict) else None
-    sent_again = not isinstance(attempts, int) or attempts > 0
-    return (item if isinstance(item, dict) else None), sent_again
+def returned_item(exc: BaseException) -> dict[str, Any] | None:
+    """The stored item a ``ConditionalCheckFailedException`` returned (``ALL_OLD``:
+    DynamoDB sends it; dynalite and some emulators do not)."""
+    return _part(exc, "Item")
 
 
 def is_conditional(exc: BaseException) -> bool:
@@ -123,18 +112,11 @@ def rejected(exc: BaseException) -> bool:
     )
 
 
-def transient(exc: BaseException) -> bool:
-    """Whether sending the same request again may succeed: throttled, a 5xx, a lost or
-    timed-out connection (botocore's standard retry conditions)."""
+def lost(exc: BaseException) -> bool:
+    """Whether a failure without an AWS answer may succeed if sent again: a lost or
+    timed-out connection (an answer's own test is the ledger's ``_call``)."""
     if isinstance(exc, LedgerError):
         return False
-    response = getattr(exc, "response", None)  # read here: a spent id's refusal comes here
-    error = response.get("Error") if isinstance(response, dict) else None
-    code = error.get("Code") if isinstance(error, dict) else None
-    if isinstance(code, str):
-        meta = response.get("ResponseMetadata")  # type: ignore[union-attr]
-        status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
-        return code in THROTTLED or (isinstance(status, int) and status >= 500)
     bc = _botocore()
     return isinstance(exc, (bc.HTTPClientError, bc.ConnectionError, TimeoutError))
 

@@ -32,6 +32,7 @@ from ledger_core.guard import Guard as Standing
 from ledger_core.ids import MarkerKind, is_marker, marker_range, marker_subject
 from ledger_core.listing import pages_async
 from ledger_core.tokens import attempt_outcome, new_token
+from ledger_core.watchdog import LoopWatchdog
 
 from . import errors, identity, options, replication
 from .connect import connect_within
@@ -52,7 +53,6 @@ from .statements import (
     executed,
     new_identity_token,
 )
-from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -73,7 +73,7 @@ def test_cancelled_spend_disarms_and_gives_the_host_connection_back_as_it_came(
                 await holder.execute(insert)  # uncommitted: x's unique key is held
                 with pytest.raises(asyncio.TimeoutError):
                     await asyncio.wait_for(ledger.spend("x"), 0.3)
-                assert ledger._watchdog._deadlines._armed == {}
+                assert ledger._watchdog._armed == {}
                 async with pool.connection() as conn:
                     assert conn.autocommit is False  # the host's default, as it came
                     assert conn.info.transaction_status == TransactionStatus.IDLE
@@ -102,7 +102,7 @@ def test_cancelled_spend_on_the_own_pool_disarms(pg_server: PostgresServer, tabl
                 await holder.execute(insert)
                 with pytest.raises(asyncio.TimeoutError):
                     await asyncio.wait_for(ledger.spend("y"), 0.3)
-                assert ledger._watchdog._deadlines._armed == {}
+                assert ledger._watchdog._armed == {}
                 await holder.rollback()
             assert await ledger.spend("y") is True
         finally:
