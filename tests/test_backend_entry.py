@@ -25,6 +25,7 @@ from ledger_core import (
     register_backend,
     setup_ledger,
 )
+from ledger_core.protocol import close_ledger
 from ledger_core.registry import _registered
 
 
@@ -104,5 +105,8 @@ def test_setup_creates_the_store_its_url_opens_with_create_false(tmp_path: Path)
     with pytest.raises(LedgerUnavailable, match="decision-ledger setup"):
         open_ledger(url)
     assert setup_ledger(url).store_id is not None
-    with open_ledger(url) as ledger:
+    ledger = open_ledger(url)
+    try:
         assert ledger.spend("r") is True
+    finally:
+        close_ledger(ledger)
