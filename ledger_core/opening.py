@@ -180,7 +180,13 @@ class OpenRequest:
             elif name == "durability":
                 values[name] = self.durability()
             else:
-                values[name] = kinds[str(option.type)](name, option.default)
+                kind = getattr(option.type, "__name__", option.type)  # a type, or its text
+                if kind not in kinds:
+                    raise TypeError(
+                        f"option {name!r} of {cls.__name__} is a {kind}: read() reads str, "
+                        "float, int and bool; read it another way and pass it in given"
+                    )
+                values[name] = kinds[kind](name, option.default)
         return cls(**values)
 
     def driver_url(self, ours: Collection[str]) -> str:

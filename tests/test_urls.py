@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +116,17 @@ def test_registered_backend_wins_and_gets_options() -> None:
 @pytest.mark.parametrize("url", ["sqlite:////abs/x.db", "sqlite:///rel.db", "memory://"])
 def test_urls_without_secrets_show_as_written(url: str) -> None:
     assert redact_url(url) == url
+
+
+def test_read_takes_options_typed_with_real_types_or_their_text() -> None:
+    """A third party's options module may not defer its annotations: ``read`` took only
+    the text of a type (``KeyError: <class 'float'>`` otherwise)."""
+    real = dataclasses.make_dataclass(
+        "Real",
+        [("timeout", float, dataclasses.field(default=1.0)), ("create", bool, True)],
+    )
+    got: Any = OpenRequest.build("x://h?timeout=2.5&create=false").read(real)
+    assert (got.timeout, got.create) == (2.5, False)
+    odd = dataclasses.make_dataclass("Odd", [("limit", "float | None", None)])
+    with pytest.raises(TypeError, match=re.escape("option 'limit' of Odd is a float | None")):
+        OpenRequest.build("x://h").read(odd)
