@@ -86,10 +86,7 @@ class Watchdog(Deadlines):
     def disarm(self, ticket: int) -> bool:
         """The operation is over; ``True`` if its deadline had already ended it."""
         with self._lock:
-            if self._armed.pop(ticket, None) is not None:
-                return False
-            self._expired.discard(ticket)
-            return True
+            return super().disarm(ticket)
 
     def stop(self) -> None:
         with self._cond:
