@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import statistics
 import threading
@@ -27,6 +28,8 @@ AsyncOp = Callable[[str], Awaitable[object]]
 SPEND_NEW, SPEND_SPENT, IS_SPENT = "spend (new id)", "spend (spent id)", "is_spent"
 OPERATIONS = (SPEND_NEW, SPEND_SPENT, IS_SPENT)
 LEDGER, RAW, PEER = "ledger", "raw", "peer"
+MEETS, MISSES, UNSETTLED = "meets", "misses", "unsettled"
+MIN_ROUNDS = 6  # the fewest rounds whose min..max holds the median at 95% (1 - 2 / 2**6)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,20 @@ class Mode:
 
 
 SYNC_1, SYNC_32, ASYNC_64 = Mode(1, False), Mode(32, False), Mode(64, True)
+
+
+@dataclass(frozen=True)
+class Bar:
+    """What a cell must reach: ledger / ``against`` (a contender's name; ``None``: the
+    raw call) at least ``value``. A store names its bars (``Subject.bars``)."""
+
+    value: float = 0.95
+    against: str | None = None
+
+    def label(self) -> str:
+        return f">= {self.value:.2f}" + (f" of {self.against}" if self.against else "")
+
+
 MODES = (SYNC_1, SYNC_32, ASYNC_64)
 _RUN = os.urandom(3).hex()  # ids never collide with an earlier run's on a kept server
 _TAGS = itertools.count()
@@ -148,13 +165,53 @@ class Cell:
                 return side
         return None
 
-    def ratio(self, other: Side) -> float | None:
-        """Ledger / ``other``: the median of the per-round ratios (paired rounds)."""
+    bar: Bar | None = None
+
+    def ratios(self, other: Side) -> list[float]:
+        """Ledger / ``other`` in each round (rounds are paired: back to back)."""
         ours = self.side(LEDGER)
-        if ours is None or not ours.rates or not other.rates:
-            return None
-        pairs = [a / b for a, b in zip(ours.rates, other.rates, strict=False) if b > 0]
+        if ours is None:
+            return []
+        return [a / b for a, b in zip(ours.rates, other.rates, strict=False) if b > 0]
+
+    def ratio(self, other: Side) -> float | None:
+        """Ledger / ``other``: the median of the per-round ratios."""
+        pairs = self.ratios(other)
         return statistics.median(pairs) if pairs else None
+
+    def interval(self, other: Side) -> tuple[float, float] | None:
+        """Where the median ratio lies, at about 95%: distribution-free (order statistics
+        of the rounds), so one wild round on a loaded machine widens it, never moves it."""
+        pairs = sorted(self.ratios(other))
+        n = len(pairs)
+        if n < MIN_ROUNDS:  # fewer rounds bound nothing at 95%, not even min..max
+            return None
+        half = 0.98 * math.sqrt(n)
+        low = max(0, round(n / 2 - half) - 1)
+        high = min(n - 1, round(n / 2 + half))
+        return pairs[low], pairs[high]
+
+    def bar_side(self) -> Side | None:
+        """The side this cell's bar compares the ledger with."""
+        if self.bar is None:
+            return None
+        if self.bar.against is None:
+            return self.side(RAW)
+        return next((s for s in self.sides if s.name == self.bar.against), None)
+
+    def verdict(self) -> str | None:
+        """``meets`` / ``misses``: the whole interval is on one side of the bar;
+        ``unsettled``: the rounds swing across it."""
+        side = self.bar_side()
+        found = None if side is None or self.bar is None else self.interval(side)
+        if found is None or self.bar is None:
+            return None
+        low, high = found
+        if low >= self.bar.value:
+            return MEETS
+        if high < self.bar.value:
+            return MISSES
+        return UNSETTLED
 
 
 def _sync_round(call: SyncOp, next_id: Callable[[], str], workers: int, seconds: float) -> Side:
@@ -230,19 +287,28 @@ def _order(names: Sequence[str], round_no: int) -> list[str]:
     return list(names) if round_no % 2 == 0 else list(reversed(names))
 
 
-def _schedule(
-    contenders: Sequence[Contender] | Sequence[AsyncContender], operation: str, rounds: int
-) -> tuple[dict[str, Side], list[tuple[str, Any, Callable[[], str]]]]:
-    """Each side of a cell, and the runs to make: every round, every contender that has
-    ``operation``, in an order that reverses each round (ABBA)."""
-    runnable = {c.name: (c.role, op) for c in contenders if (op := c.op(operation)) is not None}
-    sides = {name: Side(name, role) for name, (role, _) in runnable.items()}
+Runnable = dict[str, tuple[str, tuple[Any, Callable[[], str]]]]
+
+
+def _runnable(
+    contenders: Sequence[Contender] | Sequence[AsyncContender], operation: str
+) -> tuple[dict[str, Side], Runnable]:
+    """Each side of a cell, and the contenders that have ``operation``."""
+    runnable: Runnable = {
+        c.name: (c.role, op) for c in contenders if (op := c.op(operation)) is not None
+    }
+    return {name: Side(name, role) for name, (role, _) in runnable.items()}, runnable
+
+
+def _runs(runnable: Runnable, first: int, rounds: int) -> list[tuple[str, Any, Callable[[], str]]]:
+    """Rounds ``first`` .. ``first + rounds - 1``: every contender, in an order that
+    reverses each round (ABBA)."""
     runs = []
-    for r in range(rounds):
+    for r in range(first, first + rounds):
         for name in _order(list(runnable), r):
             call, next_id = runnable[name][1]
             runs.append((name, call, next_id))
-    return sides, runs
+    return runs
 
 
 @dataclass(frozen=True)
@@ -255,22 +321,40 @@ class Spec:
     operation: str
     rounds: int
     seconds: float
+    bar: Bar | None = None
+    max_rounds: int = 0  # rounds a cell may take while it swings across its bar
 
     def cell(self, sides: dict[str, Side]) -> Cell:
-        return Cell(self.store, self.stored, self.mode, self.operation, list(sides.values()))
+        values = list(sides.values())
+        return Cell(self.store, self.stored, self.mode, self.operation, values, bar=self.bar)
+
+    def more(self, cell: Cell, done: int) -> int:
+        """Rounds to add: ``rounds`` again while the cell swings across its bar."""
+        if cell.verdict() != UNSETTLED or done >= self.max_rounds:
+            return 0
+        return min(self.rounds, self.max_rounds - done)
 
 
 def sync_cell(spec: Spec, contenders: Sequence[Contender]) -> Cell | None:
-    sides, runs = _schedule(contenders, spec.operation, spec.rounds)
-    for name, call, next_id in runs:
-        _merge(sides[name], _sync_round(call, next_id, spec.mode.workers, spec.seconds))
+    sides, runnable = _runnable(contenders, spec.operation)
+    done, rounds = 0, spec.rounds
+    while sides and rounds:
+        for name, call, next_id in _runs(runnable, done, rounds):
+            _merge(sides[name], _sync_round(call, next_id, spec.mode.workers, spec.seconds))
+        done += rounds
+        rounds = spec.more(spec.cell(sides), done)
     return spec.cell(sides) if sides else None
 
 
 async def async_cell(spec: Spec, contenders: Sequence[AsyncContender]) -> Cell | None:
-    sides, runs = _schedule(contenders, spec.operation, spec.rounds)
-    for name, call, next_id in runs:
-        _merge(sides[name], await _async_round(call, next_id, spec.mode.workers, spec.seconds))
+    sides, runnable = _runnable(contenders, spec.operation)
+    done, rounds = 0, spec.rounds
+    while sides and rounds:
+        for name, call, next_id in _runs(runnable, done, rounds):
+            side = await _async_round(call, next_id, spec.mode.workers, spec.seconds)
+            _merge(sides[name], side)
+        done += rounds
+        rounds = spec.more(spec.cell(sides), done)
     return spec.cell(sides) if sides else None
 
 

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 from bench.measure import (
     LEDGER,
+    MISSES,
     MODES,
     OPERATIONS,
     PEER,
     RAW,
     SYNC_1,
+    UNSETTLED,
     Cell,
     Side,
 )
@@ -96,7 +98,41 @@ def cell_line(cell: Cell) -> str:
             f"{side.name} {side.rate:,.0f}/s p50 {_us(side.percentile(0.5))} us"
             + (f" (ledger/this {_ratio(cell.ratio(side))})" if side.role != LEDGER else "")
         )
+    verdict = cell.verdict()
+    if verdict is not None and cell.bar is not None:
+        parts.append(f"[{cell.bar.label()}: {verdict}, {_interval(cell)}]")
     return "  ".join(parts)
+
+
+def _interval(cell: Cell) -> str:
+    """The bar ratio's 95% interval and the rounds it rests on."""
+    side = cell.bar_side()
+    found = None if side is None else cell.interval(side)
+    if side is None or found is None:
+        return "-"
+    return f"{found[0]:.2f}-{found[1]:.2f} ({len(cell.ratios(side))} rounds)"
+
+
+def _marked(cell: Cell | None) -> str:
+    """The bar ratio for the summary: bold below its bar, ``?`` when the rounds swing
+    across it."""
+    side = None if cell is None else cell.bar_side()
+    if cell is None or side is None:
+        return "-"
+    value, verdict = _ratio(cell.ratio(side)), cell.verdict()
+    if verdict == MISSES:
+        return f"**{value}**"
+    return f"{value}?" if verdict == UNSETTLED else value
+
+
+LEGEND = (
+    "Each value is the ledger against the call its bar names (the raw call; MongoDB's "
+    "operations: `insert_one + find` and `find`, the raw sequences with the same "
+    "guarantee). Bars: 0.95; SQLite's spent-id and `is_spent` cells 0.80 (a 4 µs "
+    "statement: the Python around it is the whole gap). **Bold**: below its bar, the "
+    "rounds' 95% interval wholly under it; `?`: the rounds swing across the bar even "
+    "after extra rounds (an unsettled cell runs up to three times its rounds)."
+)
 
 
 def _first_cells(run: StoreRun) -> list[Cell]:
@@ -141,6 +177,8 @@ def _store_table(run: StoreRun) -> list[str]:
         "ledger calls/s",
         f"{raw_name} calls/s",
         "**ledger / raw**",
+        "bar: verdict",
+        "95% interval (rounds)",
         "raw p50 / ledger p50",
         "ledger p50 / p99 µs",
         "raw p50 / p99 µs",
@@ -153,11 +191,20 @@ def _store_table(run: StoreRun) -> list[str]:
             peer_cols += f" {_ratio(cell.ratio(peer)) if peer else '-'} |"
         lines.append(
             f"| {cell.mode.label} | {cell.operation} | {ours.rate:,.0f} | {raw.rate:,.0f} | "
-            f"**{_ratio(cell.ratio(raw))}** | {_ratio(_p50_ratio(ours, raw))} | "
+            f"**{_ratio(cell.ratio(raw))}** | {_bar(cell)} | {_interval(cell)} | "
+            f"{_ratio(_p50_ratio(ours, raw))} | "
             f"{_us(ours.percentile(0.5))} / {_us(ours.percentile(0.99))} | "
             f"{_us(raw.percentile(0.5))} / {_us(raw.percentile(0.99))} |{peer_cols}"
         )
     return lines
+
+
+def _bar(cell: Cell) -> str:
+    verdict, side = cell.verdict(), cell.bar_side()
+    if verdict is None or cell.bar is None or side is None:
+        return "-"
+    shown = "" if cell.bar.against is None else f" ({_ratio(cell.ratio(side))})"
+    return f"{cell.bar.label()}{shown}: {verdict}"
 
 
 def _growth_table(runs: Sequence[StoreRun]) -> list[str]:
@@ -183,11 +230,7 @@ def _summary(runs: Sequence[StoreRun]) -> list[str]:
             continue
         columns = []
         for operation in OPERATIONS:
-            values = []
-            for mode in MODES:
-                cell = found.get((mode, operation))
-                raw = cell.side(RAW) if cell else None
-                values.append(_ratio(cell.ratio(raw) if cell and raw else None))
+            values = [_marked(found.get((mode, operation))) for mode in MODES]
             columns.append(" / ".join(values))
         lines.append(f"| {run.store} | " + " | ".join(columns) + " |")
     return lines
@@ -213,7 +256,7 @@ def splice_summary(readme: str, runs: Sequence[StoreRun], machine: Machine) -> s
         "",
         f"Measured {machine.started:%Y-%m-%d} on {loaded}{machine.cores}-core machine "
         f"(load average {max(machine.load, default=0):.1f}); ledger / raw throughput, "
-        "median of paired rounds:",
+        "median of paired rounds ([docs/bench.md](docs/bench.md): bars, intervals):",
         "",
         *_summary(runs),
         "",
@@ -248,6 +291,10 @@ def markdown(
         "faster, which happens when the raw call takes an exception path, e.g. a duplicate "
         "key); **raw p50 / ledger p50** compares the median calls, which scheduler stalls on "
         "a loaded machine (they land in the tail, and so in throughput) barely move. "
+        "**bar: verdict** holds the ledger to its target: *meets* or *misses* when the "
+        "distribution-free 95% interval of the median ratio (order statistics of the "
+        "rounds) lies wholly on one side of it, *unsettled* when the rounds swing across "
+        "it; such a cell takes extra rounds, up to three times its plan, before it says so. "
         "Latencies are per call, over every call of every round. `spend (new id)` "
         "writes; `spend (spent id)` is the losing path (the raw call's duplicate-key "
         "answer); `is_spent` reads an id that is spent. Peers are other libraries' closest "
@@ -259,6 +306,8 @@ def markdown(
         "## Summary",
         "",
         *_summary(runs),
+        "",
+        LEGEND,
         "",
     ]
     for run in runs:

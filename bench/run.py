@@ -47,10 +47,11 @@ class Plan:
     seconds: float
     preload_budget: float
     modes: tuple[Mode, ...] = MODES
+    settle: int = 3  # a cell swinging across its bar runs up to settle x rounds
 
 
 FULL = Plan(sizes=(1_000, 100_000, 1_000_000), rounds=7, seconds=0.3, preload_budget=240.0)
-QUICK = Plan(sizes=(200, 1_000), rounds=2, seconds=0.03, preload_budget=20.0)
+QUICK = Plan(sizes=(200, 1_000), rounds=2, seconds=0.03, preload_budget=20.0, settle=1)
 
 
 @dataclass
@@ -104,6 +105,22 @@ def _preload(subject: Subject, stored: _Stored, target: int, budget: float) -> s
     return None
 
 
+def _spec(
+    subject: Subject, plan: Plan, stored: int, mode: Mode, operation: str, *, settle: bool
+) -> Spec:
+    """One cell's plan; the growth cells (``settle`` false) only show a trend."""
+    return Spec(
+        subject.store,
+        stored,
+        mode,
+        operation,
+        plan.rounds,
+        plan.seconds,
+        bar=subject.bar(operation),
+        max_rounds=plan.rounds * (plan.settle if settle else 1),
+    )
+
+
 def _run_store(subject: Subject, plan: Plan, run: StoreRun) -> None:
     stored = _Stored()
     measure.warm_up(subject.contenders)
@@ -123,7 +140,7 @@ def _run_store(subject: Subject, plan: Plan, run: StoreRun) -> None:
             if mode.is_async:
                 continue
             for operation in OPERATIONS:
-                spec = Spec(subject.store, stored(), mode, operation, plan.rounds, plan.seconds)
+                spec = _spec(subject, plan, stored(), mode, operation, settle=first)
                 cell = measure.sync_cell(spec, contenders)
                 if cell is not None:
                     cell.size = reached or size
@@ -139,7 +156,7 @@ async def _async_cells(subject: Subject, plan: Plan, stored: _Stored, size: int)
     async with subject.open_async() as contenders:
         await measure.warm_up_async(contenders, ASYNC_64.workers)
         for operation in OPERATIONS:
-            spec = Spec(subject.store, stored(), ASYNC_64, operation, plan.rounds, plan.seconds)
+            spec = _spec(subject, plan, stored(), ASYNC_64, operation, settle=True)
             cell = await measure.async_cell(spec, contenders)
             if cell is not None:
                 cell.size = size
@@ -180,6 +197,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="ids already stored, comma-separated (1000,100000,...)")
     parser.add_argument("--rounds", type=int, help="alternating rounds per cell")
     parser.add_argument("--seconds", type=float, help="seconds per contender and round")
+    parser.add_argument(
+        "--settle",
+        type=int,
+        help="a cell whose rounds swing across its bar runs up to this many times its "
+        "rounds (3; --quick 1)",
+    )
     parser.add_argument("--preload-budget", type=float, help="seconds allowed to grow a store")
     parser.add_argument("--out", type=Path, help="where bench.md and bench.png go (docs/)")
     parser.add_argument(
@@ -196,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds=args.rounds or base.rounds,
         seconds=args.seconds or base.seconds,
         preload_budget=args.preload_budget or base.preload_budget,
+        settle=args.settle or base.settle,
     )
     out: Path | None = args.out or (None if args.quick else REPO / "docs")
     names = [] if args.no_local else (args.only.split(",") if args.only else list(ORDER))

@@ -171,3 +171,40 @@ def test_path_counts_lines_at_a_git_revision() -> None:
     from bench import path
 
     assert path.lines_at("sqlite", "ad82e9d").written == 1515  # before issue 40's renovation
+
+
+def _cell(ours: list[float], raw: list[float], bar: float = 0.95) -> measure.Cell:
+    sides = [measure.Side("ledger", LEDGER, ours), measure.Side("raw", RAW, raw)]
+    return measure.Cell("x", 0, SYNC_1, measure.SPEND_NEW, sides, bar=measure.Bar(bar))
+
+
+def test_the_interval_of_the_median_ratio_is_read_from_the_rounds() -> None:
+    """Nine paired rounds: the 2nd and 8th smallest ratios bound the median (about 96%)."""
+    ratios = [0.80, 0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 1.40]
+    cell = _cell(ratios, [1.0] * 9)
+    assert cell.ratio(cell.sides[1]) == 0.93
+    assert cell.interval(cell.sides[1]) == (0.90, 0.96)
+    assert cell.verdict() == measure.UNSETTLED  # 0.95 lies inside
+    assert _cell(ratios, [1.0] * 9, bar=0.85).verdict() == measure.MEETS
+    assert _cell(ratios, [1.0] * 9, bar=0.97).verdict() == measure.MISSES
+    assert _cell([0.5] * 5, [1.0] * 5).verdict() is None  # five rounds: no interval yet
+    assert _cell([0.5] * 6, [1.0] * 6).verdict() == measure.MISSES
+
+
+@pytest.mark.parametrize(
+    ("verdict", "rounds"), [(measure.UNSETTLED, 7), (measure.MISSES, 2), (measure.MEETS, 2)]
+)
+def test_only_a_cell_swinging_across_its_bar_takes_more_rounds(
+    monkeypatch: pytest.MonkeyPatch, verdict: str, rounds: int
+) -> None:
+    """Unsettled: rounds again (2, 4, 6) and then the last one left (7); a verdict
+    either way: the planned 2."""
+    monkeypatch.setattr(measure.Cell, "verdict", lambda self: verdict)
+    contenders = [
+        Contender("ledger", LEDGER, ops(str, None)),
+        Contender("raw", RAW, ops(str, None)),
+    ]
+    spec = measure.Spec("x", 0, SYNC_1, measure.SPEND_NEW, 2, 0.001, max_rounds=7)
+    cell = measure.sync_cell(spec, contenders)
+    assert cell is not None
+    assert [len(side.rates) for side in cell.sides] == [rounds, rounds]

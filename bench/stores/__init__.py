@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from bench.measure import AsyncContender, Contender
+from bench.measure import AsyncContender, Bar, Contender
 from ledger_core.opening import OpenRequest
 
 ORDER = ("sqlite", "redis", "postgres", "mongodb", "dynamodb")
@@ -32,7 +32,8 @@ class Subject:
     ``preload(numbers)`` adds one id per number (``pre-<n>``, beside the ledger's own) by
     the store's fastest bulk path, so the cost of a call can be read against how many ids
     are already stored; ``open_async`` yields the
-    async contenders (made inside the running event loop), or is ``None``.
+    async contenders (made inside the running event loop), or is ``None``. ``bars``:
+    what an operation must reach where it is not the default (0.95 of the raw call).
     """
 
     store: str
@@ -42,6 +43,10 @@ class Subject:
     open_async: Callable[[], AbstractAsyncContextManager[list[AsyncContender]]] | None
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    bars: dict[str, Bar] = field(default_factory=dict)
+
+    def bar(self, operation: str) -> Bar:
+        return self.bars.get(operation, Bar())
 
 
 class StoreModule(Protocol):

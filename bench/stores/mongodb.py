@@ -4,8 +4,9 @@ write concern (``w="majority", j=True``), on the same client and into the same c
 The server is the harness's (a local ``mongod`` replica set, else nx-27017, which proves
 only with ``durability=process``), or the URL given. A ledger spend is two round trips by
 design (the insert, then the record and the genesis read back: docs/mongodb.md), so the
-raw sequence with the same guarantee, ``insert_one + find_one``, is timed beside it, sync
-and async. The peer is cachelib's ``MongoDbCache.add`` (no timeout) on the same client.
+raw sequences with the same guarantee, ``insert_one + find`` (and ``find`` of the record
+and the genesis for a read), are timed beside it, sync and async: the bars hold the ledger
+to them. The peer is cachelib's ``MongoDbCache.add`` (no timeout) on the same client.
 
 ``cachelib_factory`` shapes cachelib's ``add`` as a ledger for the conformance suite's
 C1 clause (``--ledger-factory bench.stores.mongodb:cachelib_factory``), which shows it racy.
@@ -23,7 +24,18 @@ from pymongo import AsyncMongoClient, MongoClient, WriteConcern
 from pymongo.errors import DuplicateKeyError
 from pymongo.read_concern import ReadConcern
 
-from bench.measure import PEER, AsyncContender, Contender, async_pair, ops, pair
+from bench.measure import (
+    IS_SPENT,
+    PEER,
+    SPEND_NEW,
+    SPEND_SPENT,
+    AsyncContender,
+    Bar,
+    Contender,
+    async_pair,
+    ops,
+    pair,
+)
 from bench.stores import Subject, chunks, optional, split_url, versions
 from ledger_conformance import LedgerContext
 from ledger_mongodb import AsyncMongoLedger, MongoLedger
@@ -35,7 +47,11 @@ SCHEMES = ("mongodb", "mongodb+srv")
 
 UNAVAILABLE = servers.ServerUnavailable
 RAW_CALLS = "insert_one / find_one"
-RAW_SEQUENCE = "insert_one + find_one"  # a ledger spend's two round trips, raw
+RAW_SEQUENCE = "insert_one + find"  # a ledger spend's two round trips, raw; a read's one
+GENESIS = "genesis\x00raw"  # the raw sequence's genesis, read with each record
+# Each operation is held to the raw calls with the same guarantee: the record read with
+# its namespace's genesis (a spend: after the insert).
+BARS = {op: Bar(against=RAW_SEQUENCE) for op in (SPEND_NEW, SPEND_SPENT, IS_SPENT)}
 MAJORITY = WriteConcern(w="majority", j=True)  # the ledger's own concerns
 READ_MAJORITY = ReadConcern("majority")
 TOKEN = os.urandom(16)
@@ -68,13 +84,19 @@ def subject(url: str, stack: ExitStack) -> Subject:
     def raw_is_spent(rid: str) -> object:
         return raw.find_one({"_id": "raw:" + rid}) is not None
 
+    raw.replace_one({"_id": GENESIS}, {"_id": GENESIS, "t": TOKEN}, upsert=True)
+
+    def read_both(rid: str) -> object:
+        found = [d["_id"] for d in raw.find({"_id": {"$in": ["raw:" + rid, GENESIS]}})]
+        return "raw:" + rid in found
+
     def insert_and_read(rid: str) -> object:
         spent = raw_spend(rid)
-        raw.find_one({"_id": {"$in": ["raw:" + rid, "genesis\x00raw"]}})
+        read_both(rid)
         return spent
 
     contenders = pair(ledger, RAW_CALLS, raw_spend, raw_is_spent)
-    contenders.append(Contender(RAW_SEQUENCE, PEER, ops(insert_and_read, None)))
+    contenders.append(Contender(RAW_SEQUENCE, PEER, ops(insert_and_read, read_both)))
     cachelib = optional("cachelib.mongodb")
     if cachelib is not None:
         cache = cachelib.MongoDbCache(client=client, db=db.name, collection="bench_cachelib")
@@ -105,12 +127,16 @@ def subject(url: str, stack: ExitStack) -> Subject:
         async def araw_is_spent(rid: str) -> object:
             return await araw.find_one({"_id": "raw:" + rid}) is not None
 
+        async def aread_both(rid: str) -> object:
+            cursor = araw.find({"_id": {"$in": ["raw:" + rid, GENESIS]}})
+            return "raw:" + rid in [d["_id"] async for d in cursor]
+
         async def ainsert_and_read(rid: str) -> object:
             spent = await araw_spend(rid)
-            await araw.find_one({"_id": {"$in": ["raw:" + rid, "genesis\x00raw"]}})
+            await aread_both(rid)
             return spent
 
-        sequence = AsyncContender(RAW_SEQUENCE, PEER, ops(ainsert_and_read, None))
+        sequence = AsyncContender(RAW_SEQUENCE, PEER, ops(ainsert_and_read, aread_both))
         try:
             yield [*async_pair(aledger, RAW_CALLS, araw_spend, araw_is_spent), sequence]
         finally:
@@ -129,8 +155,10 @@ def subject(url: str, stack: ExitStack) -> Subject:
         versions("pymongo", "nx-27017", "cachelib"),
         [
             "A ledger spend is two round trips (the insert, then the record and the genesis "
-            "read back), an `is_spent` one; `insert_one + find_one` times that raw pair."
+            "read back), an `is_spent` one; `insert_one + find` times that raw pair, and "
+            "`find` alone the read (the record and the genesis, by `_id $in`)."
         ],
+        bars=BARS,
     )
 
 
