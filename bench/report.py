@@ -256,7 +256,8 @@ def splice_summary(readme: str, runs: Sequence[StoreRun], machine: Machine) -> s
         "",
         f"Measured {machine.started:%Y-%m-%d} on {loaded}{machine.cores}-core machine "
         f"(load average {max(machine.load, default=0):.1f}); ledger / raw throughput, "
-        "median of paired rounds ([docs/bench.md](docs/bench.md): bars, intervals):",
+        "median of paired rounds; **bold**: below its bar, `?`: the rounds swing across "
+        "it ([docs/bench.md](docs/bench.md)):",
         "",
         *_summary(runs),
         "",
