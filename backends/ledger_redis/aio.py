@@ -48,7 +48,16 @@ from ledger_core.listing import pages_async
 from ledger_core.tokens import TOKEN_BYTES, new_token
 
 from . import identity
-from .commands import FACT_COMMANDS, Command, Keys, Plan, as_eval, epoch_command, plan_for
+from .commands import (
+    FACT_COMMANDS,
+    Command,
+    Keys,
+    Plan,
+    as_eval,
+    epoch_command,
+    pack,
+    plan_for,
+)
 from .deadline import Bound, bound_sync
 from .errors import IdentityLost, ReplyLost, driver_error, redis_module
 from .identity import ServerFacts, facts_from_replies
@@ -138,7 +147,7 @@ class Pool(Link):
             raise LedgerClosed("the ledger is closed")
         if deadline is not None and time.monotonic() >= deadline:
             raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
-        pool, sent = self.client, False
+        pool, sent, packed = self.client, False, [pack(commands)]
         if ASYNC:  # noqa: SIM108 (the flavours differ)
             bound = timeout_at(deadline)  # asyncio cancels the awaits at the deadline
         else:
@@ -148,10 +157,7 @@ class Pool(Link):
                 conn = await pool.get_connection()
                 try:
                     sent = True
-                    if len(commands) == 1:
-                        await conn.send_packed_command(conn.pack_command(*commands[0]))
-                    else:
-                        await conn.send_packed_command(conn.pack_commands(commands))
+                    await conn.send_packed_command(packed)
                     replies: list[Any] = []
                     for _ in commands:
                         try:

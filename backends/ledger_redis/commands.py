@@ -225,6 +225,24 @@ FACT_COMMANDS: list[Command] = [
 ]
 
 
+def pack(commands: Sequence[Command]) -> bytes:
+    """``commands`` in RESP, in one buffer. redis-py's packer takes any type and splits
+    large values; the ledger sends only bytes, ASCII text and ints, and this costs a third
+    of it, which on a spent id is a tenth of the ledger's whole client path."""
+    out = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            if type(arg) is str:
+                arg = arg.encode("ascii")
+            elif type(arg) is int:
+                arg = b"%d" % arg
+            elif type(arg) is not bytes:
+                raise TypeError(f"cannot send a {type(arg).__name__} to Redis")
+            out.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return b"".join(out)
+
+
 def epoch_command(keys: Keys) -> Command:
     return ("EVAL", EPOCH_BODY, 1, keys.genesis)
 

@@ -45,7 +45,16 @@ from ledger_core.listing import pages
 from ledger_core.tokens import TOKEN_BYTES, new_token
 
 from . import identity
-from .commands import FACT_COMMANDS, Command, Keys, Plan, as_eval, epoch_command, plan_for
+from .commands import (
+    FACT_COMMANDS,
+    Command,
+    Keys,
+    Plan,
+    as_eval,
+    epoch_command,
+    pack,
+    plan_for,
+)
 from .deadline import Bound, bound_sync
 from .errors import IdentityLost, ReplyLost, driver_error, redis_module
 from .identity import ServerFacts, facts_from_replies
@@ -124,17 +133,14 @@ class Pool(Link):
             raise LedgerClosed("the ledger is closed")
         if deadline is not None and time.monotonic() >= deadline:
             raise LedgerUnavailable(f"{what}: the operation's timeout ran out before sending")
-        pool, sent = self.client, False
+        pool, sent, packed = self.client, False, [pack(commands)]
         bound = Bound(deadline)  # the sockets cut each wait to the time left
         try:
             with bound:
                 conn = pool.get_connection()
                 try:
                     sent = True
-                    if len(commands) == 1:
-                        conn.send_packed_command(conn.pack_command(*commands[0]))
-                    else:
-                        conn.send_packed_command(conn.pack_commands(commands))
+                    conn.send_packed_command(packed)
                     replies: list[Any] = []
                     for _ in commands:
                         try:

@@ -362,3 +362,28 @@ def test_sentinel_urls() -> None:
             target(bad)
     with pytest.raises(InvalidLedgerURL, match="sentinels"):
         target("redis://h1/0?sentinels=h2:1")
+
+
+def test_the_ledger_packs_its_commands_as_redis_py_does() -> None:
+    """The hot path's own packer must send the bytes redis-py would: every kind of
+    command the ledger sends, one at a time and pipelined."""
+    from redis._parsers.encoders import Encoder
+    from redis.connection import PythonRespSerializer
+
+    plan = commands.plan_for(RedisOptions(wait_replicas=1), (7, 0), cluster=False)
+    sent = [
+        ("EVALSHA", "ab" * 20, 2, b"{}dl-genesis:ns", b"{}dl:\x00\xff\r\n*$", b"g:e", TOKEN),
+        plan.proof_command,
+        *commands.FACT_COMMANDS,
+        commands.scan_command(0, b"{}dl:*", 1000),
+        ("WAIT", 1, 250),
+        ("EVAL", "return 1", 0),
+    ]
+    encoder: Any = Encoder  # redis-py's packer is untyped
+    serializer: Any = PythonRespSerializer(6000, encoder("utf-8", "strict", False).encode)
+    theirs = b"".join(b"".join(serializer.pack(*c)) for c in sent)
+    assert commands.pack(sent) == theirs
+    assert commands.pack(sent[:1]) == b"".join(serializer.pack(*sent[0]))
+    for odd in (True, 1.5, None, "é"):
+        with pytest.raises((TypeError, UnicodeEncodeError)):
+            commands.pack([("SET", b"k", odd)])
