@@ -16,7 +16,7 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -45,6 +45,7 @@ class Mode:
 
 
 SYNC_1, SYNC_32, ASYNC_64 = Mode(1, False), Mode(32, False), Mode(64, True)
+MODES = (SYNC_1, SYNC_32, ASYNC_64)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,6 @@ class Bar:
         return f">= {self.value:.2f}" + (f" of {self.against}" if self.against else "")
 
 
-MODES = (SYNC_1, SYNC_32, ASYNC_64)
 _RUN = os.urandom(3).hex()  # ids never collide with an earlier run's on a kept server
 _TAGS = itertools.count()
 
@@ -203,7 +203,7 @@ class Cell:
         """``meets`` / ``misses``: the whole interval is on one side of the bar;
         ``unsettled``: the rounds swing across it."""
         side = self.bar_side()
-        found = None if side is None or self.bar is None else self.interval(side)
+        found = None if side is None else self.interval(side)
         if found is None or self.bar is None:
             return None
         low, high = found
@@ -335,26 +335,32 @@ class Spec:
         return min(self.rounds, self.max_rounds - done)
 
 
-def sync_cell(spec: Spec, contenders: Sequence[Contender]) -> Cell | None:
-    sides, runnable = _runnable(contenders, spec.operation)
+def _batches(
+    spec: Spec, sides: dict[str, Side], runnable: Runnable
+) -> Iterator[list[tuple[str, Any, Callable[[], str]]]]:
+    """The planned rounds, then more while the cell (as ``sides`` now stand) swings
+    across its bar: one code path for the sync and the async cell."""
     done, rounds = 0, spec.rounds
     while sides and rounds:
-        for name, call, next_id in _runs(runnable, done, rounds):
-            _merge(sides[name], _sync_round(call, next_id, spec.mode.workers, spec.seconds))
+        yield _runs(runnable, done, rounds)
         done += rounds
         rounds = spec.more(spec.cell(sides), done)
+
+
+def sync_cell(spec: Spec, contenders: Sequence[Contender]) -> Cell | None:
+    sides, runnable = _runnable(contenders, spec.operation)
+    for runs in _batches(spec, sides, runnable):
+        for name, call, next_id in runs:
+            _merge(sides[name], _sync_round(call, next_id, spec.mode.workers, spec.seconds))
     return spec.cell(sides) if sides else None
 
 
 async def async_cell(spec: Spec, contenders: Sequence[AsyncContender]) -> Cell | None:
     sides, runnable = _runnable(contenders, spec.operation)
-    done, rounds = 0, spec.rounds
-    while sides and rounds:
-        for name, call, next_id in _runs(runnable, done, rounds):
+    for runs in _batches(spec, sides, runnable):
+        for name, call, next_id in runs:
             side = await _async_round(call, next_id, spec.mode.workers, spec.seconds)
             _merge(sides[name], side)
-        done += rounds
-        rounds = spec.more(spec.cell(sides), done)
     return spec.cell(sides) if sides else None
 
 
